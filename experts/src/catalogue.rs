@@ -1,0 +1,324 @@
+//! The expert catalogue: a versioned TOML file naming every scheduler ASA may switch to.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Schema name every catalogue file must declare.
+pub const CATALOGUE_SCHEMA: &str = "asa.experts";
+/// The catalogue schema version this build understands.
+pub const CATALOGUE_VERSION: u32 = 1;
+/// Name of the entry that stands for the kernel's default scheduler.
+pub const EEVDF: &str = "eevdf";
+
+/// The catalogue shipped with the repository (`experts/catalogue.toml`), compiled in.
+pub const BUILTIN_CATALOGUE: &str = include_str!("../catalogue.toml");
+
+/// Errors found while reading or validating a catalogue.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("cannot read expert catalogue {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("expert catalogue {origin} is not valid TOML for schema {CATALOGUE_SCHEMA} v{CATALOGUE_VERSION}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("expert catalogue {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// How an expert is provided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpertKind {
+    /// The kernel's default scheduler: no BPF scheduler attached.
+    KernelDefault,
+    /// A sched_ext scheduler from crates.io, installed at an exact version.
+    ScxCrate,
+    /// A sched_ext scheduler built from this workspace.
+    Workspace,
+}
+
+/// One catalogue entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expert {
+    /// Short name used on the command line (`asa pin <name>`).
+    pub name: String,
+    /// How the expert is provided.
+    pub kind: ExpertKind,
+    /// crates.io crate name (kind `scx-crate`).
+    #[serde(rename = "crate", default)]
+    pub crate_name: Option<String>,
+    /// Exact crate version (kind `scx-crate`).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Workspace package name (kind `workspace`).
+    #[serde(default)]
+    pub package: Option<String>,
+    /// Executable name.
+    #[serde(default)]
+    pub binary: Option<String>,
+    /// Prefix of `/sys/kernel/sched_ext/root/ops` while this expert is attached.
+    #[serde(default)]
+    pub ops_prefix: Option<String>,
+    /// Extra command-line arguments passed to the expert.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// False for an entry that is declared but cannot be used yet.
+    #[serde(default = "default_true")]
+    pub available: bool,
+    /// One line for humans.
+    #[serde(default)]
+    pub description: String,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Expert {
+    /// True for the kernel default (EEVDF) entry.
+    pub fn is_kernel_default(&self) -> bool {
+        self.kind == ExpertKind::KernelDefault
+    }
+
+    /// True when `ops` (the content of `root/ops`) belongs to this expert.
+    pub fn owns_ops(&self, ops: &str) -> bool {
+        match &self.ops_prefix {
+            Some(prefix) => ops.starts_with(prefix.as_str()),
+            None => false,
+        }
+    }
+
+    /// The executable name; empty for EEVDF.
+    pub fn binary_name(&self) -> &str {
+        self.binary.as_deref().unwrap_or("")
+    }
+
+    /// Directory under the expert cache where `cargo install --root` puts this crate.
+    pub fn install_root_name(&self) -> Option<String> {
+        match (&self.crate_name, &self.version) {
+            (Some(c), Some(v)) => Some(format!("{c}-{v}")),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogueFile {
+    schema: String,
+    version: u32,
+    #[serde(rename = "expert")]
+    experts: Vec<Expert>,
+}
+
+/// A validated expert catalogue.
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    experts: Vec<Expert>,
+}
+
+impl Catalogue {
+    /// The catalogue compiled into the binary.
+    pub fn builtin() -> Self {
+        Self::parse(BUILTIN_CATALOGUE, "built-in catalogue").expect("built-in catalogue is valid")
+    }
+
+    /// Read and validate a catalogue file.
+    pub fn load(path: &Path) -> Result<Self, CatalogueError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogueError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and validate catalogue text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, CatalogueError> {
+        let file: CatalogueFile = toml::from_str(text).map_err(|e| CatalogueError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        let invalid = |message: String| CatalogueError::Invalid {
+            origin: origin.to_owned(),
+            message,
+        };
+        if file.schema != CATALOGUE_SCHEMA {
+            return Err(invalid(format!(
+                "schema is {:?}, expected {CATALOGUE_SCHEMA:?}",
+                file.schema
+            )));
+        }
+        if file.version != CATALOGUE_VERSION {
+            return Err(invalid(format!(
+                "version {} is not supported (this build reads version {CATALOGUE_VERSION})",
+                file.version
+            )));
+        }
+        let mut names = BTreeSet::new();
+        for e in &file.experts {
+            if e.name.is_empty()
+                || !e
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(invalid(format!(
+                    "expert name {:?} must be [A-Za-z0-9_-]+",
+                    e.name
+                )));
+            }
+            if !names.insert(e.name.clone()) {
+                return Err(invalid(format!("expert {:?} is declared twice", e.name)));
+            }
+            let need = |field: &str, value: &Option<String>| match value {
+                Some(v) if !v.is_empty() => Ok(()),
+                _ => Err(invalid(format!(
+                    "expert {:?} needs field `{field}`",
+                    e.name
+                ))),
+            };
+            match e.kind {
+                ExpertKind::KernelDefault => {
+                    if e.binary.is_some() || e.ops_prefix.is_some() {
+                        return Err(invalid(format!(
+                            "expert {:?} is the kernel default and takes no binary or ops_prefix",
+                            e.name
+                        )));
+                    }
+                }
+                ExpertKind::ScxCrate => {
+                    need("crate", &e.crate_name)?;
+                    need("version", &e.version)?;
+                    need("binary", &e.binary)?;
+                    need("ops_prefix", &e.ops_prefix)?;
+                }
+                ExpertKind::Workspace => {
+                    need("package", &e.package)?;
+                    need("binary", &e.binary)?;
+                    need("ops_prefix", &e.ops_prefix)?;
+                }
+            }
+        }
+        let defaults = file
+            .experts
+            .iter()
+            .filter(|e| e.is_kernel_default())
+            .count();
+        if defaults != 1
+            || !file
+                .experts
+                .iter()
+                .any(|e| e.name == EEVDF && e.is_kernel_default())
+        {
+            return Err(invalid(format!(
+                "exactly one entry must be the kernel default, named {EEVDF:?}"
+            )));
+        }
+        Ok(Self {
+            experts: file.experts,
+        })
+    }
+
+    /// All entries, in file order.
+    pub fn experts(&self) -> &[Expert] {
+        &self.experts
+    }
+
+    /// Look an expert up by name.
+    pub fn get(&self, name: &str) -> Option<&Expert> {
+        self.experts.iter().find(|e| e.name == name)
+    }
+
+    /// Look an expert up by name, with an error that lists the known names.
+    pub fn require(&self, name: &str) -> anyhow::Result<&Expert> {
+        self.get(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown expert {name:?}; known experts: {}",
+                self.names().join(", ")
+            )
+        })
+    }
+
+    /// Names of all entries.
+    pub fn names(&self) -> Vec<&str> {
+        self.experts.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// The expert whose `ops_prefix` matches a live `root/ops` value.
+    pub fn by_ops(&self, ops: &str) -> Option<&Expert> {
+        self.experts.iter().find(|e| e.owns_ops(ops))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalogue_is_valid_and_has_the_issue_experts() {
+        let c = Catalogue::builtin();
+        for name in ["eevdf", "bpfland", "lavd", "rusty", "gru"] {
+            assert!(c.get(name).is_some(), "{name} missing");
+        }
+        assert!(c.get("eevdf").unwrap().is_kernel_default());
+        assert_eq!(
+            c.by_ops("bpfland_1.1.4_x86_64_unknown_linux_gnu")
+                .unwrap()
+                .name,
+            "bpfland"
+        );
+        assert!(c.by_ops("somebody_else").is_none());
+        assert_eq!(
+            c.get("lavd").unwrap().install_root_name().as_deref(),
+            Some("scx_lavd-1.1.4")
+        );
+    }
+
+    #[test]
+    fn unknown_expert_error_lists_known_names() {
+        let err = Catalogue::builtin().require("cfs").unwrap_err().to_string();
+        assert!(err.contains("unknown expert \"cfs\""), "{err}");
+        assert!(err.contains("bpfland"), "{err}");
+    }
+
+    fn parse(text: &str) -> Result<Catalogue, CatalogueError> {
+        Catalogue::parse(text, "test")
+    }
+
+    const EEVDF_ENTRY: &str = "[[expert]]\nname = \"eevdf\"\nkind = \"kernel-default\"\n";
+
+    #[test]
+    fn rejects_wrong_schema_version_and_fields() {
+        let e = parse(&format!(
+            "schema = \"asa.experts\"\nversion = 2\n{EEVDF_ENTRY}"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("version 2 is not supported"), "{e}");
+        let e = parse(&format!("schema = \"other\"\nversion = 1\n{EEVDF_ENTRY}")).unwrap_err();
+        assert!(e.to_string().contains("schema is \"other\""), "{e}");
+        let e = parse(&format!(
+            "schema = \"asa.experts\"\nversion = 1\n{EEVDF_ENTRY}colour = 1\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn rejects_incomplete_or_duplicate_entries() {
+        let head = format!("schema = \"asa.experts\"\nversion = 1\n{EEVDF_ENTRY}");
+        let e = parse(&format!(
+            "{head}[[expert]]\nname = \"x\"\nkind = \"scx-crate\"\ncrate = \"scx_x\"\nbinary = \"scx_x\"\nops_prefix = \"x\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("needs field `version`"), "{e}");
+        let e = parse(&format!("{head}{EEVDF_ENTRY}")).unwrap_err();
+        assert!(e.to_string().contains("declared twice"), "{e}");
+        let e = parse("schema = \"asa.experts\"\nversion = 1\nexpert = []\n").unwrap_err();
+        assert!(e.to_string().contains("kernel default"), "{e}");
+    }
+}

@@ -1,0 +1,17 @@
+//! ASA's experts: the catalogue of schedulers the agent may switch to, a handle on the
+//! kernel's sched_ext state, and the supervisor that starts, stops and watches them.
+//!
+//! Data flows one way: the agent's decision names an expert; [`Supervisor::switch_to`] makes
+//! the kernel run it, and [`Supervisor::check`] reports when the kernel stops running it.
+
+pub mod catalogue;
+pub mod locate;
+pub mod sched_ext;
+pub mod supervisor;
+
+pub use catalogue::{Catalogue, Expert, ExpertKind, EEVDF};
+pub use locate::{cache_dir, experts_cache_dir, locate_binary};
+pub use sched_ext::{SchedExt, ScxSnapshot, ScxState};
+pub use supervisor::{
+    Active, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError, SwitchReport,
+};

@@ -1,0 +1,130 @@
+//! Finding an expert's executable: the project cache, explicit directories, then `PATH`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use crate::catalogue::{Expert, ExpertKind};
+
+/// The project cache: `$ASA_CACHE`, else `$XDG_CACHE_HOME/asa`, else `~/.cache/asa`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ASA_CACHE").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir).join("asa");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    PathBuf::from(home).join(".cache").join("asa")
+}
+
+/// Where `cargo install --root` puts the experts from crates.io.
+pub fn experts_cache_dir() -> PathBuf {
+    cache_dir().join("experts")
+}
+
+/// The directories searched for an expert's binary, in order.
+pub fn search_dirs(expert: &Expert) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(list) = std::env::var_os("ASA_EXPERTS_PATH") {
+        dirs.extend(std::env::split_paths(&list));
+    }
+    match expert.kind {
+        ExpertKind::ScxCrate => {
+            if let Some(root) = expert.install_root_name() {
+                dirs.push(experts_cache_dir().join(root).join("bin"));
+            }
+        }
+        ExpertKind::Workspace => {
+            // Built by cargo next to the `asa` binary (target/<profile>/).
+            if let Some(dir) = std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(Path::to_owned))
+            {
+                dirs.push(dir);
+            }
+        }
+        ExpertKind::KernelDefault => {}
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs
+}
+
+/// The executable for `expert`, or an error that says how to install it.
+pub fn locate_binary(expert: &Expert) -> Result<PathBuf> {
+    if expert.is_kernel_default() {
+        bail!(
+            "expert {} is the kernel default and has no binary",
+            expert.name
+        );
+    }
+    if !expert.available {
+        bail!(
+            "expert {} is declared in the catalogue but not available yet: {}",
+            expert.name,
+            expert.description
+        );
+    }
+    let name = expert.binary_name();
+    let dirs = search_dirs(expert);
+    for dir in &dirs {
+        let candidate = dir.join(name);
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    let how = match expert.kind {
+        ExpertKind::ScxCrate => format!(
+            "install it with `lab/setup.sh` (it runs `cargo install --locked --root {}/{} {}@{}`)",
+            experts_cache_dir().display(),
+            expert.install_root_name().unwrap_or_default(),
+            expert.crate_name.as_deref().unwrap_or_default(),
+            expert.version.as_deref().unwrap_or_default()
+        ),
+        _ => format!(
+            "build it with `cargo build -p {}`",
+            expert.package.as_deref().unwrap_or_default()
+        ),
+    };
+    bail!(
+        "expert {}: executable {name:?} not found (searched $ASA_EXPERTS_PATH, the project cache and $PATH); {how}",
+        expert.name
+    )
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalogue;
+
+    #[test]
+    fn missing_binary_error_says_how_to_install() {
+        let mut expert = Catalogue::builtin().get("bpfland").unwrap().clone();
+        expert.binary = Some("scx_definitely_not_installed".into());
+        let err = locate_binary(&expert).unwrap_err().to_string();
+        assert!(err.contains("not found"), "{err}");
+        assert!(err.contains("cargo install --locked"), "{err}");
+        assert!(err.contains("scx_bpfland@1.1.4"), "{err}");
+    }
+
+    #[test]
+    fn unavailable_and_default_entries_have_no_binary() {
+        let c = Catalogue::builtin();
+        assert!(locate_binary(c.get("eevdf").unwrap()).is_err());
+        let mut gru = c.get("gru").unwrap().clone();
+        gru.available = false;
+        assert!(locate_binary(&gru)
+            .unwrap_err()
+            .to_string()
+            .contains("not available yet"));
+    }
+}

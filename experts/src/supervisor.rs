@@ -1,0 +1,688 @@
+//! The expert supervisor: the only code that starts and stops sched_ext schedulers.
+//!
+//! It keeps one invariant: at most one expert process exists, and the supervisor always knows
+//! which scheduler the kernel is running. A switch stops the old expert (SIGINT, then SIGKILL
+//! after a timeout) and waits for `state=disabled` before it starts the new one, then waits for
+//! `state=enabled` with the new expert's ops name and a higher `enable_seq`. When the new expert
+//! fails, the previous one is restored (or, when that fails too, the machine stays on EEVDF),
+//! and the error says which scheduler is running. [`Supervisor::check`] notices an expert that
+//! exited, was killed or was ejected by the kernel's watchdog.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use log::{debug, info, warn};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use crate::catalogue::{Catalogue, Expert, EEVDF};
+use crate::locate::locate_binary;
+use crate::sched_ext::{SchedExt, ScxState};
+
+/// How many lines of an expert's output are kept for error messages and `asa status`.
+const OUTPUT_LINES_KEPT: usize = 200;
+
+/// Timeouts and polling of the supervisor.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct SupervisorConfig {
+    /// How long an expert may take from process start to `state=enabled`. scx_lavd needs
+    /// about 25 s under qemu TCG (BPF verification), so the default allows a minute.
+    pub enable_timeout: Duration,
+    /// How long an expert may take to detach after SIGINT before it gets SIGKILL.
+    pub stop_timeout: Duration,
+    /// How long the kernel may take to reach `disabled` after the expert process is gone.
+    pub disable_timeout: Duration,
+    /// Polling interval while waiting for a state change.
+    pub poll: Duration,
+    /// Restore the previous expert when a switch fails (else fall back to EEVDF).
+    pub rollback: bool,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            enable_timeout: Duration::from_secs(60),
+            stop_timeout: Duration::from_secs(10),
+            disable_timeout: Duration::from_secs(5),
+            poll: Duration::from_millis(5),
+            rollback: true,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// What one switch did and how long each step took.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchReport {
+    /// Expert that ran before.
+    pub from: String,
+    /// Expert that runs now.
+    pub to: String,
+    /// SIGINT to `state=disabled` of the old expert (ms); absent when EEVDF was running.
+    pub stop_ms: Option<f64>,
+    /// Process start to `state=enabled` of the new expert (ms); absent when switching to EEVDF.
+    pub start_ms: Option<f64>,
+    /// Time the machine spent on EEVDF between the two experts (ms): old `disabled` to new
+    /// `enabled`. Absent when either side is EEVDF.
+    pub eevdf_gap_ms: Option<f64>,
+    /// The whole switch (ms).
+    pub total_ms: f64,
+    /// `root/ops` after the switch.
+    pub ops: Option<String>,
+    /// `enable_seq` after the switch.
+    pub enable_seq: u64,
+    /// When the switch finished (ms since the epoch).
+    pub at_unix_ms: u64,
+    /// True when nothing had to change.
+    pub no_op: bool,
+}
+
+/// Why a switch did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    /// Rejected before anything was touched: the running scheduler is unchanged.
+    #[error("{cause:#} (nothing was changed: {active} is still running)")]
+    Rejected {
+        /// What was wrong.
+        cause: anyhow::Error,
+        /// The scheduler that keeps running.
+        active: String,
+    },
+    /// The target expert did not come up; `active` says what runs now.
+    #[error("switch to {target} failed: {cause:#}; {recovery}")]
+    Failed {
+        /// The expert that was asked for.
+        target: String,
+        /// What went wrong.
+        cause: anyhow::Error,
+        /// The scheduler running after the failure.
+        active: String,
+        /// What was done about it, for humans.
+        recovery: String,
+    },
+}
+
+impl SwitchError {
+    /// The scheduler the machine runs after this error.
+    pub fn active(&self) -> &str {
+        match self {
+            Self::Rejected { active, .. } | Self::Failed { active, .. } => active,
+        }
+    }
+}
+
+/// Something the supervisor noticed between switches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SupervisorEvent {
+    /// The expert process ended on its own (crash, kill, exit); the machine is on EEVDF.
+    ExpertExited {
+        /// The expert that ended.
+        expert: String,
+        /// How it ended.
+        status: String,
+        /// Last lines it printed.
+        output_tail: Vec<String>,
+    },
+    /// The kernel detached the expert while its process lives (watchdog, error exit).
+    Ejected {
+        /// The expert that was detached.
+        expert: String,
+        /// The kernel state seen.
+        state: ScxState,
+    },
+    /// An ejected expert attached itself again (the scx schedulers restart after some errors).
+    Reattached {
+        /// The expert.
+        expert: String,
+        /// The new `enable_seq`.
+        enable_seq: u64,
+    },
+}
+
+impl std::fmt::Display for SupervisorEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ExpertExited { expert, status, .. } => {
+                write!(
+                    f,
+                    "expert {expert} ended ({status}); the machine is on EEVDF"
+                )
+            }
+            Self::Ejected { expert, state } => write!(
+                f,
+                "the kernel detached {expert} (state {state}); the machine is on EEVDF"
+            ),
+            Self::Reattached { expert, enable_seq } => {
+                write!(
+                    f,
+                    "{expert} attached itself again (enable_seq {enable_seq})"
+                )
+            }
+        }
+    }
+}
+
+/// An expert process this supervisor started.
+struct RunningExpert {
+    expert: Expert,
+    binary: PathBuf,
+    child: Child,
+    output: Arc<Mutex<VecDeque<String>>>,
+    /// `enable_seq` when it last attached.
+    enable_seq: u64,
+    /// True while the kernel has detached it but its process lives.
+    ejected: bool,
+}
+
+impl RunningExpert {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    fn output_tail(&self, lines: usize) -> Vec<String> {
+        let out = self.output.lock().unwrap();
+        out.iter()
+            .skip(out.len().saturating_sub(lines))
+            .cloned()
+            .collect()
+    }
+}
+
+/// What the supervisor believes is running, and since when.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Active {
+    /// Catalogue name of the running expert (`eevdf` when none).
+    pub expert: String,
+    /// Since when (ms since the epoch).
+    pub since_unix_ms: u64,
+    /// PID of the expert process.
+    pub pid: Option<u32>,
+}
+
+/// Starts, stops and watches experts. See the module documentation.
+pub struct Supervisor {
+    catalogue: Catalogue,
+    scx: SchedExt,
+    config: SupervisorConfig,
+    running: Option<RunningExpert>,
+    active: Active,
+    verified: HashSet<PathBuf>,
+}
+
+impl Supervisor {
+    /// A supervisor for a machine that must be on EEVDF now; anything else is an error that
+    /// names the scheduler attached by someone else.
+    pub fn new(catalogue: Catalogue, scx: SchedExt, config: SupervisorConfig) -> Result<Self> {
+        scx.check_present()?;
+        let snap = scx.snapshot()?;
+        if snap.state != ScxState::Disabled {
+            bail!(
+                "another sched_ext scheduler is attached (state {}, ops {}); ASA only manages \
+                 schedulers it started: stop that one first (SIGINT its process, or `scxctl stop`)",
+                snap.state,
+                snap.ops.as_deref().unwrap_or("?")
+            );
+        }
+        Ok(Self {
+            catalogue,
+            scx,
+            config,
+            running: None,
+            active: Active {
+                expert: EEVDF.to_owned(),
+                since_unix_ms: unix_ms(SystemTime::now()),
+                pid: None,
+            },
+            verified: HashSet::new(),
+        })
+    }
+
+    /// The catalogue in use.
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.catalogue
+    }
+
+    /// The sysfs handle in use.
+    pub fn sched_ext(&self) -> &SchedExt {
+        &self.scx
+    }
+
+    /// What the supervisor believes runs now.
+    pub fn active(&self) -> &Active {
+        &self.active
+    }
+
+    /// The last lines the running expert printed.
+    pub fn output_tail(&self, lines: usize) -> Vec<String> {
+        self.running
+            .as_ref()
+            .map(|r| r.output_tail(lines))
+            .unwrap_or_default()
+    }
+
+    fn set_active(&mut self, expert: &str, pid: Option<u32>) {
+        self.active = Active {
+            expert: expert.to_owned(),
+            since_unix_ms: unix_ms(SystemTime::now()),
+            pid,
+        };
+    }
+
+    /// Check a switch target without touching anything: known name, binary present and
+    /// runnable. Returns the expert and its binary (none for EEVDF).
+    pub fn preflight(&mut self, name: &str) -> Result<(Expert, Option<PathBuf>)> {
+        let expert = self.catalogue.require(name)?.clone();
+        if expert.is_kernel_default() {
+            return Ok((expert, None));
+        }
+        let binary = locate_binary(&expert)?;
+        if !self.verified.contains(&binary) {
+            check_runs(&binary).with_context(|| format!("expert {name} cannot run"))?;
+            self.verified.insert(binary.clone());
+        }
+        Ok((expert, Some(binary)))
+    }
+
+    /// Switch to the expert called `name` (`eevdf` detaches every BPF scheduler).
+    pub fn switch_to(&mut self, name: &str) -> Result<SwitchReport, SwitchError> {
+        let (expert, binary) = self
+            .preflight(name)
+            .map_err(|cause| SwitchError::Rejected {
+                cause,
+                active: self.active.expert.clone(),
+            })?;
+        let t0 = Instant::now();
+        let from = self.active.expert.clone();
+        if from == expert.name && self.healthy() {
+            return Ok(self.report(from, None, None, None, t0, true));
+        }
+        let previous = self
+            .running
+            .as_ref()
+            .map(|r| (r.expert.clone(), r.binary.clone()));
+        let stop = self.stop_running().map_err(|cause| SwitchError::Failed {
+            target: name.to_owned(),
+            cause,
+            active: self.active.expert.clone(),
+            recovery: "the old expert did not stop cleanly".into(),
+        })?;
+        let disabled_at = Instant::now();
+        let Some(binary) = binary else {
+            info!("switched {from} -> eevdf");
+            return Ok(self.report(from, stop, None, None, t0, false));
+        };
+        match self.start(&expert, &binary) {
+            Ok(start) => {
+                let gap = stop.map(|_| disabled_at.elapsed());
+                let report = self.report(from, stop, Some(start), gap, t0, false);
+                info!(
+                    "switched {} -> {} in {:.0} ms (EEVDF gap {:?} ms)",
+                    report.from, report.to, report.total_ms, report.eevdf_gap_ms
+                );
+                Ok(report)
+            }
+            Err(cause) => {
+                warn!("{name} failed to start: {cause:#}");
+                let recovery = match previous {
+                    Some((prev, prev_binary)) if self.config.rollback => {
+                        match self.start(&prev, &prev_binary) {
+                            Ok(_) => format!("restored the previous expert {}", prev.name),
+                            Err(e) => format!(
+                                "restoring the previous expert {} failed too ({e:#}); the machine is on EEVDF",
+                                prev.name
+                            ),
+                        }
+                    }
+                    _ => "the machine is on EEVDF".to_owned(),
+                };
+                Err(SwitchError::Failed {
+                    target: name.to_owned(),
+                    cause,
+                    active: self.active.expert.clone(),
+                    recovery,
+                })
+            }
+        }
+    }
+
+    fn report(
+        &self,
+        from: String,
+        stop: Option<Duration>,
+        start: Option<Duration>,
+        gap: Option<Duration>,
+        t0: Instant,
+        no_op: bool,
+    ) -> SwitchReport {
+        let snap = self.scx.snapshot().ok();
+        SwitchReport {
+            from,
+            to: self.active.expert.clone(),
+            stop_ms: stop.map(ms),
+            start_ms: start.map(ms),
+            eevdf_gap_ms: gap.map(ms),
+            total_ms: ms(t0.elapsed()),
+            ops: snap.as_ref().and_then(|s| s.ops.clone()),
+            enable_seq: snap.map(|s| s.enable_seq).unwrap_or_default(),
+            at_unix_ms: unix_ms(SystemTime::now()),
+            no_op,
+        }
+    }
+
+    /// True when the believed expert is what the kernel runs.
+    pub fn healthy(&self) -> bool {
+        let Ok(snap) = self.scx.snapshot() else {
+            return false;
+        };
+        match &self.running {
+            None => snap.state == ScxState::Disabled,
+            Some(r) => {
+                !r.ejected
+                    && snap.state == ScxState::Enabled
+                    && snap
+                        .ops
+                        .as_deref()
+                        .is_some_and(|ops| r.expert.owns_ops(ops))
+            }
+        }
+    }
+
+    /// Start `expert` on a machine that is on EEVDF and wait until it is attached.
+    fn start(&mut self, expert: &Expert, binary: &Path) -> Result<Duration> {
+        debug_assert!(self.running.is_none());
+        let seq_before = self.scx.enable_seq()?;
+        let t0 = Instant::now();
+        let mut cmd = Command::new(binary);
+        cmd.args(&expert.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
+            // in order, instead of racing it.
+            .process_group(0);
+        // If the agent dies, the expert gets SIGINT and detaches: no orphaned scheduler.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let output = Arc::new(Mutex::new(VecDeque::new()));
+        spawn_reader(&expert.name, child.stdout.take(), output.clone());
+        spawn_reader(&expert.name, child.stderr.take(), output.clone());
+        let pid = child.id();
+        let mut running = RunningExpert {
+            expert: expert.clone(),
+            binary: binary.to_owned(),
+            child,
+            output,
+            enable_seq: seq_before,
+            ejected: false,
+        };
+        info!(
+            "started {} (pid {pid}), waiting for sched_ext to enable it",
+            expert.name
+        );
+        loop {
+            if let Some(status) = running.child.try_wait()? {
+                // Give the reader threads a moment to collect the last words.
+                std::thread::sleep(Duration::from_millis(50));
+                let tail = running.output_tail(12).join("\n  ");
+                self.wait_disabled()?;
+                bail!(
+                    "{} exited before it attached ({}); its last output:\n  {tail}",
+                    expert.name,
+                    describe_status(status)
+                );
+            }
+            let snap = self.scx.snapshot()?;
+            if snap.state == ScxState::Enabled && snap.enable_seq > seq_before {
+                let ops = snap.ops.unwrap_or_default();
+                if expert.owns_ops(&ops) {
+                    running.enable_seq = snap.enable_seq;
+                    self.running = Some(running);
+                    self.set_active(&expert.name, Some(pid));
+                    return Ok(t0.elapsed());
+                }
+                self.kill_and_reap(&mut running);
+                bail!(
+                    "a different scheduler ({ops}) attached while {} was starting; it is not ours, stop it",
+                    expert.name
+                );
+            }
+            if t0.elapsed() > self.config.enable_timeout {
+                let tail = running.output_tail(12).join("\n  ");
+                self.kill_and_reap(&mut running);
+                self.wait_disabled()?;
+                bail!(
+                    "{} did not attach within {:?} (state {}); killed it. Its last output:\n  {tail}",
+                    expert.name,
+                    self.config.enable_timeout,
+                    snap.state
+                );
+            }
+            std::thread::sleep(self.config.poll);
+        }
+    }
+
+    fn kill_and_reap(&self, running: &mut RunningExpert) {
+        let _ = kill(running.pid(), Signal::SIGKILL);
+        let _ = running.child.wait();
+    }
+
+    /// Wait until the kernel reports `disabled`.
+    fn wait_disabled(&self) -> Result<()> {
+        let t0 = Instant::now();
+        loop {
+            let state = self.scx.state()?;
+            if state == ScxState::Disabled {
+                return Ok(());
+            }
+            if t0.elapsed() > self.config.disable_timeout {
+                bail!(
+                    "sched_ext is still {state} {:?} after the expert process ended",
+                    self.config.disable_timeout
+                );
+            }
+            std::thread::sleep(self.config.poll);
+        }
+    }
+
+    /// Stop the running expert, if any: SIGINT, wait for exit and `disabled`, SIGKILL after
+    /// the stop timeout. Returns how long it took.
+    fn stop_running(&mut self) -> Result<Option<Duration>> {
+        let Some(mut running) = self.running.take() else {
+            return Ok(None);
+        };
+        let t0 = Instant::now();
+        let name = running.expert.name.clone();
+        let _ = kill(running.pid(), Signal::SIGINT);
+        let mut killed = false;
+        loop {
+            let exited = running.child.try_wait()?.is_some();
+            if exited && self.scx.state()? == ScxState::Disabled {
+                break;
+            }
+            if !killed && t0.elapsed() > self.config.stop_timeout {
+                warn!(
+                    "{name} did not stop within {:?} of SIGINT; sending SIGKILL",
+                    self.config.stop_timeout
+                );
+                self.kill_and_reap(&mut running);
+                killed = true;
+            }
+            if killed && t0.elapsed() > self.config.stop_timeout + self.config.disable_timeout {
+                self.set_active(EEVDF, None);
+                bail!("{name} was killed but sched_ext did not return to disabled");
+            }
+            std::thread::sleep(self.config.poll);
+        }
+        self.set_active(EEVDF, None);
+        info!("stopped {name} in {:.0} ms", ms(t0.elapsed()));
+        Ok(Some(t0.elapsed()))
+    }
+
+    /// Detach whatever runs and return to EEVDF (used on shutdown).
+    pub fn stop(&mut self) -> Result<()> {
+        self.stop_running().map(|_| ())
+    }
+
+    /// Look at the running expert once; returns what changed since the last look.
+    pub fn check(&mut self) -> Option<SupervisorEvent> {
+        let running = self.running.as_mut()?;
+        match running.child.try_wait() {
+            Ok(Some(status)) => {
+                std::thread::sleep(Duration::from_millis(20));
+                let event = SupervisorEvent::ExpertExited {
+                    expert: running.expert.name.clone(),
+                    status: describe_status(status),
+                    output_tail: running.output_tail(12),
+                };
+                self.running = None;
+                // The kernel detaches within ~0.1 s once the process is gone.
+                if let Err(e) = self.wait_disabled() {
+                    warn!("{e:#}");
+                }
+                self.set_active(EEVDF, None);
+                warn!("{event}");
+                return Some(event);
+            }
+            Ok(None) => {}
+            Err(e) => warn!("waiting on {}: {e}", running.expert.name),
+        }
+        let snap = self.scx.snapshot().ok()?;
+        let ours = snap.state == ScxState::Enabled
+            && snap
+                .ops
+                .as_deref()
+                .is_some_and(|o| running.expert.owns_ops(o));
+        let name = running.expert.name.clone();
+        if running.ejected {
+            if ours && snap.enable_seq > running.enable_seq {
+                running.ejected = false;
+                running.enable_seq = snap.enable_seq;
+                let pid = running.child.id();
+                self.set_active(&name, Some(pid));
+                let event = SupervisorEvent::Reattached {
+                    expert: name,
+                    enable_seq: snap.enable_seq,
+                };
+                info!("{event}");
+                return Some(event);
+            }
+        } else if !ours {
+            running.ejected = true;
+            self.set_active(EEVDF, None);
+            let event = SupervisorEvent::Ejected {
+                expert: name,
+                state: snap.state,
+            };
+            warn!("{event}");
+            return Some(event);
+        }
+        None
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if self.running.is_some() {
+            if let Err(e) = self.stop_running() {
+                warn!("stopping the expert on exit: {e:#}");
+            }
+        }
+    }
+}
+
+/// Describe how a process ended, for humans.
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!(
+            "killed by {}",
+            Signal::try_from(sig)
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_else(|_| format!("signal {sig}"))
+        ),
+        _ => "ended".to_owned(),
+    }
+}
+
+fn spawn_reader<R: Read + Send + 'static>(
+    name: &str,
+    stream: Option<R>,
+    sink: Arc<Mutex<VecDeque<String>>>,
+) {
+    let Some(stream) = stream else { return };
+    let name = name.to_owned();
+    std::thread::Builder::new()
+        .name(format!("{name}-output"))
+        .spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                debug!(target: "expert", "[{name}] {line}");
+                let mut out = sink.lock().unwrap();
+                if out.len() == OUTPUT_LINES_KEPT {
+                    out.pop_front();
+                }
+                out.push_back(line);
+            }
+        })
+        .expect("spawning an output reader thread");
+}
+
+/// Run `binary --version` to prove it can be executed (loader, shared libraries).
+fn check_runs(binary: &Path) -> Result<()> {
+    let mut child = Command::new(binary)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("executing {}", binary.display()))?;
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if status.success() {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            return Err(anyhow!(
+                "`{} --version` failed ({}): {}",
+                binary.display(),
+                describe_status(status),
+                err.trim()
+            ));
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("`{} --version` did not finish in 20 s", binary.display());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
