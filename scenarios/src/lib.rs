@@ -1,0 +1,6 @@
+//! ASA's scenario runner: scenarios as data (foreground probe × background load), probes that
+//! measure what a person feels, background loads from real Debian tools, the paper's
+//! user-experience score, and reports comparing schedulers. See `README.md`.
+
+pub mod score;
+pub mod stats;
