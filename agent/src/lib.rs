@@ -1,1 +1,10 @@
+//! ASA, the adaptive scheduling agent: perception → decision → action.
+//!
+//! This library holds the agent's parts; the `asa` binary (src/main.rs) wires them to a CLI.
+//! - [`control`]: the control socket protocol between `asa` commands and a running agent;
+//! - [`controller`]: the action path, one thread that owns the expert supervisor;
+//! - [`switch_bench`]: the switch-time benchmark over every ordered pair of experts.
 
+pub mod control;
+pub mod controller;
+pub mod switch_bench;

@@ -1,1 +1,376 @@
-fn main() {}
+//! `asa`: the adaptive scheduling agent's command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use asa_agent::control::{self, AgentStatus, Request, Response};
+use asa_agent::controller::Controller;
+use asa_agent::switch_bench;
+use asa_experts::supervisor::unix_ms;
+use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "asa",
+    version,
+    about = "ASA: adaptive scheduling agent for sched_ext"
+)]
+struct Cli {
+    /// The agent's control socket.
+    #[arg(long, global = true, env = "ASA_SOCKET", default_value = control::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Expert catalogue (default: the one built in, experts/catalogue.toml).
+    #[arg(long, global = true, env = "ASA_CATALOGUE")]
+    catalogue: Option<PathBuf>,
+    /// Seconds an expert may take to attach.
+    #[arg(long, global = true, default_value_t = 60)]
+    enable_timeout: u64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one expert until Ctrl-C (or, with `asa run` active, tell the agent to pin it).
+    Pin {
+        /// Catalogue name (`asa experts`); `eevdf` detaches every BPF scheduler.
+        expert: String,
+    },
+    /// Hand the choice back to the agent (`asa run` only).
+    Unpin,
+    /// Show the kernel's scheduler and what the agent believes and did.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Wait until the agent reports this expert active and the kernel agrees.
+        #[arg(long)]
+        wait_for: Option<String>,
+        /// Seconds to wait with --wait-for.
+        #[arg(long, default_value_t = 90)]
+        timeout: u64,
+    },
+    /// Run the agent daemon: serves the control socket and owns the scheduler.
+    Run,
+    /// List the experts and whether their binaries are installed.
+    Experts,
+    /// Benchmark: switch time for every ordered pair of experts (needs root and sched_ext).
+    BenchSwitch {
+        /// Experts, comma-separated.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "eevdf,bpfland,rusty,lavd"
+        )]
+        experts: Vec<String>,
+        /// Rounds of the all-pairs circuit.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Write the full result as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("asa: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn catalogue(cli: &Cli) -> Result<Catalogue> {
+    match &cli.catalogue {
+        Some(path) => Ok(Catalogue::load(path)?),
+        None => Ok(Catalogue::builtin()),
+    }
+}
+
+fn supervisor_config(cli: &Cli) -> SupervisorConfig {
+    SupervisorConfig {
+        enable_timeout: Duration::from_secs(cli.enable_timeout),
+        ..SupervisorConfig::default()
+    }
+}
+
+fn require_root(what: &str) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!(
+            "{what} needs root (attaching a sched_ext scheduler needs CAP_SYS_ADMIN and CAP_BPF): run it with sudo"
+        );
+    }
+    Ok(())
+}
+
+/// Signals that end a foreground run: the flag is set, the controller loop ends and EEVDF is
+/// restored.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Pin { expert } => pin(&cli, expert),
+        Command::Unpin => {
+            let resp = control::request(&cli.socket, &Request::Unpin, Duration::from_secs(300))?
+                .context("no agent is running (`asa run`); nothing is pinned")?;
+            print_response(&resp)
+        }
+        Command::Status {
+            json,
+            wait_for,
+            timeout,
+        } => status(&cli, *json, wait_for.as_deref(), *timeout),
+        Command::Run => daemon(&cli),
+        Command::Experts => {
+            let cat = catalogue(&cli)?;
+            println!("{:<8} {:<15} {:<10} binary", "name", "kind", "version");
+            for e in cat.experts() {
+                let bin = if e.is_kernel_default() {
+                    "(kernel)".to_owned()
+                } else {
+                    match locate_binary(e) {
+                        Ok(p) => p.display().to_string(),
+                        Err(err) => format!("MISSING: {err:#}"),
+                    }
+                };
+                let kind = serde_json::to_value(e.kind)?;
+                println!(
+                    "{:<8} {:<15} {:<10} {bin}",
+                    e.name,
+                    kind.as_str().unwrap_or(""),
+                    e.version.as_deref().unwrap_or("-")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::BenchSwitch {
+            experts,
+            rounds,
+            json,
+        } => {
+            require_root("the switch benchmark")?;
+            let mut sup = Supervisor::new(
+                catalogue(&cli)?,
+                SchedExt::system()?,
+                supervisor_config(&cli),
+            )?;
+            let bench = switch_bench::run(&mut sup, experts, *rounds)?;
+            if let Some(path) = json {
+                std::fs::write(path, serde_json::to_string_pretty(&bench)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            print!("{}", switch_bench::markdown(&bench));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `asa pin`: through the agent when one runs, else supervise in the foreground.
+fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
+    let cat = catalogue(cli)?;
+    // Name and binary first: a bad request changes nothing and needs no root to diagnose.
+    let target = cat.require(expert)?;
+    if !target.is_kernel_default() {
+        locate_binary(target)?;
+    }
+    if let Some(resp) = control::request(
+        &cli.socket,
+        &Request::Pin {
+            expert: expert.to_owned(),
+        },
+        Duration::from_secs(300),
+    )? {
+        return print_response(&resp);
+    }
+    require_root("asa pin")?;
+    let scx = SchedExt::system()?;
+    let stop = stop_flag()?;
+    let supervisor = Supervisor::new(cat, scx, supervisor_config(cli))?;
+    let listener = control::bind(&cli.socket)?;
+    let mut controller = Controller::new(
+        supervisor,
+        "foreground",
+        "pinned from the command line; Ctrl-C restores EEVDF",
+    );
+    controller.handle().serve(listener);
+    let resp = controller.pin(expert);
+    if !resp.ok {
+        let _ = std::fs::remove_file(&cli.socket);
+        eprintln!(
+            "asa: error: {}",
+            resp.error.as_deref().unwrap_or("switch failed")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if let Some(report) = &resp.switch {
+        println!(
+            "asa: {} is running (switch took {:.0} ms); Ctrl-C stops it and restores EEVDF",
+            report.to, report.total_ms
+        );
+    }
+    let result = controller.run(&stop);
+    let _ = std::fs::remove_file(&cli.socket);
+    result?;
+    println!("asa: stopped; the machine is on EEVDF");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn daemon(cli: &Cli) -> Result<ExitCode> {
+    require_root("asa run")?;
+    let scx = SchedExt::system()?;
+    let stop = stop_flag()?;
+    let supervisor = Supervisor::new(catalogue(cli)?, scx, supervisor_config(cli))?;
+    let listener = control::bind(&cli.socket)?;
+    let mut controller = Controller::new(
+        supervisor,
+        "daemon",
+        "no decision engine yet (issue 5): EEVDF unless pinned",
+    );
+    controller.handle().serve(listener);
+    log::info!("agent serving {}", cli.socket.display());
+    let result = controller.run(&stop);
+    let _ = std::fs::remove_file(&cli.socket);
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_response(resp: &Response) -> Result<ExitCode> {
+    if let Some(report) = &resp.switch {
+        println!(
+            "asa: {} -> {} in {:.0} ms",
+            report.from, report.to, report.total_ms
+        );
+    }
+    if resp.ok {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("asa: error: {}", resp.error.as_deref().unwrap_or("failed"));
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    loop {
+        let agent = control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?
+            .and_then(|r| r.status);
+        let done = match (wait_for, &agent) {
+            (None, _) => true,
+            (Some(want), Some(st)) => st.active.expert == want && st.consistent == Some(true),
+            (Some(_), None) => false,
+        };
+        if done || t0.elapsed() > Duration::from_secs(timeout) {
+            if json {
+                let kernel = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT)
+                    .snapshot()
+                    .ok();
+                let out = serde_json::json!({ "agent": agent, "kernel": kernel });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                print_status(agent.as_ref());
+            }
+            if !done {
+                eprintln!(
+                    "asa: error: the agent did not report {} within {timeout} s",
+                    wait_for.unwrap_or_default()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn ago(at_unix_ms: u64) -> String {
+    let now = unix_ms(SystemTime::now());
+    format!(
+        "{:.1} s ago",
+        now.saturating_sub(at_unix_ms) as f64 / 1000.0
+    )
+}
+
+fn print_status(agent: Option<&AgentStatus>) {
+    let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
+    match scx.check_present().and_then(|_| scx.snapshot()) {
+        Ok(k) => println!(
+            "kernel:      sched_ext {}{} (enable_seq {}, nr_rejected {})",
+            k.state,
+            k.ops.map(|o| format!(", ops {o}")).unwrap_or_default(),
+            k.enable_seq,
+            k.nr_rejected.map(|n| n.to_string()).unwrap_or("?".into())
+        ),
+        Err(e) => println!("kernel:      {e:#}"),
+    }
+    let Some(st) = agent else {
+        println!("agent:       not running (the kernel default runs unless another tool attached a scheduler)");
+        return;
+    };
+    println!(
+        "agent:       {} (pid {}){}",
+        st.mode,
+        st.pid,
+        st.pinned
+            .as_ref()
+            .map(|p| format!(", pinned {p}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "active:      {}{} since {}",
+        st.active.expert,
+        st.active
+            .pid
+            .map(|p| format!(" (pid {p})"))
+            .unwrap_or_default(),
+        ago(st.active.since_unix_ms)
+    );
+    if let Some(to) = &st.switching_to {
+        println!("switching:   to {to}");
+    }
+    if let Some(s) = &st.last_switch {
+        let f = |v: Option<f64>| v.map(|v| format!("{v:.0} ms")).unwrap_or("-".into());
+        println!(
+            "last switch: {} -> {} in {:.0} ms (stop {}, start {}, EEVDF gap {}), {}",
+            s.from,
+            s.to,
+            s.total_ms,
+            f(s.stop_ms),
+            f(s.start_ms),
+            f(s.eevdf_gap_ms),
+            ago(s.at_unix_ms)
+        );
+    }
+    if let Some(e) = &st.last_event {
+        println!("last event:  {} ({})", e.message, ago(e.at_unix_ms));
+    }
+    if let Some(e) = &st.last_error {
+        println!("last error:  {} ({})", e.message, ago(e.at_unix_ms));
+    }
+    println!("note:        {}", st.note);
+    match st.consistent {
+        Some(true) => println!("consistent:  yes (the kernel runs what the agent believes)"),
+        Some(false) => println!("consistent:  NO (the kernel disagrees with the agent)"),
+        None => println!("consistent:  (switch in progress)"),
+    }
+}

@@ -331,8 +331,14 @@ impl Supervisor {
                 let gap = stop.map(|_| disabled_at.elapsed());
                 let report = self.report(from, stop, Some(start), gap, t0, false);
                 info!(
-                    "switched {} -> {} in {:.0} ms (EEVDF gap {:?} ms)",
-                    report.from, report.to, report.total_ms, report.eevdf_gap_ms
+                    "switched {} -> {} in {:.0} ms (EEVDF gap {})",
+                    report.from,
+                    report.to,
+                    report.total_ms,
+                    report
+                        .eevdf_gap_ms
+                        .map(|g| format!("{g:.0} ms"))
+                        .unwrap_or_else(|| "-".into())
                 );
                 Ok(report)
             }

@@ -1,1 +1,126 @@
+//! The ASA VM lab: boots a Debian kernel with sched_ext under qemu (TCG) with a small
+//! initramfs holding the binaries a run needs, runs one script in it and brings back its exit
+//! status, console and files. Everything in ASA that claims to switch schedulers is tested here.
+//!
+//! ```no_run
+//! let lab = asa_lab::Lab::new()?;
+//! let mut run = asa_lab::GuestRun::new("hello", "cat /sys/kernel/sched_ext/state");
+//! run.experts.push("bpfland".into());
+//! let outcome = lab.run(&run)?;
+//! assert_eq!(outcome.exit_code, 0);
+//! # anyhow::Ok(())
+//! ```
 
+pub mod image;
+pub mod kernel;
+pub mod vm;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use image::ImageBuilder;
+pub use kernel::Kernel;
+pub use vm::{VmConfig, VmError, VmOutcome};
+
+/// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
+pub const GUEST_BIN: &str = "/usr/local/bin";
+
+/// One script to run in a fresh guest, and what the guest needs for it.
+#[derive(Debug, Clone)]
+pub struct GuestRun {
+    /// Short name, used for the work directory.
+    pub name: String,
+    /// Shell script run as `/lab/run.sh` (busybox sh); files left in `/lab/out` come back.
+    pub script: String,
+    /// Host executables copied with their shared libraries: (host path, guest path).
+    pub executables: Vec<(PathBuf, PathBuf)>,
+    /// Plain host files: (host path, guest path).
+    pub files: Vec<(PathBuf, PathBuf)>,
+    /// Experts from the catalogue to install in the guest (into [`GUEST_BIN`]).
+    pub experts: Vec<String>,
+    /// Programs on the host's PATH to copy into [`GUEST_BIN`] (e.g. `stress-ng`).
+    pub host_tools: Vec<String>,
+    /// How to boot.
+    pub vm: VmConfig,
+}
+
+impl GuestRun {
+    /// A run of `script` with nothing else in the guest.
+    pub fn new(name: &str, script: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            script: script.to_owned(),
+            executables: Vec::new(),
+            files: Vec::new(),
+            experts: Vec::new(),
+            host_tools: Vec::new(),
+            vm: VmConfig::default(),
+        }
+    }
+
+    /// Add the `asa` agent binary as `/usr/local/bin/asa`.
+    pub fn with_asa(mut self, asa: &Path) -> Self {
+        self.executables
+            .push((asa.to_owned(), Path::new(GUEST_BIN).join("asa")));
+        self
+    }
+}
+
+/// A ready lab: the kernel is in the cache.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    /// The kernel every run boots.
+    pub kernel: Kernel,
+    /// The project cache (`asa_experts::cache_dir()`).
+    pub cache: PathBuf,
+}
+
+impl Lab {
+    /// Use the cached kernel, downloading it when needed.
+    pub fn new() -> Result<Self> {
+        let cache = asa_experts::cache_dir();
+        let kernel = Kernel::ensure(&cache)?;
+        Ok(Self { kernel, cache })
+    }
+
+    /// Build the image for `run`, boot it and return what happened. A non-zero exit status of
+    /// the script is not an error here: callers check [`VmOutcome::exit_code`].
+    pub fn run(&self, run: &GuestRun) -> Result<VmOutcome> {
+        let work = self
+            .cache
+            .join("lab/runs")
+            .join(format!("{}-{}", run.name, std::process::id()));
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let mut image = ImageBuilder::new();
+        vm::add_base_system(&mut image, &self.kernel)?;
+        image.bytes("/lab/run.sh", run.script.as_bytes(), 0o755)?;
+        image.dir("/lab/out")?;
+        for (host, guest) in &run.executables {
+            image.executable(host, guest)?;
+        }
+        for (host, guest) in &run.files {
+            image.file(host, guest)?;
+        }
+        let catalogue = asa_experts::Catalogue::builtin();
+        for name in &run.experts {
+            let expert = catalogue.require(name)?;
+            if expert.is_kernel_default() {
+                continue;
+            }
+            let bin = asa_experts::locate_binary(expert)?;
+            image.executable(&bin, Path::new(GUEST_BIN).join(expert.binary_name()))?;
+        }
+        for tool in &run.host_tools {
+            let host = vm::which(tool).with_context(|| {
+                format!(
+                    "{tool} is not installed on the host (needed in the guest); run lab/setup.sh"
+                )
+            })?;
+            image.executable(&host, Path::new(GUEST_BIN).join(tool))?;
+        }
+        let initramfs = work.join("initramfs.cpio");
+        image.write(&initramfs)?;
+        vm::boot(&self.kernel, &initramfs, &work, &run.vm)
+    }
+}

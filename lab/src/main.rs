@@ -1,1 +1,252 @@
-fn main() {}
+//! `asa-lab`: the VM lab's command line (kernel cache, runs, the demo, the switch benchmark).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use asa_lab::{GuestRun, Kernel, Lab};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "asa-lab",
+    version,
+    about = "ASA's VM lab: a sched_ext kernel under qemu"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Download (or show) the cached sched_ext kernel.
+    Kernel {
+        /// Resolve and download the current kernel even when one is cached.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Boot the VM and run a shell script in it; exits with the script's status.
+    Run {
+        /// Script file to run (busybox sh); `-` reads standard input.
+        #[arg(long, conflicts_with = "command")]
+        script: Option<PathBuf>,
+        /// Script text to run.
+        #[arg(short = 'c', long)]
+        command: Option<String>,
+        /// The `asa` binary to put in the guest (default: next to asa-lab).
+        #[arg(long)]
+        asa: Option<PathBuf>,
+        /// Experts to put in the guest.
+        #[arg(long = "expert", value_delimiter = ',')]
+        experts: Vec<String>,
+        /// Host programs to copy into the guest (e.g. stress-ng).
+        #[arg(long = "tool", value_delimiter = ',')]
+        tools: Vec<String>,
+        /// Seconds before the VM is killed.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Copy the guest's /lab/out here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The demo: boot the VM, pin an expert, run a small workload under it, restore EEVDF.
+    Demo {
+        /// The `asa` binary (default: next to asa-lab).
+        #[arg(long)]
+        asa: Option<PathBuf>,
+        /// Expert to pin.
+        #[arg(long, default_value = "bpfland")]
+        expert: String,
+    },
+    /// Benchmark: switch time of every ordered pair of experts, in one VM run.
+    BenchSwitch {
+        /// The `asa` binary (default: next to asa-lab).
+        #[arg(long)]
+        asa: Option<PathBuf>,
+        /// Experts, comma-separated.
+        #[arg(long, default_value = "eevdf,bpfland,rusty,lavd")]
+        experts: String,
+        /// Rounds of the all-pairs circuit.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Write the JSON result here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("asa-lab: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `asa` binary: the argument, else the one built next to this program.
+fn asa_binary(arg: &Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = arg {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe()?;
+    let candidate = exe.with_file_name("asa");
+    if candidate.is_file() {
+        return Ok(candidate);
+    }
+    bail!(
+        "no asa binary next to {}: build it (`cargo build --release -p asa-agent`) or pass --asa",
+        exe.display()
+    )
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// What the demo runs in the guest.
+fn demo_script(expert: &str) -> String {
+    format!(
+        r#"set -u
+step() {{ echo; echo "=== $*"; }}
+step "kernel $(uname -r), sched_ext state: $(cat /sys/kernel/sched_ext/state)"
+asa experts
+step "asa pin {expert}  (foreground supervisor, in the background of this shell)"
+asa pin {expert} &
+PIN=$!
+asa status --wait-for {expert} --timeout 90 || exit 1
+step "workload under {expert}: stress-ng, 2 CPU hogs + 4 pipe ping-pong pairs, 10 s"
+stress-ng --cpu 2 --pipe 4 --timeout 10s --metrics-brief 2>&1 | grep -v '^stress-ng: info: .*dispatching'
+rc=$?
+step "status after the workload"
+asa status
+step "Ctrl-C (SIGINT) to asa pin: it stops {expert} and restores EEVDF"
+kill -INT $PIN
+wait $PIN
+step "sched_ext state: $(cat /sys/kernel/sched_ext/state)"
+asa status
+exit $rc
+"#
+    )
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Kernel { refresh } => {
+            let cache = asa_experts::cache_dir();
+            let k = if refresh {
+                Kernel::fetch(&cache)?
+            } else {
+                Kernel::ensure(&cache)?
+            };
+            println!(
+                "release: {}\nvmlinuz: {}\nconfig:  {}",
+                k.release,
+                k.vmlinuz.display(),
+                k.config.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            script,
+            command,
+            asa,
+            experts,
+            tools,
+            timeout,
+            out,
+        } => {
+            let text = match (script, command) {
+                (Some(p), _) if p == Path::new("-") => std::io::read_to_string(std::io::stdin())?,
+                (Some(p), _) => std::fs::read_to_string(&p)
+                    .with_context(|| format!("reading {}", p.display()))?,
+                (None, Some(c)) => c,
+                (None, None) => bail!("give --script FILE or -c SCRIPT"),
+            };
+            let lab = Lab::new()?;
+            let mut run = GuestRun::new("cli", &text);
+            if asa.is_some() || !experts.is_empty() {
+                run = run.with_asa(&asa_binary(&asa)?);
+            }
+            run.experts = experts;
+            run.host_tools = tools;
+            run.vm.timeout = Duration::from_secs(timeout);
+            run.vm.echo_console = true;
+            let outcome = lab.run(&run)?;
+            if let Some(dir) = out {
+                std::fs::create_dir_all(&dir)?;
+                for entry in std::fs::read_dir(&outcome.out_dir)? {
+                    let entry = entry?;
+                    if entry.file_type()?.is_file() {
+                        std::fs::copy(entry.path(), dir.join(entry.file_name()))?;
+                    }
+                }
+            }
+            eprintln!(
+                "asa-lab: guest exit status {} (boot {:.1} s, whole run {:.1} s)",
+                outcome.exit_code,
+                outcome.boot_time.unwrap_or_default().as_secs_f64(),
+                outcome.wall_time.as_secs_f64()
+            );
+            Ok(exit_code(outcome.exit_code))
+        }
+        Command::Demo { asa, expert } => {
+            let lab = Lab::new()?;
+            eprintln!(
+                "asa-lab: booting {} under qemu (TCG, 2 vCPUs)",
+                lab.kernel.release
+            );
+            let mut run = GuestRun::new("demo", &demo_script(&expert)).with_asa(&asa_binary(&asa)?);
+            run.experts = vec![expert];
+            run.host_tools = vec!["stress-ng".into()];
+            run.vm.timeout = Duration::from_secs(300);
+            run.vm.echo_console = true;
+            let outcome = lab.run(&run)?;
+            eprintln!(
+                "asa-lab: demo finished with status {} (boot {:.1} s, whole run {:.1} s)",
+                outcome.exit_code,
+                outcome.boot_time.unwrap_or_default().as_secs_f64(),
+                outcome.wall_time.as_secs_f64()
+            );
+            Ok(exit_code(outcome.exit_code))
+        }
+        Command::BenchSwitch {
+            asa,
+            experts,
+            rounds,
+            json,
+        } => {
+            let lab = Lab::new()?;
+            let names: Vec<String> = experts.split(',').map(str::to_owned).collect();
+            let script = format!(
+                "asa bench-switch --experts {experts} --rounds {rounds} --json /lab/out/switch.json > /lab/out/switch.md\n"
+            );
+            let mut run = GuestRun::new("bench-switch", &script).with_asa(&asa_binary(&asa)?);
+            run.experts = names;
+            run.vm.timeout = Duration::from_secs(3600);
+            run.vm.echo_console = true;
+            let outcome = lab.run(&run)?;
+            if outcome.exit_code != 0 {
+                bail!(
+                    "the benchmark failed in the guest (status {})",
+                    outcome.exit_code
+                );
+            }
+            let table = outcome.read_out("switch.md")?;
+            if let Some(path) = json {
+                std::fs::write(&path, outcome.read_out("switch.json")?)?;
+            }
+            println!(
+                "Switch times in one lab VM run (kernel {}, qemu TCG, 2 vCPUs), median of {rounds} switches per pair:\n\n{table}",
+                lab.kernel.release
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The control socket: how `asa pin`, `asa unpin` and `asa status` talk to a running agent
+//! (`asa run`, or a foreground `asa pin`).
+//!
+//! A Unix stream socket (default `/run/asa/control.sock`, in a 0700 directory, mode 0600);
+//! the server also checks the peer's credentials and serves root only. One JSON request per
+//! connection, one JSON response line back.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use asa_experts::{Active, ScxSnapshot, SwitchReport};
+use serde::{Deserialize, Serialize};
+
+/// Default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/asa/control.sock";
+
+/// The socket path: `ASA_SOCKET` or the default.
+pub fn socket_path() -> PathBuf {
+    std::env::var_os("ASA_SOCKET")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+/// A request to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// Report what runs.
+    Status,
+    /// Run this expert until told otherwise (overrides decisions).
+    Pin {
+        /// Catalogue name.
+        expert: String,
+    },
+    /// Let the agent decide again.
+    Unpin,
+}
+
+/// One switch-related thing that happened, with its time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimedEvent {
+    /// When (ms since the epoch).
+    pub at_unix_ms: u64,
+    /// What, for humans.
+    pub message: String,
+}
+
+/// Everything `asa status` shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// The agent's PID.
+    pub pid: u32,
+    /// `daemon` (asa run) or `foreground` (asa pin without a daemon).
+    pub mode: String,
+    /// What the agent believes runs.
+    pub active: Active,
+    /// The pinned expert, if any.
+    pub pinned: Option<String>,
+    /// The expert being switched to right now.
+    pub switching_to: Option<String>,
+    /// The last successful switch.
+    pub last_switch: Option<SwitchReport>,
+    /// The last failed switch.
+    pub last_error: Option<TimedEvent>,
+    /// The last thing the supervisor noticed (expert exit, ejection).
+    pub last_event: Option<TimedEvent>,
+    /// Why the agent runs what it runs (decisions land with the decision engine).
+    pub note: String,
+    /// The kernel's view, read when the status was asked for.
+    pub kernel: Option<ScxSnapshot>,
+    /// True when the kernel runs what the agent believes.
+    pub consistent: Option<bool>,
+}
+
+/// The agent's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// False when the request failed.
+    pub ok: bool,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The agent's status after the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<AgentStatus>,
+    /// The switch the request caused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchReport>,
+}
+
+/// Send one request; `Ok(None)` when no agent listens at `path`.
+pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Option<Response>> {
+    let mut stream = match UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => bail!(
+            "the agent's control socket {} is for root only: run this command as root",
+            path.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("connecting to {}", path.display())),
+    };
+    stream.set_read_timeout(Some(timeout))?;
+    let mut line = serde_json::to_string(req)?;
+    line.push('\n');
+    stream.write_all(line.as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(stream)
+        .read_line(&mut reply)
+        .with_context(|| format!("waiting for the agent's answer on {}", path.display()))?;
+    if reply.is_empty() {
+        bail!("the agent closed {} without answering", path.display());
+    }
+    Ok(Some(
+        serde_json::from_str(&reply).context("the agent's answer is not valid JSON")?,
+    ))
+}
+
+/// Bind the control socket: root-only directory and socket; a stale socket (no listener) is
+/// replaced, a live one is an error.
+pub fn bind(path: &Path) -> Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        if dir == Path::new("/run/asa") {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            bail!(
+                "another agent already serves {} (see `asa status`)",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// The UID of the process at the other end of `stream`.
+pub fn peer_uid(stream: &UnixStream) -> Result<u32> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred = getsockopt(stream, PeerCredentials).context("reading SO_PEERCRED")?;
+    Ok(cred.uid())
+}
+
+/// Read one request from `stream`.
+pub fn read_request(stream: &UnixStream) -> Result<Request> {
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    serde_json::from_str(&line).with_context(|| format!("malformed request {:?}", line.trim()))
+}
+
+/// Write one response to `stream`.
+pub fn write_response(mut stream: &UnixStream, response: &Response) -> Result<()> {
+    let mut line = serde_json::to_string(response)?;
+    line.push('\n');
+    stream.write_all(line.as_bytes())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_a_stable_wire_format() {
+        assert_eq!(
+            serde_json::to_string(&Request::Pin {
+                expert: "lavd".into()
+            })
+            .unwrap(),
+            r#"{"cmd":"pin","expert":"lavd"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).unwrap(),
+            Request::Status
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"reboot"}"#).is_err());
+    }
+
+    #[test]
+    fn no_listener_means_no_agent_and_stale_sockets_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        assert!(request(&path, &Request::Status, Duration::from_secs(1))
+            .unwrap()
+            .is_none());
+        let first = bind(&path).unwrap();
+        // A live listener refuses a second agent.
+        assert!(bind(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("another agent"));
+        drop(first);
+        // The file is left behind but nobody listens: it is replaced.
+        let _second = bind(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn round_trip_through_a_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let listener = bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            assert_eq!(peer_uid(&stream).unwrap(), nix::unistd::geteuid().as_raw());
+            let req = read_request(&stream).unwrap();
+            assert_eq!(req, Request::Unpin);
+            write_response(
+                &stream,
+                &Response {
+                    ok: false,
+                    error: Some("nope".into()),
+                    status: None,
+                    switch: None,
+                },
+            )
+            .unwrap();
+        });
+        let resp = request(&path, &Request::Unpin, Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        server.join().unwrap();
+        assert!(!resp.ok);
+        assert_eq!(resp.error.as_deref(), Some("nope"));
+    }
+}

@@ -1,0 +1,236 @@
+//! The action path: one thread owns the [`Supervisor`] and performs every switch; the control
+//! socket's connections reach it through a channel, and `status` is answered from a shared
+//! snapshot so it never waits behind a slow switch (scx_lavd takes ~25 s to attach under TCG).
+
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+use asa_experts::supervisor::unix_ms;
+use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SwitchError, EEVDF};
+use log::{info, warn};
+
+use crate::control::{self, AgentStatus, Request, Response, TimedEvent};
+
+/// How often the controller looks at the running expert between requests.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+
+enum Job {
+    Pin(String, Sender<Response>),
+    Unpin(Sender<Response>),
+}
+
+/// What the socket server needs to answer requests.
+#[derive(Clone)]
+pub struct ControllerHandle {
+    status: Arc<Mutex<AgentStatus>>,
+    jobs: Sender<Job>,
+    catalogue: Catalogue,
+    scx: SchedExt,
+}
+
+/// Owns the supervisor; see the module documentation.
+pub struct Controller {
+    supervisor: Supervisor,
+    status: Arc<Mutex<AgentStatus>>,
+    jobs: Receiver<Job>,
+    handle: ControllerHandle,
+}
+
+fn event(message: String) -> TimedEvent {
+    TimedEvent {
+        at_unix_ms: unix_ms(SystemTime::now()),
+        message,
+    }
+}
+
+impl Controller {
+    /// A controller around `supervisor`; `mode` is shown by `asa status`.
+    pub fn new(supervisor: Supervisor, mode: &str, note: &str) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let status = Arc::new(Mutex::new(AgentStatus {
+            pid: std::process::id(),
+            mode: mode.to_owned(),
+            active: supervisor.active().clone(),
+            pinned: None,
+            switching_to: None,
+            last_switch: None,
+            last_error: None,
+            last_event: None,
+            note: note.to_owned(),
+            kernel: None,
+            consistent: None,
+        }));
+        let handle = ControllerHandle {
+            status: status.clone(),
+            jobs: tx,
+            catalogue: supervisor.catalogue().clone(),
+            scx: supervisor.sched_ext().clone(),
+        };
+        Self {
+            supervisor,
+            status,
+            jobs: rx,
+            handle,
+        }
+    }
+
+    /// A handle for the socket server.
+    pub fn handle(&self) -> ControllerHandle {
+        self.handle.clone()
+    }
+
+    /// Pin `expert` now (on the controller's thread).
+    pub fn pin(&mut self, expert: &str) -> Response {
+        self.status.lock().unwrap().switching_to = Some(expert.to_owned());
+        let result = self.supervisor.switch_to(expert);
+        let mut st = self.status.lock().unwrap();
+        st.switching_to = None;
+        st.active = self.supervisor.active().clone();
+        let response = match result {
+            Ok(report) => {
+                st.pinned = Some(expert.to_owned());
+                st.last_switch = Some(report.clone());
+                Response {
+                    ok: true,
+                    error: None,
+                    status: None,
+                    switch: Some(report),
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                st.last_error = Some(event(message.clone()));
+                if matches!(e, SwitchError::Failed { .. }) {
+                    st.pinned = None;
+                }
+                Response {
+                    ok: false,
+                    error: Some(message),
+                    status: None,
+                    switch: None,
+                }
+            }
+        };
+        drop(st);
+        Response {
+            status: Some(self.handle.status_now()),
+            ..response
+        }
+    }
+
+    /// Serve jobs and watch the expert until `stop` is set, then return to EEVDF.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            match self.jobs.recv_timeout(WATCH_INTERVAL) {
+                Ok(Job::Pin(expert, reply)) => {
+                    let r = self.pin(&expert);
+                    let _ = reply.send(r);
+                }
+                Ok(Job::Unpin(reply)) => {
+                    // No decision engine yet: unpinned means the kernel default.
+                    let mut r = self.pin(EEVDF);
+                    self.status.lock().unwrap().pinned = None;
+                    r.status = Some(self.handle.status_now());
+                    let _ = reply.send(r);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if let Some(ev) = self.supervisor.check() {
+                let mut st = self.status.lock().unwrap();
+                st.active = self.supervisor.active().clone();
+                st.last_event = Some(event(ev.to_string()));
+            }
+        }
+        info!("stopping: returning the machine to EEVDF");
+        let result = self.supervisor.stop();
+        self.status.lock().unwrap().active = self.supervisor.active().clone();
+        result
+    }
+}
+
+impl ControllerHandle {
+    /// The status with a fresh reading of the kernel.
+    pub fn status_now(&self) -> AgentStatus {
+        let mut st = self.status.lock().unwrap().clone();
+        let snap = self.scx.snapshot().ok();
+        st.consistent = match (&snap, &st.switching_to) {
+            (Some(snap), None) => Some(match self.catalogue.get(&st.active.expert) {
+                Some(e) if e.is_kernel_default() => snap.state == ScxState::Disabled,
+                Some(e) => {
+                    snap.state == ScxState::Enabled
+                        && snap.ops.as_deref().is_some_and(|o| e.owns_ops(o))
+                }
+                None => false,
+            }),
+            _ => None,
+        };
+        st.kernel = snap;
+        st
+    }
+
+    fn answer(&self, request: Request) -> Response {
+        let (tx, rx) = mpsc::channel();
+        let job = match request {
+            Request::Status => {
+                return Response {
+                    ok: true,
+                    error: None,
+                    status: Some(self.status_now()),
+                    switch: None,
+                }
+            }
+            Request::Pin { expert } => Job::Pin(expert, tx),
+            Request::Unpin => Job::Unpin(tx),
+        };
+        if self.jobs.send(job).is_err() {
+            return failure("the agent is shutting down".into());
+        }
+        // Two full enable timeouts (switch + rollback) and some.
+        rx.recv_timeout(Duration::from_secs(300))
+            .unwrap_or_else(|_| failure("the agent did not finish the switch in 300 s".into()))
+    }
+
+    /// Accept connections on `listener` on a background thread, serving root (or the agent's
+    /// own user) only.
+    pub fn serve(self, listener: UnixListener) {
+        std::thread::Builder::new()
+            .name("control-socket".into())
+            .spawn(move || {
+                let me = nix::unistd::geteuid().as_raw();
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else { continue };
+                    let handle = self.clone();
+                    std::thread::spawn(move || {
+                        let response = match control::peer_uid(&stream) {
+                            Ok(uid) if uid == 0 || uid == me => {
+                                match control::read_request(&stream) {
+                                    Ok(req) => handle.answer(req),
+                                    Err(e) => failure(format!("{e:#}")),
+                                }
+                            }
+                            Ok(uid) => failure(format!("uid {uid} may not control the agent")),
+                            Err(e) => failure(format!("{e:#}")),
+                        };
+                        if let Err(e) = control::write_response(&stream, &response) {
+                            warn!("answering a control request: {e:#}");
+                        }
+                    });
+                }
+            })
+            .expect("spawning the control socket thread");
+    }
+}
+
+fn failure(error: String) -> Response {
+    Response {
+        ok: false,
+        error: Some(error),
+        status: None,
+        switch: None,
+    }
+}

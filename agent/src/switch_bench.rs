@@ -1,0 +1,234 @@
+//! The switch benchmark: every ordered pair of experts, several times, in one boot.
+//!
+//! The experts are visited along an Eulerian circuit of the complete directed graph, so each
+//! switch is both a measured pair and the set-up of the next one: n·(n−1) switches a round.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Result};
+use asa_experts::{Supervisor, SwitchReport};
+use serde::{Deserialize, Serialize};
+
+/// A closed walk that uses every ordered pair `(a, b)`, `a != b`, exactly once, starting and
+/// ending at `nodes[0]`.
+pub fn all_pairs_circuit(nodes: &[String]) -> Vec<String> {
+    let n = nodes.len();
+    if n < 2 {
+        return nodes.to_vec();
+    }
+    // Hierholzer's algorithm on the complete digraph.
+    let mut unused: Vec<Vec<usize>> = (0..n)
+        .map(|v| (0..n).filter(|&u| u != v).rev().collect())
+        .collect();
+    let mut stack = vec![0usize];
+    let mut circuit = Vec::with_capacity(n * (n - 1) + 1);
+    while let Some(&v) = stack.last() {
+        if let Some(u) = unused[v].pop() {
+            stack.push(u);
+        } else {
+            circuit.push(stack.pop().unwrap());
+        }
+    }
+    circuit.reverse();
+    circuit.into_iter().map(|i| nodes[i].clone()).collect()
+}
+
+/// Median of a non-empty slice.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Summary of the switches from one expert to another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairSummary {
+    /// From.
+    pub from: String,
+    /// To.
+    pub to: String,
+    /// Switches measured.
+    pub samples: usize,
+    /// Median whole switch (ms).
+    pub total_ms: f64,
+    /// Median stop of the old expert (ms), when it was a BPF scheduler.
+    pub stop_ms: Option<f64>,
+    /// Median start of the new expert (ms), when it is a BPF scheduler.
+    pub start_ms: Option<f64>,
+    /// Median time on EEVDF between two BPF schedulers (ms).
+    pub eevdf_gap_ms: Option<f64>,
+}
+
+/// The benchmark's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchBench {
+    /// The experts, in order.
+    pub experts: Vec<String>,
+    /// Rounds of the circuit.
+    pub rounds: usize,
+    /// Every switch.
+    pub switches: Vec<SwitchReport>,
+    /// One row per ordered pair.
+    pub pairs: Vec<PairSummary>,
+}
+
+fn median_of(reports: &[&SwitchReport], f: impl Fn(&SwitchReport) -> Option<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = reports.iter().filter_map(|r| f(r)).collect();
+    (!v.is_empty()).then(|| median(&mut v))
+}
+
+/// Summarize switches per ordered pair.
+pub fn summarize(experts: &[String], switches: &[SwitchReport]) -> Vec<PairSummary> {
+    let mut by_pair: BTreeMap<(usize, usize), Vec<&SwitchReport>> = BTreeMap::new();
+    for s in switches {
+        let pos = |name: &str| experts.iter().position(|e| e == name);
+        if let (Some(a), Some(b)) = (pos(&s.from), pos(&s.to)) {
+            by_pair.entry((a, b)).or_default().push(s);
+        }
+    }
+    by_pair
+        .into_iter()
+        .map(|((a, b), reports)| PairSummary {
+            from: experts[a].clone(),
+            to: experts[b].clone(),
+            samples: reports.len(),
+            total_ms: median_of(&reports, |r| Some(r.total_ms)).unwrap_or_default(),
+            stop_ms: median_of(&reports, |r| r.stop_ms),
+            start_ms: median_of(&reports, |r| r.start_ms),
+            eevdf_gap_ms: median_of(&reports, |r| r.eevdf_gap_ms),
+        })
+        .collect()
+}
+
+/// Run `rounds` rounds of the all-pairs circuit with `supervisor`, ending on EEVDF.
+pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Result<SwitchBench> {
+    if experts.len() < 2 {
+        bail!("the switch benchmark needs at least two experts");
+    }
+    for e in experts {
+        supervisor.preflight(e)?;
+    }
+    let circuit = all_pairs_circuit(experts);
+    supervisor.switch_to(&circuit[0])?;
+    let mut switches = Vec::new();
+    for round in 0..rounds {
+        for target in &circuit[1..] {
+            let report = supervisor.switch_to(target)?;
+            eprintln!(
+                "round {}: {} -> {}: {:.0} ms (gap {})",
+                round + 1,
+                report.from,
+                report.to,
+                report.total_ms,
+                report
+                    .eevdf_gap_ms
+                    .map(|g| format!("{g:.0} ms"))
+                    .unwrap_or_else(|| "-".into())
+            );
+            switches.push(report);
+        }
+    }
+    supervisor.switch_to(asa_experts::EEVDF)?;
+    Ok(SwitchBench {
+        experts: experts.to_vec(),
+        rounds,
+        pairs: summarize(experts, &switches),
+        switches,
+    })
+}
+
+/// The pair table as Markdown.
+pub fn markdown(bench: &SwitchBench) -> String {
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
+    let mut out = String::from(
+        "| from → to | switch (ms) | stop old (ms) | start new (ms) | EEVDF gap (ms) | n |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for p in &bench.pairs {
+        out.push_str(&format!(
+            "| {} → {} | {:.0} | {} | {} | {} | {} |\n",
+            p.from,
+            p.to,
+            p.total_ms,
+            opt(p.stop_ms),
+            opt(p.start_ms),
+            opt(p.eevdf_gap_ms),
+            p.samples
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn circuit_uses_every_ordered_pair_once() {
+        for n in 2..=5 {
+            let nodes: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+            let c = all_pairs_circuit(&nodes);
+            assert_eq!(c.len(), n * (n - 1) + 1);
+            assert_eq!(c.first(), c.last());
+            let mut pairs: Vec<(String, String)> =
+                c.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect();
+            assert!(pairs.iter().all(|(a, b)| a != b));
+            pairs.sort();
+            pairs.dedup();
+            assert_eq!(pairs.len(), n * (n - 1));
+        }
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    fn report(from: &str, to: &str, total: f64, gap: Option<f64>) -> SwitchReport {
+        SwitchReport {
+            from: from.into(),
+            to: to.into(),
+            stop_ms: None,
+            start_ms: None,
+            eevdf_gap_ms: gap,
+            total_ms: total,
+            ops: None,
+            enable_seq: 0,
+            at_unix_ms: 0,
+            no_op: false,
+        }
+    }
+
+    #[test]
+    fn summary_takes_medians_per_pair() {
+        let experts = names(&["eevdf", "a", "b"]);
+        let s = vec![
+            report("a", "b", 10.0, Some(1.0)),
+            report("a", "b", 30.0, Some(3.0)),
+            report("a", "b", 20.0, Some(2.0)),
+            report("b", "eevdf", 5.0, None),
+        ];
+        let p = summarize(&experts, &s);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].from.as_str(), p[0].to.as_str()), ("a", "b"));
+        assert_eq!(p[0].total_ms, 20.0);
+        assert_eq!(p[0].eevdf_gap_ms, Some(2.0));
+        assert_eq!(p[0].samples, 3);
+        assert_eq!(p[1].eevdf_gap_ms, None);
+        let md = markdown(&SwitchBench {
+            experts,
+            rounds: 1,
+            switches: s,
+            pairs: p,
+        });
+        assert!(md.contains("| a → b | 20 | – | – | 2 | 3 |"), "{md}");
+    }
+}

@@ -1,0 +1,341 @@
+//! A Linux kernel with sched_ext, taken from Debian's packages and cached.
+//!
+//! The host's apt state is never touched: a private apt configuration (its own source list,
+//! package lists and cache under the project cache) resolves the current
+//! `linux-image-cloud-amd64` of Debian sid (then trixie-backports), downloads the packages that
+//! hold `vmlinuz` and the kernel `config`, and unpacks them with `dpkg-deb -x`. The config must
+//! say `CONFIG_SCHED_CLASS_EXT=y`. The mirror is the one the host's apt already uses
+//! (override: `ASA_DEBIAN_MIRROR`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use log::info;
+
+/// Suites tried in order for a kernel with sched_ext.
+pub const SUITES: &[&str] = &["sid", "trixie-backports"];
+/// The meta package that names the current cloud kernel (virtio drivers built in).
+pub const META_PACKAGE: &str = "linux-image-cloud-amd64";
+
+/// A kernel ready to boot.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    /// `uname -r` of the kernel.
+    pub release: String,
+    /// The bootable image.
+    pub vmlinuz: PathBuf,
+    /// The kernel's config (copied to `/boot/config-<release>` in the guest for libbpf).
+    pub config: PathBuf,
+}
+
+impl Kernel {
+    /// The cached kernel, downloading it first when the cache is empty.
+    pub fn ensure(cache: &Path) -> Result<Self> {
+        match Self::cached(cache)? {
+            Some(k) => Ok(k),
+            None => Self::fetch(cache),
+        }
+    }
+
+    /// The kernel in the cache, if there is a complete one.
+    pub fn cached(cache: &Path) -> Result<Option<Self>> {
+        let dir = cache.join("kernel");
+        let Ok(release) = std::fs::read_to_string(dir.join("current")) else {
+            return Ok(None);
+        };
+        let release = release.trim().to_owned();
+        let kernel = Self {
+            vmlinuz: dir.join(&release).join("vmlinuz"),
+            config: dir.join(&release).join("config"),
+            release,
+        };
+        if kernel.vmlinuz.is_file() && kernel.config.is_file() {
+            check_config(&kernel.config)?;
+            Ok(Some(kernel))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Resolve, download and unpack the current sched_ext kernel into the cache.
+    pub fn fetch(cache: &Path) -> Result<Self> {
+        let mirror = debian_mirror()?;
+        let mut failures = Vec::new();
+        for suite in SUITES {
+            match fetch_from(cache, &mirror, suite) {
+                Ok(k) => return Ok(k),
+                Err(e) => {
+                    info!("no usable kernel in {suite}: {e:#}");
+                    failures.push(format!("{suite}: {e:#}"));
+                }
+            }
+        }
+        bail!(
+            "kernel download failed: no Debian suite gave a kernel with CONFIG_SCHED_CLASS_EXT=y.\n  {}\n\
+             Check the network to Debian's packages, or set ASA_DEBIAN_MIRROR to a Debian mirror URL",
+            failures.join("\n  ")
+        )
+    }
+}
+
+/// Fail unless `config` enables sched_ext.
+pub fn check_config(config: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(config)
+        .with_context(|| format!("reading kernel config {}", config.display()))?;
+    if !text.lines().any(|l| l.trim() == "CONFIG_SCHED_CLASS_EXT=y") {
+        bail!(
+            "kernel config {} does not set CONFIG_SCHED_CLASS_EXT=y",
+            config.display()
+        );
+    }
+    Ok(())
+}
+
+/// The Debian mirror: `ASA_DEBIAN_MIRROR`, else the first non-security URI in the host's apt
+/// sources.
+pub fn debian_mirror() -> Result<String> {
+    if let Ok(m) = std::env::var("ASA_DEBIAN_MIRROR") {
+        if !m.is_empty() {
+            return Ok(m);
+        }
+    }
+    let mut texts = Vec::new();
+    for file in ["/etc/apt/sources.list"] {
+        if let Ok(t) = std::fs::read_to_string(file) {
+            texts.push(t);
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut paths: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for p in paths {
+            let ext = p.extension().and_then(|e| e.to_str());
+            if matches!(ext, Some("list") | Some("sources")) {
+                if let Ok(t) = std::fs::read_to_string(&p) {
+                    texts.push(t);
+                }
+            }
+        }
+    }
+    texts
+        .iter()
+        .find_map(|t| mirror_in(t))
+        .context("no Debian mirror found in the host's apt sources; set ASA_DEBIAN_MIRROR")
+}
+
+/// The first Debian archive URI (not the security archive) in an apt sources text, in either
+/// the one-line or the deb822 format.
+fn mirror_in(text: &str) -> Option<String> {
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        let uris: Vec<&str> = if let Some(rest) = line.strip_prefix("URIs:") {
+            rest.split_whitespace().collect()
+        } else if let Some(rest) = line.strip_prefix("deb ") {
+            rest.split_whitespace()
+                .filter(|w| w.contains("://"))
+                .take(1)
+                .collect()
+        } else {
+            continue;
+        };
+        if let Some(uri) = uris
+            .into_iter()
+            .find(|u| u.trim_end_matches('/').ends_with("/debian"))
+        {
+            return Some(uri.trim_end_matches('/').to_owned());
+        }
+    }
+    None
+}
+
+struct PrivateApt {
+    dir: PathBuf,
+}
+
+impl PrivateApt {
+    fn new(dir: PathBuf, mirror: &str, suite: &str) -> Result<Self> {
+        std::fs::create_dir_all(dir.join("lists/partial"))?;
+        std::fs::create_dir_all(dir.join("cache/archives/partial"))?;
+        std::fs::write(
+            dir.join("sources.list"),
+            format!("deb [trusted=yes] {mirror} {suite} main\n"),
+        )?;
+        Ok(Self { dir })
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let mut c = Command::new(tool);
+        let d = self.dir.display();
+        c.args([
+            "-q",
+            "-o",
+            &format!("Dir::Etc::SourceList={d}/sources.list"),
+            "-o",
+            "Dir::Etc::SourceParts=/dev/null",
+            "-o",
+            &format!("Dir::State::Lists={d}/lists"),
+            "-o",
+            &format!("Dir::Cache={d}/cache"),
+            "-o",
+            "APT::Architecture=amd64",
+            "-o",
+            "APT::Sandbox::User=root",
+            "-o",
+            "Debug::NoLocking=1",
+        ])
+        .current_dir(&self.dir);
+        c
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Result<String> {
+        let out = self
+            .command(tool)
+            .args(args)
+            .output()
+            .with_context(|| format!("running {tool} (is apt installed?)"))?;
+        if !out.status.success() {
+            bail!(
+                "{tool} {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+fn fetch_from(cache: &Path, mirror: &str, suite: &str) -> Result<Kernel> {
+    let work = cache.join("kernel").join(format!("apt-{suite}"));
+    let apt = PrivateApt::new(work.clone(), mirror, suite)?;
+    info!("resolving {META_PACKAGE} in Debian {suite}");
+    apt.run("apt-get", &["update"])?;
+    let show = apt.run("apt-cache", &["show", META_PACKAGE])?;
+    let release = release_from_depends(&show)
+        .with_context(|| format!("{META_PACKAGE} in {suite} names no linux-image-<release>"))?;
+    info!("current kernel in {suite}: {release}");
+    // Newer kernels split the image: vmlinuz in linux-binary-*, config in linux-base-*;
+    // older ones keep both in linux-image-*.
+    let candidates = [
+        format!("linux-binary-{release}"),
+        format!("linux-base-{release}"),
+        format!("linux-image-{release}"),
+    ];
+    let unpack = work.join("unpacked");
+    let _ = std::fs::remove_dir_all(&unpack);
+    std::fs::create_dir_all(&unpack)?;
+    for pkg in &candidates {
+        if apt.run("apt-get", &["download", pkg]).is_err() {
+            continue;
+        }
+    }
+    let mut debs = Vec::new();
+    for entry in std::fs::read_dir(&work)? {
+        let p = entry?.path();
+        if p.extension().and_then(|e| e.to_str()) == Some("deb")
+            && p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains(&release))
+        {
+            debs.push(p);
+        }
+    }
+    if debs.is_empty() {
+        bail!("none of {candidates:?} could be downloaded");
+    }
+    for deb in &debs {
+        let status = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(deb)
+            .arg(&unpack)
+            .status()
+            .context("running dpkg-deb")?;
+        if !status.success() {
+            bail!("dpkg-deb -x {} failed", deb.display());
+        }
+    }
+    let find = |names: &[PathBuf]| names.iter().map(|n| unpack.join(n)).find(|p| p.is_file());
+    let vmlinuz = find(&[
+        PathBuf::from(format!("usr/lib/modules/{release}/vmlinuz")),
+        PathBuf::from(format!("boot/vmlinuz-{release}")),
+    ])
+    .context("the packages hold no vmlinuz")?;
+    let config = find(&[
+        PathBuf::from(format!("usr/lib/modules/{release}/config")),
+        PathBuf::from(format!("boot/config-{release}")),
+    ])
+    .context("the packages hold no kernel config")?;
+    check_config(&config)?;
+    let dest = cache.join("kernel").join(&release);
+    std::fs::create_dir_all(&dest)?;
+    std::fs::copy(&vmlinuz, dest.join("vmlinuz"))?;
+    std::fs::copy(&config, dest.join("config"))?;
+    std::fs::write(cache.join("kernel").join("current"), &release)?;
+    for deb in debs {
+        let _ = std::fs::remove_file(deb);
+    }
+    let _ = std::fs::remove_dir_all(&unpack);
+    info!("kernel {release} cached in {}", dest.display());
+    Ok(Kernel {
+        vmlinuz: dest.join("vmlinuz"),
+        config: dest.join("config"),
+        release,
+    })
+}
+
+/// The release named by `Depends: linux-image-<release>` in `apt-cache show` output (the
+/// newest version's stanza comes first).
+fn release_from_depends(show: &str) -> Option<String> {
+    let depends = show.lines().find_map(|l| l.strip_prefix("Depends:"))?;
+    depends.split(',').find_map(|dep| {
+        let name = dep.split_whitespace().next()?;
+        name.strip_prefix("linux-image-").map(str::to_owned)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_release_in_the_meta_package() {
+        let show = "Package: linux-image-cloud-amd64\nVersion: 7.2.13-1\n\
+                    Depends: linux-base-cloud-amd64 (= 7.2.13-1), linux-image-7.2.13+deb14-cloud-amd64 (= 7.2.13-1)\n";
+        assert_eq!(
+            release_from_depends(show).as_deref(),
+            Some("7.2.13+deb14-cloud-amd64")
+        );
+        assert_eq!(release_from_depends("Package: x\n"), None);
+    }
+
+    #[test]
+    fn finds_the_mirror_in_both_source_formats() {
+        let deb822 = "Types: deb\n# URIs: http://old.example/debian\nURIs: http://mirror.example/debian-security\n\n\
+                      Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n";
+        // The security archive is skipped; the trailing slash is dropped.
+        assert_eq!(
+            mirror_in(deb822).as_deref(),
+            Some("http://mirror.example/debian")
+        );
+        let one_line = "deb [arch=amd64] http://m.example/debian bookworm main\n";
+        assert_eq!(
+            mirror_in(one_line).as_deref(),
+            Some("http://m.example/debian")
+        );
+        assert_eq!(mirror_in("# nothing\n"), None);
+    }
+
+    #[test]
+    fn config_without_sched_ext_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config");
+        std::fs::write(&cfg, "CONFIG_BPF=y\n# CONFIG_SCHED_CLASS_EXT is not set\n").unwrap();
+        let err = check_config(&cfg).unwrap_err().to_string();
+        assert!(err.contains("CONFIG_SCHED_CLASS_EXT=y"), "{err}");
+        std::fs::write(&cfg, "CONFIG_SCHED_CLASS_EXT=y\n").unwrap();
+        check_config(&cfg).unwrap();
+    }
+}

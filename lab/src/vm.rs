@@ -1,0 +1,315 @@
+//! Booting the guest under qemu (TCG) and running one script in it.
+//!
+//! The guest's `/init` (see [`INIT`]) mounts the usual filesystems, runs `/lab/run.sh`, packs
+//! `/lab/out` as a tar stream into a virtio serial port (binary-clean, unlike the console) and
+//! prints `ASA-LAB-EXIT <status>` on the serial console before it powers off. The host streams
+//! the console, enforces a timeout, unpacks the files and returns the script's exit status.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use log::{debug, info};
+
+use crate::image::ImageBuilder;
+use crate::kernel::Kernel;
+
+/// Marker the guest prints once it is up, with its uptime.
+pub const BOOTED_MARKER: &str = "ASA-LAB-BOOTED";
+/// Marker the guest prints with the script's exit status.
+pub const EXIT_MARKER: &str = "ASA-LAB-EXIT";
+/// Name of the virtio serial port that carries `/lab/out` back.
+pub const OUT_PORT: &str = "asa.lab.out";
+
+/// The guest's init: a busybox shell script.
+pub const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox mkdir -p /usr/bin /usr/sbin /sbin /usr/local/bin
+/bin/busybox --install -s
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root TERM=dumb
+mkdir -p /proc /sys /dev /tmp /run /root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mount -t bpf bpf /sys/fs/bpf
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup
+ip link set lo up 2>/dev/null
+hostname asa-lab
+echo "ASA-LAB-BOOTED $(cut -d' ' -f1 /proc/uptime) $(uname -r) cpus=$(nproc)"
+mkdir -p /lab/out
+cd /lab
+sh /lab/run.sh
+rc=$?
+dmesg > /lab/out/dmesg.txt 2>/dev/null
+port=
+for p in /sys/class/virtio-ports/*; do
+  [ "$(cat $p/name 2>/dev/null)" = "asa.lab.out" ] && port=/dev/$(basename $p)
+done
+if [ -n "$port" ]; then tar -C /lab/out -cf - . > "$port"; else echo "ASA-LAB: no output port"; fi
+echo "ASA-LAB-EXIT $rc"
+poweroff -f
+"#;
+
+/// Errors with a console tail, so a failed boot is diagnosable from the message alone.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// qemu is not installed.
+    #[error("qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86` (or run lab/setup.sh)")]
+    QemuMissing,
+    /// The guest did not finish in time.
+    #[error("the lab VM did not finish within {timeout:?} ({phase}); last console lines:\n{tail}")]
+    Timeout {
+        /// The limit.
+        timeout: Duration,
+        /// Whether the guest had booted.
+        phase: &'static str,
+        /// The end of the console.
+        tail: String,
+    },
+    /// qemu ended without the guest reporting an exit status (panic, qemu error).
+    #[error("the lab VM stopped without reporting an exit status (qemu {status}); last console lines:\n{tail}")]
+    NoExitStatus {
+        /// qemu's exit status.
+        status: String,
+        /// The end of the console.
+        tail: String,
+    },
+}
+
+/// How to boot.
+#[derive(Debug, Clone)]
+pub struct VmConfig {
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Limit for the whole run (boot, script, power-off).
+    pub timeout: Duration,
+    /// Copy the console to stderr while it runs.
+    pub echo_console: bool,
+    /// Extra kernel command line.
+    pub extra_cmdline: String,
+}
+
+impl Default for VmConfig {
+    fn default() -> Self {
+        Self {
+            memory_mib: 2048,
+            cpus: 2,
+            timeout: Duration::from_secs(600),
+            echo_console: false,
+            extra_cmdline: String::new(),
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct VmOutcome {
+    /// Exit status of `/lab/run.sh`.
+    pub exit_code: i32,
+    /// Everything the guest printed on its console.
+    pub console: String,
+    /// Where `/lab/out` was unpacked (includes `dmesg.txt`).
+    pub out_dir: PathBuf,
+    /// Host time from qemu start to the boot marker.
+    pub boot_time: Option<Duration>,
+    /// Host time for the whole run.
+    pub wall_time: Duration,
+}
+
+impl VmOutcome {
+    /// The console lines the script printed (between the boot and exit markers).
+    pub fn script_output(&self) -> &str {
+        let start = self
+            .console
+            .find(BOOTED_MARKER)
+            .and_then(|i| self.console[i..].find('\n').map(|j| i + j + 1))
+            .unwrap_or(0);
+        let end = self
+            .console
+            .rfind(EXIT_MARKER)
+            .unwrap_or(self.console.len());
+        &self.console[start..end.max(start)]
+    }
+
+    /// A file the guest left in `/lab/out`.
+    pub fn read_out(&self, name: &str) -> Result<String> {
+        let p = self.out_dir.join(name);
+        std::fs::read_to_string(&p).with_context(|| format!("the guest left no {name} in /lab/out"))
+    }
+}
+
+/// Add the guest's base system to `image`: busybox, `/init`, the kernel config.
+pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> {
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+        .context("busybox not found: install it with `apt-get install busybox-static`")?;
+    if !crate::image::shared_libraries(busybox)?.is_empty() {
+        bail!(
+            "{} is dynamically linked: install busybox-static",
+            busybox.display()
+        );
+    }
+    image.file(busybox, "/bin/busybox")?;
+    image.bytes("/init", INIT, 0o755)?;
+    image.file(&kernel.config, format!("/boot/config-{}", kernel.release))?;
+    for d in ["/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/etc"] {
+        image.dir(d)?;
+    }
+    image.bytes("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644)?;
+    image.bytes("/etc/group", "root:x:0:\n", 0o644)?;
+    Ok(())
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Boot `kernel` with `initramfs`, wait for the guest to power off and collect its output.
+pub fn boot(
+    kernel: &Kernel,
+    initramfs: &Path,
+    work_dir: &Path,
+    config: &VmConfig,
+) -> Result<VmOutcome> {
+    let qemu = which("qemu-system-x86_64").ok_or(VmError::QemuMissing)?;
+    std::fs::create_dir_all(work_dir)?;
+    let out_tar = work_dir.join("out.tar");
+    let _ = std::fs::remove_file(&out_tar);
+    let mut cmdline = "console=ttyS0 quiet panic=-1 rdinit=/init".to_owned();
+    if !config.extra_cmdline.is_empty() {
+        cmdline.push(' ');
+        cmdline.push_str(&config.extra_cmdline);
+    }
+    let mut cmd = Command::new(qemu);
+    cmd.args(["-accel", "tcg,thread=single", "-cpu", "max", "-nodefaults"])
+        .args(["-m", &config.memory_mib.to_string()])
+        .args(["-smp", &config.cpus.to_string()])
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(initramfs)
+        .args(["-append", &cmdline])
+        .args(["-display", "none", "-no-reboot", "-serial", "stdio"])
+        .args(["-monitor", "none", "-device", "virtio-serial-pci"])
+        .arg("-chardev")
+        .arg(format!("file,id=labout,path={}", out_tar.display()))
+        .args([
+            "-device",
+            &format!("virtserialport,chardev=labout,name={OUT_PORT}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    debug!("starting {cmd:?}");
+    let t0 = Instant::now();
+    let mut child = cmd.spawn().context("starting qemu")?;
+    let console = Arc::new(Mutex::new(String::new()));
+    let boot_time = Arc::new(Mutex::new(None));
+    let reader = {
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let console = console.clone();
+        let boot_time = boot_time.clone();
+        let echo = config.echo_console;
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let text = String::from_utf8_lossy(&buf[..n]).replace('\r', "");
+                if echo {
+                    eprint!("{text}");
+                }
+                let mut c = console.lock().unwrap();
+                c.push_str(&text);
+                let mut bt = boot_time.lock().unwrap();
+                if bt.is_none() && c.contains(BOOTED_MARKER) {
+                    *bt = Some(t0.elapsed());
+                }
+            }
+        })
+    };
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if t0.elapsed() > config.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = reader.join();
+            let console = console.lock().unwrap();
+            let phase = if console.contains(BOOTED_MARKER) {
+                "the guest booted, its script did not finish"
+            } else {
+                "the guest never finished booting"
+            };
+            return Err(VmError::Timeout {
+                timeout: config.timeout,
+                phase,
+                tail: tail(&console, 30),
+            }
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = reader.join();
+    let mut qemu_err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut qemu_err);
+    }
+    let console = std::mem::take(&mut *console.lock().unwrap());
+    let exit_code = console
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix(EXIT_MARKER))
+        .and_then(|rest| rest.trim().parse::<i32>().ok());
+    let Some(exit_code) = exit_code else {
+        return Err(VmError::NoExitStatus {
+            status: format!("{status}, stderr: {}", qemu_err.trim()),
+            tail: tail(&console, 30),
+        }
+        .into());
+    };
+    let out_dir = work_dir.join("out");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir)?;
+    if out_tar.is_file() && std::fs::metadata(&out_tar)?.len() > 0 {
+        let file = std::fs::File::open(&out_tar)?;
+        tar::Archive::new(file)
+            .unpack(&out_dir)
+            .context("unpacking the guest's /lab/out")?;
+    }
+    let wall_time = t0.elapsed();
+    let boot_time = *boot_time.lock().unwrap();
+    info!(
+        "lab VM finished: exit {exit_code}, boot {:?}, wall {:?}",
+        boot_time, wall_time
+    );
+    Ok(VmOutcome {
+        exit_code,
+        console,
+        out_dir,
+        boot_time,
+        wall_time,
+    })
+}
+
+/// The first executable called `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
