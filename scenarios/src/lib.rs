@@ -2,5 +2,8 @@
 //! measure what a person feels, background loads from real Debian tools, the paper's
 //! user-experience score, and reports comparing schedulers. See `README.md`.
 
+pub mod clock;
+pub mod probes;
 pub mod score;
 pub mod stats;
+pub mod work;
