@@ -3,6 +3,7 @@
 //! user-experience score, and reports comparing schedulers. See `README.md`.
 
 pub mod clock;
+pub mod loads;
 pub mod probes;
 pub mod score;
 pub mod stats;
