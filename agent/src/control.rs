@@ -106,7 +106,7 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Option<R
             return Ok(None)
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => bail!(
-            "the agent's control socket {} is for root only: run this command as root",
+            "this command needs root: the agent's control socket {} is for root only (run it with sudo)",
             path.display()
         ),
         Err(e) => return Err(e).with_context(|| format!("connecting to {}", path.display())),

@@ -67,6 +67,10 @@ pub struct Expert {
     /// Extra command-line arguments passed to the expert.
     #[serde(default)]
     pub args: Vec<String>,
+    /// Seconds this expert may take to attach, when it needs longer (or shorter) than the
+    /// supervisor's default.
+    #[serde(default)]
+    pub enable_timeout_s: Option<u64>,
     /// False for an entry that is declared but cannot be used yet.
     #[serde(default = "default_true")]
     pub available: bool,

@@ -201,6 +201,35 @@ impl RunningExpert {
             .cloned()
             .collect()
     }
+
+    /// The last lines, for an error message.
+    fn output_for_error(&self) -> String {
+        let tail = self.output_tail(12);
+        if tail.iter().all(|l| l.trim().is_empty()) {
+            " (it printed nothing)".to_owned()
+        } else {
+            format!("; its last output:\n  {}", tail.join("\n  "))
+        }
+    }
+
+    /// True while the process is exiting (PF_EXITING): the kernel may already be detaching
+    /// its scheduler before the process can be reaped.
+    fn exiting(&self) -> bool {
+        const PF_EXITING: u64 = 0x4;
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
+            return true;
+        };
+        // Fields after the command name: state is the 1st, flags the 7th.
+        let flags = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+            .and_then(|f| f.parse::<u64>().ok());
+        matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        ) || flags.is_some_and(|f| f & PF_EXITING != 0)
+    }
 }
 
 /// What the supervisor believes is running, and since when.
@@ -412,6 +441,10 @@ impl Supervisor {
     fn start(&mut self, expert: &Expert, binary: &Path) -> Result<Duration> {
         debug_assert!(self.running.is_none());
         let seq_before = self.scx.enable_seq()?;
+        let enable_timeout = expert
+            .enable_timeout_s
+            .map(Duration::from_secs)
+            .unwrap_or(self.config.enable_timeout);
         let t0 = Instant::now();
         let mut cmd = Command::new(binary);
         cmd.args(&expert.args)
@@ -453,10 +486,10 @@ impl Supervisor {
             if let Some(status) = running.child.try_wait()? {
                 // Give the reader threads a moment to collect the last words.
                 std::thread::sleep(Duration::from_millis(50));
-                let tail = running.output_tail(12).join("\n  ");
+                let tail = running.output_for_error();
                 self.wait_disabled()?;
                 bail!(
-                    "{} exited before it attached ({}); its last output:\n  {tail}",
+                    "{} exited before it attached ({}){tail}",
                     expert.name,
                     describe_status(status)
                 );
@@ -476,14 +509,14 @@ impl Supervisor {
                     expert.name
                 );
             }
-            if t0.elapsed() > self.config.enable_timeout {
-                let tail = running.output_tail(12).join("\n  ");
+            if t0.elapsed() > enable_timeout {
+                let tail = running.output_for_error();
                 self.kill_and_reap(&mut running);
                 self.wait_disabled()?;
                 bail!(
-                    "{} did not attach within {:?} (state {}); killed it. Its last output:\n  {tail}",
+                    "{} did not attach within {:?} (state {}); killed it{tail}",
                     expert.name,
-                    self.config.enable_timeout,
+                    enable_timeout,
                     snap.state
                 );
             }
@@ -556,7 +589,16 @@ impl Supervisor {
     /// Look at the running expert once; returns what changed since the last look.
     pub fn check(&mut self) -> Option<SupervisorEvent> {
         let running = self.running.as_mut()?;
-        match running.child.try_wait() {
+        let mut exit = running.child.try_wait();
+        if matches!(exit, Ok(None)) && !running.ejected && running.exiting() {
+            // Dying: wait (bounded) so the exit is reported as such, not as an ejection.
+            let t0 = Instant::now();
+            while matches!(exit, Ok(None)) && t0.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(2));
+                exit = running.child.try_wait();
+            }
+        }
+        match exit {
             Ok(Some(status)) => {
                 std::thread::sleep(Duration::from_millis(20));
                 let event = SupervisorEvent::ExpertExited {

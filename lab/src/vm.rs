@@ -165,8 +165,12 @@ pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> 
     for d in ["/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/etc"] {
         image.dir(d)?;
     }
-    image.bytes("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0o644)?;
-    image.bytes("/etc/group", "root:x:0:\n", 0o644)?;
+    image.bytes(
+        "/etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n",
+        0o644,
+    )?;
+    image.bytes("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644)?;
     Ok(())
 }
 

@@ -1,0 +1,26 @@
+# The two things to run on a fresh machine (each installs what it needs first):
+#   make demo   boot the lab VM and show ASA pinning an expert under a workload
+#   make test   every check: format, clippy, unit tests, and the VM acceptance tests
+CARGO ?= cargo
+
+.PHONY: demo test setup kernel bench-switch
+
+setup:
+	lab/setup.sh
+
+kernel: setup
+	$(CARGO) run --quiet -p asa-lab -- kernel
+
+demo: setup
+	$(CARGO) build --release -p asa-agent -p asa-lab
+	target/release/asa-lab demo
+
+test: kernel
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace -- --include-ignored
+
+# Long run, not in CI: switch time of every ordered pair of experts (README table).
+bench-switch: setup
+	$(CARGO) build --release -p asa-agent -p asa-lab
+	target/release/asa-lab bench-switch --rounds 3 --json lab/results/switch-times.json

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs everything ASA's demo and tests need on a fresh Debian 12 (bookworm) x86_64 machine.
+# Idempotent: every step checks first and does nothing when its result is already there.
+#   - Debian packages: qemu (the lab VM), busybox-static (the guest's userland), clang-19 and
+#     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest);
+#   - the Rust toolchain check (rust-version of the workspace);
+#   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
+#     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>).
+# The sched_ext kernel is fetched by `asa-lab kernel` (the Makefile runs it after the build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+
+packages=(qemu-system-x86 busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
+          bpftool stress-ng make)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run this script as root (apt-get install)" >&2
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  log "Debian packages present"
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found: install Rust with rustup (rust-version 1.91 or newer)" >&2
+  exit 1
+fi
+need=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+have=$(rustc --version | awk '{print $2}')
+if [[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]]; then
+  echo "setup: rustc $have is older than the workspace's rust-version $need: rustup update" >&2
+  exit 1
+fi
+
+cache="${ASA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/asa}"
+export PATH="/usr/lib/llvm-19/bin:$PATH"
+# crate version binary, for every expert from crates.io in the catalogue.
+python3 - <<'PY' > /tmp/asa-experts.$$
+import tomllib
+cat = tomllib.load(open("experts/catalogue.toml", "rb"))
+for e in cat["expert"]:
+    if e["kind"] == "scx-crate":
+        print(e["crate"], e["version"], e["binary"])
+PY
+while read -r crate version binary; do
+  root="$cache/experts/$crate-$version"
+  if [[ -x "$root/bin/$binary" ]]; then
+    log "$crate $version present"
+    continue
+  fi
+  log "building $crate $version (a few minutes; shared target dir in $cache/experts/target)"
+  start=$SECONDS
+  CARGO_TARGET_DIR="$cache/experts/target" \
+    cargo install --quiet --locked --root "$root" "$crate@$version"
+  log "$crate $version built in $((SECONDS - start)) s"
+done < /tmp/asa-experts.$$
+rm -f /tmp/asa-experts.$$
+log "done"
