@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_gru: GRU_sched as a sched_ext scheduler.
+ *
+ * Placement follows a CPU predicted by a GRU in user space (map pid_to_cpu)
+ * when the prediction is fresh, allowed by the task's cpumask and the CPU can
+ * take the task now; every other case falls back to a default policy: the
+ * kernel's idle-CPU selection and one shared, vtime-ordered DSQ.
+ *
+ * Every placement sends the task's features (struct gru_task_event) through a
+ * ring buffer; a full ring buffer drops the event and counts the drop.
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* Time slice given to every task (ns). */
+const volatile u64 slice_ns = 5ULL * 1000 * 1000;
+/* A prediction older than this (ns) is ignored. */
+const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
+/* Send task events to user space (false when no model is loaded). */
+const volatile bool send_events = true;
+/* Size of struct gru_task_event as compiled here; user space checks it. */
+const volatile u32 event_size = sizeof(struct gru_task_event);
+const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
+
+UEI_DEFINE(uei);
+
+/* Global virtual time: the vtime of the most recently started task. */
+static u64 vtime_now;
+
+/* Counters read by user space (bss). */
+u64 nr_events;			/* events written to the ring buffer */
+u64 nr_ringbuf_drops;		/* events lost: ring buffer full */
+u64 nr_pred_applied;		/* placed on the predicted CPU */
+u64 nr_pred_applied_select;	/*   ... of which in select_cpu */
+/* Placements that fell back to the default policy, by reason (each placement counted once): */
+u64 nr_pred_missing;		/* no prediction for the pid */
+u64 nr_pred_stale;		/* prediction older than the TTL */
+u64 nr_pred_disallowed;		/* predicted CPU not allowed by the cpumask / out of range */
+u64 nr_pred_busy;		/* predicted CPU busy (not idle, or its local DSQ not empty) */
+/* Where fallback placements went: */
+u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
+u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
+u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, GRU_RINGBUF_BYTES);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GRU_MAX_PREDICTIONS);
+	__type(key, u32);
+	__type(value, struct gru_prediction);
+} pid_to_cpu SEC(".maps");
+
+/* Per-task state kept by the program. */
+struct task_ctx {
+	u64 switch_count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctx_stor SEC(".maps");
+
+static __always_inline void stat_inc(u64 *counter)
+{
+	__sync_fetch_and_add(counter, 1);
+}
+
+static __always_inline bool vtime_before(u64 a, u64 b)
+{
+	return (s64)(a - b) < 0;
+}
+
+/* Send the features of @p, placed on @cpu, to user space. */
+static void send_event(struct task_struct *p, s32 cpu, u32 source)
+{
+	struct gru_task_event *ev;
+	struct task_ctx *tctx;
+
+	if (!send_events)
+		return;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(&nr_ringbuf_drops);
+		return;
+	}
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+
+	ev->stamp_ns = bpf_ktime_get_ns();
+	ev->pid = p->pid;
+	ev->cpu = cpu;
+	ev->prio = p->prio;
+	ev->nr_cpus_allowed = p->nr_cpus_allowed;
+	ev->runtime_ns = p->se.sum_exec_runtime;
+	ev->nvcsw = p->nvcsw;
+	ev->nivcsw = p->nivcsw;
+	ev->switch_count = tctx ? tctx->switch_count : 0;
+	ev->flags = p->flags;
+	ev->source = source;
+	bpf_probe_read_kernel_str(ev->comm, sizeof(ev->comm), p->comm);
+
+	bpf_ringbuf_submit(ev, 0);
+	stat_inc(&nr_events);
+}
+
+/* Why a placement did not follow a prediction. */
+enum pred_miss {
+	PRED_OK,
+	PRED_MISSING,
+	PRED_STALE,
+	PRED_DISALLOWED,
+	PRED_BUSY,
+};
+
+/*
+ * The CPU predicted for @p if the prediction is fresh and the CPU is allowed
+ * (>= 0), otherwise -1 with the reason in @miss. Counts nothing: every
+ * placement is counted once, where it happens.
+ */
+static s32 predicted_cpu(struct task_struct *p, enum pred_miss *miss)
+{
+	struct gru_prediction *pred;
+	u32 pid = p->pid;
+	s32 cpu;
+
+	pred = bpf_map_lookup_elem(&pid_to_cpu, &pid);
+	if (!pred) {
+		*miss = PRED_MISSING;
+		return -1;
+	}
+	if ((s64)(bpf_ktime_get_ns() - pred->stamp_ns) > (s64)prediction_ttl_ns) {
+		*miss = PRED_STALE;
+		return -1;
+	}
+	cpu = pred->cpu;
+	if (cpu < 0 || cpu >= scx_bpf_nr_cpu_ids() ||
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		*miss = PRED_DISALLOWED;
+		return -1;
+	}
+	*miss = PRED_OK;
+	return cpu;
+}
+
+/* Count one placement that did not follow a prediction. */
+static void count_fallback(enum pred_miss miss)
+{
+	switch (miss) {
+	case PRED_MISSING:
+		stat_inc(&nr_pred_missing);
+		break;
+	case PRED_STALE:
+		stat_inc(&nr_pred_stale);
+		break;
+	case PRED_DISALLOWED:
+		stat_inc(&nr_pred_disallowed);
+		break;
+	default:
+		stat_inc(&nr_pred_busy);
+		break;
+	}
+}
+
+static u64 task_vtime(struct task_struct *p)
+{
+	u64 vtime = p->scx.dsq_vtime;
+
+	/* Cap the credit a long sleeper can bring back to one slice. */
+	if (vtime_before(vtime, vtime_now - slice_ns))
+		vtime = vtime_now - slice_ns;
+	return vtime;
+}
+
+s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	enum pred_miss miss;
+	bool is_idle = false;
+	s32 cpu;
+
+	/* A fresh prediction whose CPU is idle: place the task there now. */
+	cpu = predicted_cpu(p, &miss);
+	if (cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		stat_inc(&nr_pred_applied);
+		stat_inc(&nr_pred_applied_select);
+		send_event(p, cpu, GRU_SRC_SELECT_CPU);
+		return cpu;
+	}
+
+	/*
+	 * Default policy: the kernel's selection (idle previous CPU first, then
+	 * any idle CPU); an idle CPU gets the task on its local DSQ directly.
+	 * Without an idle CPU the decision is deferred to ops.enqueue(), which
+	 * looks at the prediction again.
+	 */
+	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	if (is_idle) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		count_fallback(miss);
+		stat_inc(&nr_direct_idle);
+		send_event(p, cpu, GRU_SRC_SELECT_CPU);
+	}
+	return cpu;
+}
+
+void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	enum pred_miss miss;
+	s32 cpu, idle_cpu;
+
+	/* Tasks that can run on one CPU only go straight to that CPU. */
+	if (p->nr_cpus_allowed == 1) {
+		cpu = scx_bpf_task_cpu(p);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		stat_inc(&nr_pinned_local);
+		send_event(p, cpu, GRU_SRC_ENQUEUE);
+		return;
+	}
+
+	cpu = predicted_cpu(p, &miss);
+	if (cpu >= 0) {
+		/*
+		 * Follow the prediction if the CPU is idle or has nothing queued
+		 * locally (the task then runs after the current slice at the
+		 * latest); otherwise the shared DSQ keeps the load balanced.
+		 */
+		if (scx_bpf_test_and_clear_cpu_idle(cpu) ||
+		    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | cpu) == 0) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			stat_inc(&nr_pred_applied);
+			send_event(p, cpu, GRU_SRC_ENQUEUE);
+			return;
+		}
+		miss = PRED_BUSY;
+	}
+	count_fallback(miss);
+
+	/* Fallback: the shared vtime-ordered DSQ; wake an idle CPU for it. */
+	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice_ns, task_vtime(p), enq_flags);
+	stat_inc(&nr_shared_enqueued);
+	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (idle_cpu >= 0)
+		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
+	send_event(p, scx_bpf_task_cpu(p), GRU_SRC_ENQUEUE);
+}
+
+void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
+{
+	scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0);
+}
+
+void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
+{
+	struct task_ctx *tctx;
+
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	if (tctx)
+		tctx->switch_count++;
+	if (vtime_before(vtime_now, p->scx.dsq_vtime))
+		vtime_now = p->scx.dsq_vtime;
+}
+
+void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
+{
+	u64 used = slice_ns > p->scx.slice ? slice_ns - p->scx.slice : 0;
+
+	/* Charge the time used, inversely to the task's weight. */
+	p->scx.dsq_vtime += used * 100 / p->scx.weight;
+}
+
+void BPF_STRUCT_OPS(gru_enable, struct task_struct *p)
+{
+	p->scx.dsq_vtime = vtime_now;
+}
+
+s32 BPF_STRUCT_OPS(gru_init_task, struct task_struct *p, struct scx_init_task_args *args)
+{
+	if (!bpf_task_storage_get(&task_ctx_stor, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		return -ENOMEM;
+	return 0;
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(gru_init)
+{
+	return scx_bpf_create_dsq(GRU_FALLBACK_DSQ, -1);
+}
+
+void BPF_STRUCT_OPS(gru_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+SCX_OPS_DEFINE(gru_ops,
+	       .select_cpu		= (void *)gru_select_cpu,
+	       .enqueue			= (void *)gru_enqueue,
+	       .dispatch		= (void *)gru_dispatch,
+	       .running			= (void *)gru_running,
+	       .stopping		= (void *)gru_stopping,
+	       .enable			= (void *)gru_enable,
+	       .init_task		= (void *)gru_init_task,
+	       .init			= (void *)gru_init,
+	       .exit			= (void *)gru_exit,
+	       .timeout_ms		= 5000,
+	       .name			= "gru");

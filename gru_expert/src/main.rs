@@ -1,0 +1,232 @@
+//! scx_gru: GRU_sched as a sched_ext scheduler (see README.md).
+
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use clap::Parser;
+use libbpf_rs::MapHandle;
+use log::{info, warn};
+use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
+
+use asa_gru_expert::bpf_intf;
+use asa_gru_expert::bpf_skel::BpfSkelBuilder;
+use asa_gru_expert::features::TaskEvent;
+use asa_gru_expert::inference::{poll_ring_buffer, run_inference, InferenceConfig};
+use asa_gru_expert::model::GruModel;
+use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
+
+/// GRU_sched: places tasks on the CPU a GRU predicts from their last events,
+/// falling back to idle-CPU selection and a shared vtime queue.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Opts {
+    /// Model metadata (TOML, schema asa.gru-model v1) next to its ONNX file.
+    /// Without it scx_gru runs in fallback-only mode.
+    #[arg(long, env = "GRU_MODEL")]
+    model: Option<PathBuf>,
+
+    /// ONNX Runtime shared library (libonnxruntime.so.1.x).
+    #[arg(long, env = "ORT_DYLIB_PATH")]
+    ort_lib: Option<PathBuf>,
+
+    /// Time slice in microseconds.
+    #[arg(long, default_value_t = 5000)]
+    slice_us: u64,
+
+    /// A prediction older than this (ms) is ignored by the BPF side.
+    #[arg(long, default_value_t = 100)]
+    prediction_ttl_ms: u64,
+
+    /// Do not predict again for a task within this many ms.
+    #[arg(long, default_value_t = 20)]
+    repredict_ms: u64,
+
+    /// Seconds between stats lines and stats-file updates.
+    #[arg(long, default_value_t = 2.0)]
+    stats_interval: f64,
+
+    /// Stats file (JSON, schema asa.gru-stats v1), rewritten every interval.
+    #[arg(long, default_value = "/run/scx_gru/stats.json")]
+    stats_file: PathBuf,
+
+    /// Exit debug dump buffer length (0: default).
+    #[arg(long, default_value_t = 0)]
+    exit_dump_len: u32,
+}
+
+/// The loaded model, or why there is none.
+enum Mode {
+    Model(Box<GruModel>, PathBuf),
+    FallbackOnly(&'static str),
+}
+
+fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
+    match (&opts.model, &opts.ort_lib) {
+        (Some(model), Some(lib)) => {
+            let loaded = GruModel::load(model, lib, nr_cpus)
+                .with_context(|| format!("load the GRU model {}", model.display()))?;
+            info!(
+                "model {} loaded: window {}, hidden {}, {} CPUs, trained on {}",
+                model.display(),
+                loaded.meta().window,
+                loaded.meta().hidden,
+                loaded.meta().nr_cpus,
+                loaded.meta().trained_on
+            );
+            Ok(Mode::Model(Box::new(loaded), model.clone()))
+        }
+        (None, _) => Ok(Mode::FallbackOnly("no --model given")),
+        (Some(_), None) => Ok(Mode::FallbackOnly(
+            "no ONNX Runtime library (--ort-lib / ORT_DYLIB_PATH)",
+        )),
+    }
+}
+
+fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
+    BpfCounters {
+        nr_events: bss.nr_events,
+        nr_ringbuf_drops: bss.nr_ringbuf_drops,
+        nr_pred_applied: bss.nr_pred_applied,
+        nr_pred_applied_select: bss.nr_pred_applied_select,
+        nr_pred_missing: bss.nr_pred_missing,
+        nr_pred_stale: bss.nr_pred_stale,
+        nr_pred_disallowed: bss.nr_pred_disallowed,
+        nr_pred_busy: bss.nr_pred_busy,
+        nr_direct_idle: bss.nr_direct_idle,
+        nr_shared_enqueued: bss.nr_shared_enqueued,
+        nr_pinned_local: bss.nr_pinned_local,
+    }
+}
+
+fn main() -> Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let opts = Opts::parse();
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, shutdown.clone()).context("install signal handler")?;
+    }
+
+    let nr_cpus = libbpf_rs::num_possible_cpus().context("count possible CPUs")?;
+    let mode = load_mode(&opts, nr_cpus)?;
+    let (mode_name, model_path) = match &mode {
+        Mode::Model(_, path) => ("model", Some(path.display().to_string())),
+        Mode::FallbackOnly(why) => {
+            info!("fallback-only mode ({why}): every placement uses the default policy");
+            ("fallback-only", None)
+        }
+    };
+
+    let mut open_object = MaybeUninit::uninit();
+    let skel_builder = BpfSkelBuilder::default();
+    let mut skel = scx_ops_open!(
+        skel_builder,
+        &mut open_object,
+        gru_ops,
+        None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>
+    )?;
+    skel.struct_ops.gru_ops_mut().exit_dump_len = opts.exit_dump_len;
+    {
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .context("BPF rodata missing")?;
+        ensure!(
+            rodata.event_size as usize == TaskEvent::WIRE_SIZE
+                && rodata.event_abi_version == bpf_intf::gru_consts_GRU_EVENT_ABI_VERSION,
+            "BPF event is {} bytes v{}, user space expects {} bytes v{}",
+            rodata.event_size,
+            rodata.event_abi_version,
+            TaskEvent::WIRE_SIZE,
+            bpf_intf::gru_consts_GRU_EVENT_ABI_VERSION
+        );
+        rodata.slice_ns = opts.slice_us * 1000;
+        rodata.prediction_ttl_ns = opts.prediction_ttl_ms * 1_000_000;
+        rodata.send_events = matches!(mode, Mode::Model(..));
+    }
+    let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
+    let link = scx_ops_attach!(skel, gru_ops)?;
+    info!(
+        "scx_gru attached ({mode_name}); stats in {}",
+        opts.stats_file.display()
+    );
+    let attached_at = Instant::now();
+
+    let counters = Arc::new(UserCounters::default());
+    let mut threads: Vec<(&str, JoinHandle<Result<()>>)> = Vec::new();
+    if let Mode::Model(model, _) = mode {
+        let events = MapHandle::try_from(&skel.maps.events).context("handle of the events map")?;
+        let pid_to_cpu =
+            MapHandle::try_from(&skel.maps.pid_to_cpu).context("handle of pid_to_cpu")?;
+        let (tx, rx) = sync_channel::<TaskEvent>(65536);
+        let config = InferenceConfig {
+            repredict_ns: opts.repredict_ms * 1_000_000,
+            forget_ns: 10_000_000_000,
+        };
+        let (c, s) = (counters.clone(), shutdown.clone());
+        threads.push((
+            "ringbuf",
+            std::thread::spawn(move || poll_ring_buffer(events, tx, c, s)),
+        ));
+        let (c, s) = (counters.clone(), shutdown.clone());
+        threads.push((
+            "inference",
+            std::thread::spawn(move || run_inference(*model, rx, pid_to_cpu, c, s, config)),
+        ));
+    }
+
+    let write_stats = |skel: &asa_gru_expert::bpf_skel::BpfSkel, log_it: bool| {
+        let bss = skel.maps.bss_data.as_ref().expect("BPF bss");
+        let snap = StatsSnapshot::new(
+            mode_name,
+            model_path.clone(),
+            attached_at.elapsed().as_secs_f64(),
+            bpf_counters(bss),
+            counters.snapshot(),
+        );
+        if log_it {
+            info!("{}", snap.summary());
+        }
+        if let Err(e) = snap.write_to(&opts.stats_file) {
+            warn!("stats file: {e:#}");
+        }
+    };
+
+    let interval = Duration::from_secs_f64(opts.stats_interval.max(0.1));
+    let mut next_stats = Instant::now() + interval;
+    while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&skel, uei) {
+        if threads.iter().any(|(_, t)| t.is_finished()) {
+            warn!("a worker thread stopped; detaching");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if Instant::now() >= next_stats {
+            write_stats(&skel, true);
+            next_stats += interval;
+        }
+    }
+
+    drop(link);
+    shutdown.store(true, Ordering::Relaxed);
+    write_stats(&skel, true);
+    for (name, thread) in threads {
+        match thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!("{name} thread failed: {e:#}"),
+            Err(_) => warn!("{name} thread panicked"),
+        }
+    }
+    info!("scx_gru detached");
+    let exit = uei_report!(&skel, uei)?;
+    if exit.should_restart() {
+        info!("the kernel asked for a restart");
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! The trained GRU: its metadata file (TOML, schema `asa.gru-model` v1) and
+//! inference through ONNX Runtime, loaded at run time from a shared library.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, ensure, Context, Result};
+use ort::session::Session;
+use ort::value::TensorRef;
+use serde::{Deserialize, Serialize};
+
+use crate::features::{check_feature_schema, FeatureMeta, Scaling, NR_FEATURES};
+
+/// Schema name of the model metadata file.
+pub const MODEL_SCHEMA: &str = "asa.gru-model";
+/// Schema version of the model metadata file.
+pub const MODEL_VERSION: u32 = 1;
+
+/// Metadata written by `train/train_gru.py` next to the ONNX file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelMeta {
+    /// Must be [`MODEL_SCHEMA`].
+    pub schema: String,
+    /// Must be [`MODEL_VERSION`].
+    pub version: u32,
+    /// ONNX file, relative to the metadata file.
+    pub onnx: String,
+    /// Events per input sequence (N).
+    pub window: usize,
+    /// Number of output classes (CPUs).
+    pub nr_cpus: usize,
+    /// GRU hidden size (informative).
+    pub hidden: usize,
+    /// Name of the input tensor ([1, window, 7], f32).
+    pub input_name: String,
+    /// Name of the output tensor ([1, nr_cpus], logits).
+    pub output_name: String,
+    /// Free text: where the training data came from.
+    pub trained_on: String,
+    /// The features, in order, with their standardization.
+    #[serde(rename = "feature")]
+    pub features: Vec<FeatureMeta>,
+}
+
+impl ModelMeta {
+    /// Reads and checks a metadata file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read model metadata {}", path.display()))?;
+        let meta: ModelMeta = toml::from_str(&text)
+            .with_context(|| format!("parse model metadata {}", path.display()))?;
+        meta.check()
+            .with_context(|| format!("check model metadata {}", path.display()))?;
+        Ok(meta)
+    }
+
+    /// Schema, version and shape checks (the feature list is checked by
+    /// [`ModelMeta::scaling`]).
+    pub fn check(&self) -> Result<()> {
+        ensure!(
+            self.schema == MODEL_SCHEMA && self.version == MODEL_VERSION,
+            "model metadata is {} v{}, expected {MODEL_SCHEMA} v{MODEL_VERSION}",
+            self.schema,
+            self.version
+        );
+        ensure!(self.window > 0, "window must be at least 1");
+        ensure!(self.nr_cpus > 0, "nr_cpus must be at least 1");
+        self.scaling().map(|_| ())
+    }
+
+    /// The standardization, after checking the feature list against the BPF event.
+    pub fn scaling(&self) -> Result<Scaling> {
+        check_feature_schema(&self.features)
+    }
+
+    /// Path of the ONNX file.
+    pub fn onnx_path(&self, meta_path: &Path) -> PathBuf {
+        meta_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(&self.onnx)
+    }
+}
+
+/// Index of the largest of the first `limit` values (ties: the lowest index).
+pub fn argmax(values: &[f32], limit: usize) -> Option<usize> {
+    values
+        .iter()
+        .take(limit)
+        .enumerate()
+        .fold(None, |best: Option<(usize, f32)>, (i, v)| match best {
+            Some((_, b)) if *v <= b => best,
+            _ if v.is_nan() => best,
+            _ => Some((i, *v)),
+        })
+        .map(|(i, _)| i)
+}
+
+/// A loaded GRU: one ONNX Runtime session, single-threaded.
+pub struct GruModel {
+    session: Session,
+    meta: ModelMeta,
+    scaling: Scaling,
+    nr_cpus_online: usize,
+}
+
+impl GruModel {
+    /// Loads ONNX Runtime from `ort_lib` (libonnxruntime.so), then the model
+    /// described by `meta_path`; checks its input and output against the metadata.
+    /// Predictions are limited to the first `nr_cpus_online` classes.
+    pub fn load(meta_path: &Path, ort_lib: &Path, nr_cpus_online: usize) -> Result<Self> {
+        let meta = ModelMeta::load(meta_path)?;
+        let scaling = meta.scaling()?;
+        let environment = ort::init_from(ort_lib)
+            .with_context(|| format!("load ONNX Runtime from {}", ort_lib.display()))?
+            .with_name("scx_gru")
+            .build()
+            .context("create the ONNX Runtime environment")?;
+        let onnx = meta.onnx_path(meta_path);
+        let session = Session::builder(&environment)
+            .context("create an ONNX Runtime session builder")?
+            .with_intra_threads(1)
+            .map_err(|e| anyhow::anyhow!("set intra-op threads: {e}"))?
+            .with_inter_threads(1)
+            .map_err(|e| anyhow::anyhow!("set inter-op threads: {e}"))?
+            .commit_from_file(&onnx)
+            .with_context(|| format!("load ONNX model {}", onnx.display()))?;
+        if !session.inputs().iter().any(|i| i.name() == meta.input_name) {
+            bail!(
+                "ONNX model {} has no input {:?}",
+                onnx.display(),
+                meta.input_name
+            );
+        }
+        if !session
+            .outputs()
+            .iter()
+            .any(|o| o.name() == meta.output_name)
+        {
+            bail!(
+                "ONNX model {} has no output {:?}",
+                onnx.display(),
+                meta.output_name
+            );
+        }
+        let mut model = Self {
+            session,
+            meta,
+            scaling,
+            nr_cpus_online,
+        };
+        // One dry run checks the shapes end to end.
+        let zeros = vec![0.0f32; model.input_len()];
+        model.predict(&zeros).context("dry run of the model")?;
+        Ok(model)
+    }
+
+    /// The metadata.
+    pub fn meta(&self) -> &ModelMeta {
+        &self.meta
+    }
+
+    /// The feature standardization.
+    pub fn scaling(&self) -> &Scaling {
+        &self.scaling
+    }
+
+    /// Number of f32 values of one input sequence (window × features).
+    pub fn input_len(&self) -> usize {
+        self.meta.window * NR_FEATURES
+    }
+
+    /// Runs the GRU on one standardized sequence ([1, window, 7], oldest
+    /// first) and returns the predicted CPU.
+    pub fn predict(&mut self, input: &[f32]) -> Result<usize> {
+        ensure!(
+            input.len() == self.input_len(),
+            "input of {} values, expected {}",
+            input.len(),
+            self.input_len()
+        );
+        let shape = [1usize, self.meta.window, NR_FEATURES];
+        let tensor =
+            TensorRef::from_array_view((shape, input)).context("build the input tensor")?;
+        let outputs = self
+            .session
+            .run(ort::inputs![self.meta.input_name.as_str() => tensor])
+            .context("run the GRU")?;
+        let (_, logits) = outputs[self.meta.output_name.as_str()]
+            .try_extract_tensor::<f32>()
+            .context("read the GRU output")?;
+        ensure!(
+            logits.len() == self.meta.nr_cpus,
+            "GRU output has {} values, metadata says {} CPUs",
+            logits.len(),
+            self.meta.nr_cpus
+        );
+        argmax(logits, self.nr_cpus_online.min(self.meta.nr_cpus))
+            .context("GRU output has no finite value")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::FEATURES;
+
+    fn meta_toml() -> String {
+        let mut s = String::from(
+            "schema = \"asa.gru-model\"\nversion = 1\nonnx = \"m.onnx\"\nwindow = 10\nnr_cpus = 2\n\
+             hidden = 16\ninput_name = \"events\"\noutput_name = \"logits\"\ntrained_on = \"test\"\n",
+        );
+        for f in FEATURES.iter() {
+            let t = serde_json::to_string(&f.transform).unwrap();
+            s.push_str(&format!(
+                "[[feature]]\nname = \"{}\"\ntransform = {t}\nmean = 0.5\nstd = 2.0\n",
+                f.name
+            ));
+        }
+        s
+    }
+
+    #[test]
+    fn argmax_takes_first_maximum_within_limit() {
+        assert_eq!(argmax(&[0.1, 0.9, 0.9, 5.0], 3), Some(1));
+        assert_eq!(argmax(&[f32::NAN, 0.2], 2), Some(1));
+        assert_eq!(argmax(&[], 2), None);
+    }
+
+    #[test]
+    fn metadata_round_trip_and_checks() {
+        let meta: ModelMeta = toml::from_str(&meta_toml()).unwrap();
+        meta.check().unwrap();
+        assert_eq!(meta.scaling().unwrap().std[3], 2.0);
+        assert_eq!(
+            meta.onnx_path(Path::new("/m/gru.toml")),
+            PathBuf::from("/m/m.onnx")
+        );
+        let wrong = meta_toml().replace("version = 1", "version = 2");
+        let meta: ModelMeta = toml::from_str(&wrong).unwrap();
+        assert!(meta.check().is_err());
+    }
+
+    /// Runs the committed model when ONNX Runtime is available.
+    #[test]
+    #[ignore = "needs ORT_DYLIB_PATH (libonnxruntime.so from the onnxruntime wheel)"]
+    fn committed_model_predicts_a_cpu() {
+        let lib = std::env::var("ORT_DYLIB_PATH").expect("ORT_DYLIB_PATH");
+        let meta = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/gru.toml");
+        let mut model = GruModel::load(&meta, Path::new(&lib), 2).unwrap();
+        let cpu = model.predict(&vec![0.0; model.input_len()]).unwrap();
+        assert!(cpu < 2);
+    }
+}

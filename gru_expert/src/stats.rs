@@ -1,0 +1,318 @@
+//! Statistics of scx_gru: counters of the BPF program, of the inference
+//! thread, and the snapshot written to the stats file (JSON, schema
+//! `asa.gru-stats` v1; see README.md).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Schema name of the stats file.
+pub const STATS_SCHEMA: &str = "asa.gru-stats";
+/// Schema version of the stats file.
+pub const STATS_VERSION: u32 = 1;
+
+/// Counters kept by the BPF scheduler (its .bss), copied at snapshot time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BpfCounters {
+    /// Events written to the ring buffer.
+    pub nr_events: u64,
+    /// Events lost because the ring buffer was full.
+    pub nr_ringbuf_drops: u64,
+    /// Placements on the predicted CPU.
+    pub nr_pred_applied: u64,
+    /// ... of which decided in select_cpu.
+    pub nr_pred_applied_select: u64,
+    /// Fallback placements: no prediction for the task.
+    pub nr_pred_missing: u64,
+    /// Fallback placements: prediction older than the TTL.
+    pub nr_pred_stale: u64,
+    /// Fallback placements: predicted CPU not allowed.
+    pub nr_pred_disallowed: u64,
+    /// Fallback placements: predicted CPU busy.
+    pub nr_pred_busy: u64,
+    /// Fallback placements on an idle CPU found by the kernel (select_cpu).
+    pub nr_direct_idle: u64,
+    /// Fallback placements in the shared vtime DSQ.
+    pub nr_shared_enqueued: u64,
+    /// Single-CPU tasks placed on their CPU (neither prediction nor fallback).
+    pub nr_pinned_local: u64,
+}
+
+impl BpfCounters {
+    /// All placements that did not follow a prediction.
+    pub fn fallbacks(&self) -> u64 {
+        self.nr_pred_missing + self.nr_pred_stale + self.nr_pred_disallowed + self.nr_pred_busy
+    }
+}
+
+/// Keeps the last `capacity` latencies (ns) for percentiles.
+#[derive(Debug)]
+pub struct LatencyWindow {
+    samples: Vec<u64>,
+    next: usize,
+    capacity: usize,
+    total: u64,
+}
+
+impl LatencyWindow {
+    /// A window of `capacity` samples.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            samples: Vec::with_capacity(capacity),
+            next: 0,
+            capacity,
+            total: 0,
+        }
+    }
+
+    /// Adds one sample.
+    pub fn record(&mut self, ns: u64) {
+        if self.samples.len() < self.capacity {
+            self.samples.push(ns);
+        } else {
+            self.samples[self.next] = ns;
+        }
+        self.next = (self.next + 1) % self.capacity;
+        self.total += 1;
+    }
+
+    /// Samples recorded since the start.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The `q` quantile (0..=1, nearest rank) of the kept samples, in ns.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut sorted = self.samples.clone();
+        sorted.sort_unstable();
+        let rank = (q * sorted.len() as f64).ceil() as usize;
+        Some(sorted[rank.clamp(1, sorted.len()) - 1])
+    }
+}
+
+/// Counters of the user-space side, shared between threads.
+#[derive(Debug)]
+pub struct UserCounters {
+    /// Events decoded from the ring buffer.
+    pub events_received: AtomicU64,
+    /// Events dropped because the inference thread lagged (queue full).
+    pub events_dropped_queue: AtomicU64,
+    /// Inferences run.
+    pub inferences: AtomicU64,
+    /// Inferences that failed.
+    pub inference_errors: AtomicU64,
+    /// Predictions written into pid_to_cpu.
+    pub predictions_written: AtomicU64,
+    /// pid_to_cpu updates that failed.
+    pub map_update_errors: AtomicU64,
+    /// Inference latencies.
+    pub latency: Mutex<LatencyWindow>,
+}
+
+impl Default for UserCounters {
+    fn default() -> Self {
+        Self {
+            events_received: AtomicU64::new(0),
+            events_dropped_queue: AtomicU64::new(0),
+            inferences: AtomicU64::new(0),
+            inference_errors: AtomicU64::new(0),
+            predictions_written: AtomicU64::new(0),
+            map_update_errors: AtomicU64::new(0),
+            latency: Mutex::new(LatencyWindow::new(8192)),
+        }
+    }
+}
+
+/// User-space counters at snapshot time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserSnapshot {
+    /// Events decoded from the ring buffer.
+    pub events_received: u64,
+    /// Events dropped because the inference thread lagged.
+    pub events_dropped_queue: u64,
+    /// Inferences run.
+    pub inferences: u64,
+    /// Inferences that failed.
+    pub inference_errors: u64,
+    /// Predictions written into pid_to_cpu.
+    pub predictions_written: u64,
+    /// pid_to_cpu updates that failed.
+    pub map_update_errors: u64,
+    /// Median inference latency over the last 8192 inferences (µs).
+    pub inference_us_p50: Option<f64>,
+    /// 99th percentile of the same (µs).
+    pub inference_us_p99: Option<f64>,
+}
+
+impl UserCounters {
+    /// Copies the counters.
+    pub fn snapshot(&self) -> UserSnapshot {
+        let latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        UserSnapshot {
+            events_received: self.events_received.load(Ordering::Relaxed),
+            events_dropped_queue: self.events_dropped_queue.load(Ordering::Relaxed),
+            inferences: self.inferences.load(Ordering::Relaxed),
+            inference_errors: self.inference_errors.load(Ordering::Relaxed),
+            predictions_written: self.predictions_written.load(Ordering::Relaxed),
+            map_update_errors: self.map_update_errors.load(Ordering::Relaxed),
+            inference_us_p50: latency.quantile(0.50).map(|ns| ns as f64 / 1000.0),
+            inference_us_p99: latency.quantile(0.99).map(|ns| ns as f64 / 1000.0),
+        }
+    }
+}
+
+/// The stats file's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsSnapshot {
+    /// [`STATS_SCHEMA`].
+    pub schema: String,
+    /// [`STATS_VERSION`].
+    pub version: u32,
+    /// Always "scx_gru".
+    pub scheduler: String,
+    /// "model" (GRU predictions) or "fallback-only" (no model loaded).
+    pub mode: String,
+    /// Model metadata path, if any.
+    pub model: Option<String>,
+    /// Seconds since attach.
+    pub uptime_s: f64,
+    /// Placements on the predicted CPU (= bpf.nr_pred_applied).
+    pub predictions_applied: u64,
+    /// Placements that fell back to the default policy (sum of the reasons).
+    pub fallbacks: u64,
+    /// Ring-buffer drops (= bpf.nr_ringbuf_drops).
+    pub ringbuf_drops: u64,
+    /// Counters of the BPF program.
+    pub bpf: BpfCounters,
+    /// Counters of the user-space side.
+    pub user: UserSnapshot,
+}
+
+impl StatsSnapshot {
+    /// Builds a snapshot.
+    pub fn new(
+        mode: &str,
+        model: Option<String>,
+        uptime_s: f64,
+        bpf: BpfCounters,
+        user: UserSnapshot,
+    ) -> Self {
+        Self {
+            schema: STATS_SCHEMA.into(),
+            version: STATS_VERSION,
+            scheduler: "scx_gru".into(),
+            mode: mode.into(),
+            model,
+            uptime_s,
+            predictions_applied: bpf.nr_pred_applied,
+            fallbacks: bpf.fallbacks(),
+            ringbuf_drops: bpf.nr_ringbuf_drops,
+            bpf,
+            user,
+        }
+    }
+
+    /// One log line.
+    pub fn summary(&self) -> String {
+        let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        format!(
+            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {}) pinned {} \
+             events {} ringbuf_drops {} queue_drops {} inferences {} infer_us p50 {} p99 {}",
+            self.mode,
+            self.predictions_applied,
+            self.fallbacks,
+            self.bpf.nr_pred_missing,
+            self.bpf.nr_pred_stale,
+            self.bpf.nr_pred_disallowed,
+            self.bpf.nr_pred_busy,
+            self.bpf.nr_pinned_local,
+            self.bpf.nr_events,
+            self.ringbuf_drops,
+            self.user.events_dropped_queue,
+            self.user.inferences,
+            us(self.user.inference_us_p50),
+            us(self.user.inference_us_p99),
+        )
+    }
+
+    /// Writes the snapshot atomically (temporary file + rename).
+    pub fn write_to(&self, path: &Path) -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).context("serialize stats")?;
+        std::fs::write(&tmp, text + "\n").with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))
+    }
+
+    /// Reads a stats file and checks its schema.
+    pub fn read_from(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let snap: Self =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        anyhow::ensure!(
+            snap.schema == STATS_SCHEMA && snap.version == STATS_VERSION,
+            "{} is {} v{}, expected {STATS_SCHEMA} v{STATS_VERSION}",
+            path.display(),
+            snap.schema,
+            snap.version
+        );
+        Ok(snap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let mut w = LatencyWindow::new(100);
+        for v in 1..=100 {
+            w.record(v);
+        }
+        assert_eq!(w.quantile(0.5), Some(50));
+        assert_eq!(w.quantile(0.99), Some(99));
+        assert_eq!(w.quantile(1.0), Some(100));
+        assert_eq!(LatencyWindow::new(4).quantile(0.5), None);
+    }
+
+    #[test]
+    fn window_keeps_only_the_last_samples() {
+        let mut w = LatencyWindow::new(2);
+        w.record(100);
+        w.record(1);
+        w.record(2);
+        assert_eq!(w.quantile(1.0), Some(2));
+        assert_eq!(w.total(), 3);
+    }
+
+    #[test]
+    fn fallbacks_sum_the_reasons_and_file_round_trips() {
+        let bpf = BpfCounters {
+            nr_pred_applied: 5,
+            nr_pred_missing: 1,
+            nr_pred_stale: 2,
+            nr_pred_disallowed: 3,
+            nr_pred_busy: 4,
+            nr_pinned_local: 100,
+            ..Default::default()
+        };
+        let snap = StatsSnapshot::new("model", None, 1.5, bpf, UserSnapshot::default());
+        assert_eq!(snap.fallbacks, 10);
+        assert_eq!(snap.predictions_applied, 5);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s/stats.json");
+        snap.write_to(&path).unwrap();
+        assert_eq!(StatsSnapshot::read_from(&path).unwrap(), snap);
+    }
+}
