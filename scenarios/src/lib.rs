@@ -2,6 +2,7 @@
 //! measure what a person feels, background loads from real Debian tools, the paper's
 //! user-experience score, and reports comparing schedulers. See `README.md`.
 
+pub mod catalogue;
 pub mod clock;
 pub mod loads;
 pub mod probes;

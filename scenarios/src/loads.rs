@@ -830,7 +830,7 @@ mod tests {
         // Each completed run adds 10 frames; the rate is per second of the phase.
         let rate = out.throughput.unwrap();
         assert!(
-            rate >= 10.0 * 3.0 / 1.5 && rate <= 10.0 * 8.0 / 0.7,
+            (10.0 * 3.0 / 1.5..=10.0 * 8.0 / 0.7).contains(&rate),
             "{out:?}"
         );
         assert_eq!(out.unit, "frames/s");
