@@ -1,0 +1,431 @@
+//! The runner: pins an expert, starts the scenario's background load(s), runs the foreground
+//! probe across all phases, stops the loads and records everything (raw samples included).
+//!
+//! Pinning goes through the small [`ExpertSwitcher`] trait so the agent can use its own action
+//! path; [`SupervisorSwitcher`] implements it over `asa_experts::Supervisor`, and
+//! [`CurrentSchedulerOnly`] is for machines without sched_ext (it "pins" only the scheduler
+//! already running, i.e. EEVDF, and refuses every other name).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{anyhow, bail, Context, Result};
+use log::{info, warn};
+use serde::{Deserialize, Serialize};
+
+use crate::catalogue::{Catalogue, ScenarioSpec, IDLE};
+use crate::loads::{LoadOutput, RunningLoad};
+use crate::probes::ProbeOutput;
+use crate::work::WorkUnit;
+
+/// Schema name of a results file.
+pub const RESULTS_SCHEMA: &str = "asa.scenario-results";
+/// Schema version of a results file.
+pub const RESULTS_VERSION: u32 = 1;
+
+/// Makes the machine run one expert for the length of a run.
+pub trait ExpertSwitcher {
+    /// Make the kernel run `expert` (catalogue name, `eevdf` = no BPF scheduler). Returns a
+    /// short description of what runs (e.g. the sched_ext ops name).
+    fn pin(&mut self, expert: &str) -> Result<String>;
+    /// After a run: is `expert` still the one running? A run during which the expert crashed or
+    /// was ejected is kept but marked invalid.
+    fn still_pinned(&mut self, expert: &str) -> Result<bool>;
+    /// Return the machine to its default scheduler.
+    fn release(&mut self) -> Result<()>;
+}
+
+/// A switcher over the expert supervisor (the real action path).
+pub struct SupervisorSwitcher {
+    supervisor: asa_experts::Supervisor,
+}
+
+impl SupervisorSwitcher {
+    /// Wrap a supervisor.
+    pub fn new(supervisor: asa_experts::Supervisor) -> Self {
+        Self { supervisor }
+    }
+
+    /// A supervisor on this machine with the built-in catalogue and default timeouts.
+    pub fn system() -> Result<Self> {
+        let supervisor = asa_experts::Supervisor::new(
+            asa_experts::Catalogue::builtin(),
+            asa_experts::SchedExt::system()?,
+            asa_experts::SupervisorConfig::default(),
+        )?;
+        Ok(Self::new(supervisor))
+    }
+}
+
+impl ExpertSwitcher for SupervisorSwitcher {
+    fn pin(&mut self, expert: &str) -> Result<String> {
+        let report = self
+            .supervisor
+            .switch_to(expert)
+            .map_err(|e| anyhow!("pinning {expert}: {e}"))?;
+        Ok(report.ops.unwrap_or_else(|| report.to.clone()))
+    }
+
+    fn still_pinned(&mut self, expert: &str) -> Result<bool> {
+        if let Some(event) = self.supervisor.check() {
+            warn!("during the run: {event}");
+        }
+        Ok(self.supervisor.active().expert == expert && self.supervisor.healthy())
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.supervisor.stop()
+    }
+}
+
+/// A switcher for machines without sched_ext: only the running scheduler can be "pinned".
+#[derive(Debug, Clone)]
+pub struct CurrentSchedulerOnly {
+    /// Name of the scheduler that runs (normally `eevdf`).
+    pub current: String,
+}
+
+impl CurrentSchedulerOnly {
+    /// The kernel's default scheduler (`eevdf`), checked: when a sched_ext scheduler is
+    /// attached, the running scheduler is not EEVDF and this is an error.
+    pub fn eevdf() -> Result<Self> {
+        let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
+        if state.trim() == "enabled" {
+            bail!("a sched_ext scheduler is attached: the current scheduler is not EEVDF");
+        }
+        Ok(Self {
+            current: asa_experts::EEVDF.to_owned(),
+        })
+    }
+}
+
+impl ExpertSwitcher for CurrentSchedulerOnly {
+    fn pin(&mut self, expert: &str) -> Result<String> {
+        if expert != self.current {
+            bail!(
+                "cannot pin `{expert}`: this machine runs only `{}` (no sched_ext; use the lab VM \
+                 or a kernel with CONFIG_SCHED_CLASS_EXT)",
+                self.current
+            );
+        }
+        Ok(self.current.clone())
+    }
+
+    fn still_pinned(&mut self, expert: &str) -> Result<bool> {
+        Ok(expert == self.current)
+    }
+
+    fn release(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// How to run scenarios.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Experts to compare, in order (`eevdf` should be among them for relative scores).
+    pub experts: Vec<String>,
+    /// Repetitions of each (scenario, expert) pair; experts are interleaved per repetition.
+    pub reps: u32,
+    /// Probe duration, split over the phases.
+    pub duration: Duration,
+    /// Time the first load runs before the probe starts.
+    pub settle: Duration,
+    /// Folder for load inputs (corpora, sources); reused across runs.
+    pub work_dir: PathBuf,
+    /// Calibrated work unit shared by every run.
+    pub work_unit: WorkUnit,
+}
+
+/// The background of one phase in one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    /// Load name or `idle`.
+    pub load: String,
+    /// Planned phase length (s).
+    pub planned_s: f64,
+    /// What the load did (absent when idle).
+    pub output: Option<LoadOutput>,
+}
+
+/// One run: one expert, one repetition of one scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Expert name.
+    pub expert: String,
+    /// Repetition index (0-based).
+    pub rep: u32,
+    /// What the switcher said runs.
+    pub pinned: String,
+    /// When the run started (ms since the epoch).
+    pub started_unix_ms: u64,
+    /// The probe's measurements.
+    pub probe: ProbeOutput,
+    /// The background phases.
+    pub phases: Vec<PhaseRecord>,
+    /// False when the expert stopped running during the run (crash, ejection).
+    pub valid: bool,
+}
+
+/// Every run of one scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Scenario title.
+    pub title: String,
+    /// Probe profile name.
+    pub probe: String,
+    /// The runs.
+    pub runs: Vec<RunRecord>,
+    /// Why the scenario could not run (tools missing, ...), when it could not.
+    pub error: Option<String>,
+}
+
+/// Where a result set was measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineInfo {
+    /// Host name.
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// CPUs available.
+    pub cpus: usize,
+    /// CPU model from /proc/cpuinfo.
+    pub cpu_model: String,
+}
+
+impl MachineInfo {
+    /// Describe this machine.
+    pub fn current() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        };
+        let cpu_model = read("/proc/cpuinfo")
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_default();
+        Self {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpus: crate::loads::cpus(),
+            cpu_model,
+        }
+    }
+}
+
+/// A results file: every scenario of one `run` invocation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResultSet {
+    /// Always [`RESULTS_SCHEMA`].
+    pub schema: String,
+    /// Always [`RESULTS_VERSION`].
+    pub version: u32,
+    /// When the run started (ms since the epoch).
+    pub created_unix_ms: u64,
+    /// Where it ran.
+    pub machine: MachineInfo,
+    /// The options used.
+    pub options: RunOptions,
+    /// The scenario file's scenarios and their scoring, as used (so a report can be rebuilt).
+    pub catalogue_toml: String,
+    /// Results per scenario.
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+impl ResultSet {
+    /// An empty result set for these options.
+    pub fn new(options: RunOptions, catalogue_toml: String) -> Self {
+        Self {
+            schema: RESULTS_SCHEMA.to_owned(),
+            version: RESULTS_VERSION,
+            created_unix_ms: asa_experts::supervisor::unix_ms(SystemTime::now()),
+            machine: MachineInfo::current(),
+            options,
+            catalogue_toml,
+            scenarios: Vec::new(),
+        }
+    }
+
+    /// Read a results file, checking schema and version.
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading results {}", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let schema = value.get("schema").and_then(|v| v.as_str()).unwrap_or("");
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if schema != RESULTS_SCHEMA || version != RESULTS_VERSION as u64 {
+            bail!(
+                "{}: schema {schema:?} version {version}, expected {RESULTS_SCHEMA:?} version {RESULTS_VERSION}",
+                path.display()
+            );
+        }
+        serde_json::from_value(value)
+            .with_context(|| format!("{}: malformed results", path.display()))
+    }
+
+    /// Write as pretty JSON (atomically: temporary file + rename).
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    }
+}
+
+/// Check every tool and prepare every input of a scenario's loads.
+pub fn prepare_scenario(
+    catalogue: &Catalogue,
+    scenario: &ScenarioSpec,
+    work_dir: &std::path::Path,
+) -> Result<()> {
+    for phase in scenario.phases() {
+        if phase.load == IDLE {
+            continue;
+        }
+        let spec = &catalogue.loads[&phase.load];
+        spec.check_tools(&phase.load)?;
+        spec.prepare(&phase.load, &work_dir.join(&phase.load))
+            .with_context(|| format!("preparing load `{}`", phase.load))?;
+    }
+    Ok(())
+}
+
+/// Run one scenario for every expert and repetition in `opts`.
+pub fn run_scenario(
+    catalogue: &Catalogue,
+    scenario: &ScenarioSpec,
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+) -> Result<ScenarioResult> {
+    let probe = catalogue.probes.get(&scenario.probe).ok_or_else(|| {
+        anyhow!(
+            "scenario {}: unknown probe {}",
+            scenario.name,
+            scenario.probe
+        )
+    })?;
+    prepare_scenario(catalogue, scenario, &opts.work_dir)?;
+    let phases = scenario.phases();
+    let total_share: f64 = phases.iter().map(|p| p.share).sum();
+    let mut result = ScenarioResult {
+        scenario: scenario.name.clone(),
+        title: scenario.title.clone(),
+        probe: scenario.probe.clone(),
+        runs: Vec::new(),
+        error: None,
+    };
+    let total = opts.reps as usize * opts.experts.len();
+    for rep in 0..opts.reps {
+        for expert in &opts.experts {
+            let index = result.runs.len() + 1;
+            info!(
+                "[{}] run {index}/{total}: {} ({}) under {expert}, rep {}",
+                scenario.name,
+                scenario.title,
+                probe.settings.kind(),
+                rep + 1
+            );
+            let pinned = switcher.pin(expert)?;
+            let started_unix_ms = asa_experts::supervisor::unix_ms(SystemTime::now());
+            let t0 = Instant::now();
+            let mut records = Vec::new();
+            let phase_len = |share: f64| opts.duration.mul_f64(share / total_share);
+            let start_phase = |i: usize| -> Result<Option<RunningLoad>> {
+                let p = &phases[i];
+                if p.load == IDLE {
+                    return Ok(None);
+                }
+                let mut secs = phase_len(p.share).as_secs();
+                if i == 0 {
+                    secs += opts.settle.as_secs();
+                }
+                RunningLoad::start(
+                    &p.load,
+                    &catalogue.loads[&p.load],
+                    &opts.work_dir.join(&p.load),
+                    secs.max(1),
+                )
+                .map(Some)
+            };
+            let mut current = start_phase(0)?;
+            std::thread::sleep(opts.settle);
+            let stop = Arc::new(AtomicBool::new(false));
+            let settings = probe.settings.clone();
+            let (duration, work) = (opts.duration, opts.work_unit);
+            let stop_p = stop.clone();
+            let probe_thread = std::thread::Builder::new()
+                .name("probe".into())
+                .spawn(move || settings.run(duration, work, stop_p))
+                .context("spawning the probe thread")?;
+            for (i, p) in phases.iter().enumerate() {
+                let planned = phase_len(p.share);
+                std::thread::sleep(planned);
+                let output = match current.take() {
+                    Some(load) => Some(load.finish()?),
+                    None => None,
+                };
+                if let Some(o) = &output {
+                    info!(
+                        "[{}]   phase {} {}: {} {}",
+                        scenario.name,
+                        i + 1,
+                        p.load,
+                        o.throughput
+                            .map(|t| format!("{t:.3}"))
+                            .unwrap_or("n/a".into()),
+                        o.unit
+                    );
+                }
+                records.push(PhaseRecord {
+                    load: p.load.clone(),
+                    planned_s: planned.as_secs_f64(),
+                    output,
+                });
+                if i + 1 < phases.len() {
+                    current = start_phase(i + 1)?;
+                }
+            }
+            let probe_out = probe_thread
+                .join()
+                .map_err(|_| anyhow!("the probe thread panicked"))??;
+            let valid = switcher.still_pinned(expert)?;
+            if !valid {
+                warn!(
+                    "[{}] {expert} was not running at the end of the run: marked invalid",
+                    scenario.name
+                );
+            }
+            info!(
+                "[{}]   {expert}: {} in {:.1} s",
+                scenario.name,
+                probe_out
+                    .summary
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                t0.elapsed().as_secs_f64()
+            );
+            result.runs.push(RunRecord {
+                expert: expert.clone(),
+                rep,
+                pinned,
+                started_unix_ms,
+                probe: probe_out,
+                phases: records,
+                valid,
+            });
+        }
+    }
+    Ok(result)
+}
