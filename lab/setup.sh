@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
 packages=(qemu-system-x86 busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
-          bpftool stress-ng make)
+          bpftool stress-ng make debootstrap e2fsprogs)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

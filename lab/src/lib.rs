@@ -13,6 +13,7 @@
 
 pub mod image;
 pub mod kernel;
+pub mod rootfs;
 pub mod vm;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,11 @@ use anyhow::{Context, Result};
 
 pub use image::ImageBuilder;
 pub use kernel::Kernel;
+pub use rootfs::RootfsSpec;
 pub use vm::{VmConfig, VmError, VmOutcome};
+
+/// Packages every guest root filesystem gets: the libraries the agent and the experts load.
+pub const BASE_ROOTFS_PACKAGES: &[&str] = &["libelf1", "zlib1g", "procps"];
 
 /// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
 pub const GUEST_BIN: &str = "/usr/local/bin";
@@ -41,6 +46,9 @@ pub struct GuestRun {
     pub experts: Vec<String>,
     /// Programs on the host's PATH to copy into [`GUEST_BIN`] (e.g. `stress-ng`).
     pub host_tools: Vec<String>,
+    /// A Debian root filesystem to run the script in (chrooted), for real tools; `None`
+    /// runs it in the busybox initramfs.
+    pub rootfs: Option<RootfsSpec>,
     /// How to boot.
     pub vm: VmConfig,
 }
@@ -55,6 +63,7 @@ impl GuestRun {
             files: Vec::new(),
             experts: Vec::new(),
             host_tools: Vec::new(),
+            rootfs: None,
             vm: VmConfig::default(),
         }
     }
@@ -121,6 +130,14 @@ impl Lab {
         }
         let initramfs = work.join("initramfs.cpio");
         image.write(&initramfs)?;
-        vm::boot(&self.kernel, &initramfs, &work, &run.vm)
+        let mut vm = run.vm.clone();
+        if let Some(spec) = &run.rootfs {
+            let mut spec = spec.clone();
+            // The experts link libelf, which a minimal Debian lacks.
+            spec.packages
+                .extend(BASE_ROOTFS_PACKAGES.iter().map(|p| p.to_string()));
+            vm.rootfs = Some(rootfs::ensure(&self.cache, &spec)?);
+        }
+        vm::boot(&self.kernel, &initramfs, &work, &vm)
     }
 }

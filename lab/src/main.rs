@@ -44,6 +44,12 @@ enum Command {
         /// Host programs to copy into the guest (e.g. stress-ng).
         #[arg(long = "tool", value_delimiter = ',')]
         tools: Vec<String>,
+        /// Run the script in a Debian root filesystem with these packages (built once, cached).
+        #[arg(long, value_delimiter = ',', num_args = 0..)]
+        rootfs: Option<Vec<String>>,
+        /// Guest memory in MiB.
+        #[arg(long, default_value_t = 2048)]
+        memory: u32,
         /// Seconds before the VM is killed.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -159,6 +165,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             asa,
             experts,
             tools,
+            rootfs,
+            memory,
             timeout,
             out,
         } => {
@@ -176,6 +184,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             run.experts = experts;
             run.host_tools = tools;
+            run.rootfs = rootfs.map(asa_lab::RootfsSpec::with_packages);
+            run.vm.memory_mib = memory;
             run.vm.timeout = Duration::from_secs(timeout);
             run.vm.echo_console = true;
             let outcome = lab.run(&run)?;

@@ -44,8 +44,24 @@ hostname asa-lab
 echo "ASA-LAB-BOOTED $(cut -d' ' -f1 /proc/uptime) $(uname -r) cpus=$(nproc)"
 mkdir -p /lab/out
 cd /lab
-sh /lab/run.sh
-rc=$?
+if grep -qw asa.rootfs /proc/cmdline; then
+  # A Debian root filesystem on the NVMe disk: run the script chrooted into it.
+  mkdir -p /rootfs
+  i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  if mount -t ext4 /dev/nvme0n1 /rootfs; then
+    for m in proc sys dev tmp run; do mkdir -p /rootfs/$m; mount --rbind /$m /rootfs/$m; done
+    for m in lab boot usr/local/bin; do mkdir -p /rootfs/$m; mount --bind /$m /rootfs/$m; done
+    cp /etc/hostname /rootfs/etc/hostname 2>/dev/null
+    chroot /rootfs /usr/bin/env -i PATH=$PATH HOME=/root TERM=dumb sh -c 'cd /lab && exec sh /lab/run.sh'
+    rc=$?
+  else
+    echo "ASA-LAB: cannot mount the guest root filesystem (/dev/nvme0n1)"
+    rc=125
+  fi
+else
+  sh /lab/run.sh
+  rc=$?
+fi
 dmesg > /lab/out/dmesg.txt 2>/dev/null
 port=
 for p in /sys/class/virtio-ports/*; do
@@ -95,6 +111,8 @@ pub struct VmConfig {
     pub echo_console: bool,
     /// Extra kernel command line.
     pub extra_cmdline: String,
+    /// A root filesystem image (ext4) attached as an NVMe disk, copy-on-write.
+    pub rootfs: Option<PathBuf>,
 }
 
 impl Default for VmConfig {
@@ -105,6 +123,7 @@ impl Default for VmConfig {
             timeout: Duration::from_secs(600),
             echo_console: false,
             extra_cmdline: String::new(),
+            rootfs: None,
         }
     }
 }
@@ -191,6 +210,9 @@ pub fn boot(
     let out_tar = work_dir.join("out.tar");
     let _ = std::fs::remove_file(&out_tar);
     let mut cmdline = "console=ttyS0 quiet panic=-1 rdinit=/init".to_owned();
+    if config.rootfs.is_some() {
+        cmdline.push_str(" asa.rootfs");
+    }
     if !config.extra_cmdline.is_empty() {
         cmdline.push(' ');
         cmdline.push_str(&config.extra_cmdline);
@@ -215,6 +237,15 @@ pub fn boot(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(rootfs) = &config.rootfs {
+        // snapshot=on: the guest's writes go to a temporary overlay, the cache stays as built.
+        cmd.arg("-drive")
+            .arg(format!(
+                "file={},if=none,id=rootfs,format=raw,snapshot=on",
+                rootfs.display()
+            ))
+            .args(["-device", "nvme,serial=asa-rootfs,drive=rootfs"]);
+    }
     debug!("starting {cmd:?}");
     let t0 = Instant::now();
     let mut child = cmd.spawn().context("starting qemu")?;

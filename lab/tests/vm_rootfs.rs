@@ -1,0 +1,65 @@
+//! The lab itself, in the VM: the busybox guest reports status and files, and a Debian root
+//! filesystem guest runs real Debian tools next to the agent and an expert.
+
+use std::sync::Mutex;
+
+use asa_lab::{GuestRun, Lab, RootfsSpec};
+
+static VM: Mutex<()> = Mutex::new(());
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn busybox_guest_returns_status_console_and_files() {
+    let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().unwrap();
+    let run = GuestRun::new(
+        "lab-basics",
+        "echo console-line\nprintf 'a\\0b' > /lab/out/binary.bin\ncat /sys/kernel/sched_ext/state > /lab/out/state\nexit 7\n",
+    );
+    let out = lab.run(&run).unwrap();
+    assert_eq!(out.exit_code, 7);
+    assert!(out.script_output().contains("console-line"));
+    assert_eq!(
+        std::fs::read(out.out_dir.join("binary.bin")).unwrap(),
+        b"a\0b"
+    );
+    assert_eq!(out.read_out("state").unwrap().trim(), "disabled");
+    assert!(out.read_out("dmesg.txt").unwrap().contains("Linux version"));
+    assert!(out.boot_time.is_some());
+}
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn debian_rootfs_guest_runs_debian_tools_and_an_expert() {
+    let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().unwrap();
+    let mut run = GuestRun::new(
+        "lab-rootfs",
+        r#"set -u
+. /etc/os-release; echo "$VERSION_CODENAME" > /lab/out/codename
+xz --version | head -1 > /lab/out/xz
+head -c 1000000 /dev/urandom > /tmp/blob && xz -T2 -k /tmp/blob && test -s /tmp/blob.xz; echo "xz=$?" >> /lab/out/results
+scx_bpfland > /tmp/bpfland.log 2>&1 &
+P=$!
+i=0; while [ "$(cat /sys/kernel/sched_ext/state)" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+cat /sys/kernel/sched_ext/root/ops > /lab/out/ops
+kill -INT $P; wait $P; echo "bpfland_exit=$?" >> /lab/out/results
+cat /sys/kernel/sched_ext/state > /lab/out/state_after
+"#,
+    );
+    run.experts = vec!["bpfland".into()];
+    run.rootfs = Some(RootfsSpec::with_packages(["xz-utils"]));
+    let out = lab.run(&run).unwrap();
+    eprintln!("{}", out.script_output());
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(
+        out.read_out("codename").unwrap().trim(),
+        asa_lab::rootfs::host_suite().unwrap()
+    );
+    assert!(out.read_out("xz").unwrap().starts_with("xz (XZ Utils)"));
+    let results = out.read_out("results").unwrap();
+    assert!(results.contains("xz=0"), "{results}");
+    assert!(results.contains("bpfland_exit=0"), "{results}");
+    assert!(out.read_out("ops").unwrap().starts_with("bpfland"));
+    assert_eq!(out.read_out("state_after").unwrap().trim(), "disabled");
+}
