@@ -6,6 +6,7 @@ pub mod catalogue;
 pub mod clock;
 pub mod loads;
 pub mod probes;
+pub mod report;
 pub mod runner;
 pub mod score;
 pub mod stats;
