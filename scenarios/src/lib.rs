@@ -3,6 +3,7 @@
 //! user-experience score, and reports comparing schedulers. See `README.md`.
 
 pub mod catalogue;
+pub mod cli;
 pub mod clock;
 pub mod loads;
 pub mod probes;
@@ -11,3 +12,8 @@ pub mod runner;
 pub mod score;
 pub mod stats;
 pub mod work;
+
+pub use cli::{scenario_command, ScenarioArgs};
+pub use runner::{
+    run_scenario, CurrentSchedulerOnly, ExpertSwitcher, RunOptions, SupervisorSwitcher,
+};

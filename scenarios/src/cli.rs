@@ -1,0 +1,271 @@
+//! The `scenario` command line: `list`, `run`, `report`. The agent binary embeds it as
+//! `asa scenario ...` (see the README); the crate's own `asa-scenarios` binary runs it
+//! standalone, e.g. inside the lab guest.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use log::{error, info};
+
+use crate::catalogue::Catalogue;
+use crate::runner::{
+    run_scenario, CurrentSchedulerOnly, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult,
+    SupervisorSwitcher,
+};
+use crate::work::WorkUnit;
+
+/// `scenario` command-line arguments.
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ScenarioCommand,
+}
+
+/// The `scenario` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ScenarioCommand {
+    /// List the scenarios (and, with --check-tools, whether each load's tools are installed).
+    List {
+        /// Scenario file (default: the built-in catalogue).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Check that every load's tools are on PATH.
+        #[arg(long)]
+        check_tools: bool,
+    },
+    /// Run scenarios under each expert and write results.json plus a report.
+    Run(RunArgs),
+    /// Rebuild the report from a results.json.
+    Report {
+        /// The results file written by `run`.
+        results: PathBuf,
+        /// Output folder (default: the results file's folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Expert the scores are compared with.
+        #[arg(long, default_value = "eevdf")]
+        baseline: String,
+    },
+}
+
+/// Which way experts are pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SwitcherChoice {
+    /// The supervisor when the kernel has sched_ext, else the current scheduler only.
+    Auto,
+    /// The expert supervisor (needs sched_ext and root).
+    Supervisor,
+    /// No switching: only the running scheduler (EEVDF) can be measured.
+    Current,
+}
+
+/// `scenario run` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Comma-separated scenario names, or `all`.
+    pub scenarios: String,
+    /// Experts to compare (catalogue names), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "eevdf")]
+    pub experts: Vec<String>,
+    /// Repetitions of every (scenario, expert) pair.
+    #[arg(long, default_value_t = 1)]
+    pub reps: u32,
+    /// Probe duration per run in seconds (split over the phases).
+    #[arg(long, default_value_t = 20.0)]
+    pub duration: f64,
+    /// Seconds the background load runs before the probe starts.
+    #[arg(long, default_value_t = 2.0)]
+    pub settle: f64,
+    /// Scenario file (default: the built-in catalogue).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Output folder for results.json and the report.
+    #[arg(long, default_value = "scenario-results")]
+    pub out: PathBuf,
+    /// Folder for load inputs (corpora, sources), reused between runs.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// How experts are pinned.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub switcher: SwitcherChoice,
+    /// Go on with the next scenario when one cannot run (the command still fails at the end).
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Expert the report compares with.
+    #[arg(long, default_value = "eevdf")]
+    pub baseline: String,
+}
+
+fn catalogue_text(file: &Option<PathBuf>) -> Result<String> {
+    match file {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())),
+        None => Ok(crate::catalogue::BUILTIN_SCENARIOS.to_owned()),
+    }
+}
+
+fn origin(file: &Option<PathBuf>) -> String {
+    file.as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "built-in scenarios.toml".into())
+}
+
+/// Run a `scenario` command.
+pub fn scenario_command(args: ScenarioArgs) -> Result<()> {
+    match args.command {
+        ScenarioCommand::List { file, check_tools } => {
+            let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
+            list(&cat, check_tools);
+            Ok(())
+        }
+        ScenarioCommand::Run(run) => run_command(run),
+        ScenarioCommand::Report {
+            results,
+            out,
+            baseline,
+        } => {
+            let set = ResultSet::load(&results)?;
+            let dir = out.unwrap_or_else(|| results.parent().unwrap_or(Path::new(".")).to_owned());
+            let report = crate::report::write_report(&set, &baseline, &dir)?;
+            print_ranking(&report);
+            Ok(())
+        }
+    }
+}
+
+fn list(cat: &Catalogue, check_tools: bool) {
+    println!("{:<5} {:<7} {:<48} title", "name", "probe", "background");
+    for s in &cat.scenarios {
+        let bg = s
+            .phases()
+            .iter()
+            .map(|p| p.load.clone())
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        println!("{:<5} {:<7} {:<48} {}", s.name, s.probe, bg, s.title);
+    }
+    if check_tools {
+        println!();
+        for (name, load) in &cat.loads {
+            match load.check_tools(name) {
+                Ok(()) => println!("load {name:<16} ok ({})", load.package),
+                Err(e) => println!("load {name:<16} MISSING: {e}"),
+            }
+        }
+    }
+}
+
+fn make_switcher(choice: SwitcherChoice) -> Result<Box<dyn ExpertSwitcher>> {
+    let has_scx = Path::new(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT).exists();
+    Ok(match (choice, has_scx) {
+        (SwitcherChoice::Supervisor, _) | (SwitcherChoice::Auto, true) => {
+            Box::new(SupervisorSwitcher::system().context("starting the expert supervisor")?)
+        }
+        (SwitcherChoice::Current, _) | (SwitcherChoice::Auto, false) => {
+            info!("no sched_ext on this kernel: measuring the current scheduler only");
+            Box::new(CurrentSchedulerOnly::eevdf()?)
+        }
+    })
+}
+
+fn run_command(args: RunArgs) -> Result<()> {
+    let text = catalogue_text(&args.file)?;
+    let cat = Catalogue::parse(&text, &origin(&args.file))?;
+    let selected = cat.select(&args.scenarios)?;
+    if args.experts.is_empty() {
+        bail!("--experts needs at least one expert");
+    }
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let valid_times = args.duration.is_finite()
+        && args.duration > 0.0
+        && args.settle.is_finite()
+        && args.settle >= 0.0;
+    if !valid_times {
+        bail!("--duration must be > 0 and --settle >= 0 seconds");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let work_dir = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work"));
+    let mut switcher = make_switcher(args.switcher)?;
+    // Calibrate once, on the default scheduler and an idle machine, for every run.
+    switcher.pin(asa_experts::EEVDF).ok();
+    let work_unit = WorkUnit::calibrate();
+    let opts = RunOptions {
+        experts: args.experts.clone(),
+        reps: args.reps,
+        duration: Duration::from_secs_f64(args.duration),
+        settle: Duration::from_secs_f64(args.settle),
+        work_dir,
+        work_unit,
+    };
+    let results_path = args.out.join("results.json");
+    let mut set = ResultSet::new(opts.clone(), text);
+    let total = selected.len();
+    let mut failed = Vec::new();
+    for (i, s) in selected.iter().enumerate() {
+        info!("scenario {}/{total}: {} — {}", i + 1, s.name, s.title);
+        match run_scenario(&cat, s, switcher.as_mut(), &opts) {
+            Ok(r) => set.scenarios.push(r),
+            Err(e) => {
+                error!("scenario {} failed: {e:#}", s.name);
+                failed.push(s.name.clone());
+                set.scenarios.push(ScenarioResult {
+                    scenario: s.name.clone(),
+                    title: s.title.clone(),
+                    probe: s.probe.clone(),
+                    runs: Vec::new(),
+                    error: Some(format!("{e:#}")),
+                });
+                if !args.keep_going {
+                    set.save(&results_path)?;
+                    let _ = switcher.release();
+                    return Err(e.context(format!("scenario {}", s.name)));
+                }
+            }
+        }
+        set.save(&results_path)?;
+    }
+    switcher.release()?;
+    info!("results: {}", results_path.display());
+    let report = crate::report::write_report(&set, &args.baseline, &args.out)?;
+    print_ranking(&report);
+    if !failed.is_empty() {
+        bail!(
+            "{} scenario(s) could not run: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn print_ranking(report: &crate::report::Report) {
+    println!(
+        "{:<10} {:>10} {:>12} {:>8} {:>8} {:>10}",
+        "expert", "mean score", "win vs base", "Top-1", "Top-3", "vs oracle"
+    );
+    let f = |x: Option<f64>| {
+        x.map(|v| format!("{:.1}%", v * 100.0))
+            .unwrap_or("n/a".into())
+    };
+    for r in &report.ranking {
+        println!(
+            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>10}",
+            r.expert,
+            r.mean_score
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or("n/a".into()),
+            f(r.vs_baseline.rate()),
+            f(r.top1),
+            f(r.top3),
+            f(r.oracle_ratio)
+        );
+    }
+}

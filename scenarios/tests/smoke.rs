@@ -1,0 +1,173 @@
+//! Host smoke test: two short scenarios on the current scheduler (EEVDF, no sched_ext on the
+//! host) with xz as the background load (xz-utils has Debian priority "required"). Checks that
+//! the probes measured something with sane units and that the report holds a number for every
+//! cell.
+
+use std::time::Duration;
+
+use asa_scenarios::catalogue::{Catalogue, BUILTIN_SCENARIOS};
+use asa_scenarios::runner::{ResultSet, RunOptions};
+use asa_scenarios::work::WorkUnit;
+use asa_scenarios::{run_scenario, CurrentSchedulerOnly, ExpertSwitcher};
+
+/// The built-in catalogue with a small xz corpus and two smoke scenarios.
+fn smoke_catalogue_text() -> String {
+    let mut text = BUILTIN_SCENARIOS.replace(
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 64 }]\ncommand = [\"xz\"",
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
+    );
+    text = text.replace(
+        "command = [\"xz\", \"-T0\", \"-6\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 64.0",
+        "command = [\"xz\", \"-T0\", \"-6\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 1.0",
+    );
+    // Level 1 instead of 6: a run takes a fraction of a second even on a busy 2-core machine.
+    text = text.replace(
+        "command = [\"xz\", \"-T0\", \"-6\"",
+        "command = [\"xz\", \"-T0\", \"-1\"",
+    );
+    assert!(
+        text.contains("megabytes = 1 }")
+            && text.contains("\"-1\"")
+            && text.contains("amount = 1.0"),
+        "the xz load changed: update the smoke test"
+    );
+    text.push_str(
+        r#"
+[[scenario]]
+name = "SMOKE-GAME"
+title = "Game Play & xz Compression (smoke)"
+probe = "game"
+load = "xz_compress"
+
+[[scenario]]
+name = "SMOKE-WEB"
+title = "Web Browsing: idle, then xz Compression (smoke)"
+probe = "web"
+phase = [{ load = "idle", share = 1.0 }, { load = "xz_compress", share = 1.0 }]
+"#,
+    );
+    text
+}
+
+#[test]
+fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let text = smoke_catalogue_text();
+    let cat = Catalogue::parse(&text, "smoke").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        experts: vec!["eevdf".into()],
+        reps: 2,
+        duration: Duration::from_secs(2),
+        settle: Duration::from_millis(300),
+        work_dir: work.path().to_owned(),
+        work_unit: WorkUnit::calibrate(),
+    };
+    let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
+    let mut set = ResultSet::new(opts.clone(), text.clone());
+    let mut completed_xz_runs = 0;
+    for name in ["SMOKE-GAME", "SMOKE-WEB"] {
+        let s = cat.scenario(name).unwrap();
+        let r = run_scenario(&cat, s, &mut switcher, &opts).unwrap();
+        assert_eq!(r.runs.len(), 2);
+        for run in &r.runs {
+            assert!(run.valid);
+            assert!(
+                (1.5..4.0).contains(&run.probe.elapsed_s),
+                "{}",
+                run.probe.elapsed_s
+            );
+            for (series, xs) in &run.probe.samples {
+                if series == "tick_ms" || series.ends_with("_ms") {
+                    assert!(!xs.is_empty(), "{name}: empty {series}");
+                    // Milliseconds: non-negative, and below the run length.
+                    assert!(
+                        xs.iter().all(|x| (0.0..4000.0).contains(x)),
+                        "{name}: {series} {xs:?}"
+                    );
+                }
+            }
+            let last = run.phases.last().unwrap().output.as_ref().unwrap();
+            assert_eq!(last.unit, "MiB/s");
+            assert_eq!(last.failed_runs, 0, "{:?}", last.last_error);
+            assert!(last.throughput.is_some(), "{last:?}");
+            completed_xz_runs += last.completed_runs;
+        }
+        let game = &r.runs[0].probe.summary;
+        if name == "SMOKE-GAME" {
+            assert!(game["fps"] > 5.0 && game["fps"] < 61.0, "{game:?}");
+            assert!(game["frame_time_p50_ms"] >= 16.0, "{game:?}");
+        } else {
+            assert!(game["response_p50_ms"] > 15.0, "{game:?}");
+        }
+        set.scenarios.push(r);
+    }
+
+    assert!(completed_xz_runs > 0, "xz never finished a run");
+
+    let out = tempfile::tempdir().unwrap();
+    set.save(&out.path().join("results.json")).unwrap();
+    let reloaded = ResultSet::load(&out.path().join("results.json")).unwrap();
+    let report = asa_scenarios::report::write_report(&reloaded, "eevdf", out.path()).unwrap();
+    for s in ["SMOKE-GAME", "SMOKE-WEB"] {
+        let score = report.means[s]["eevdf"];
+        assert!((0.0..=1.0).contains(&score), "{s}: {score}");
+    }
+    let eevdf = &report.ranking[0];
+    assert_eq!(
+        eevdf.top1,
+        Some(1.0),
+        "a single expert is always the oracle"
+    );
+    for f in [
+        "report.md",
+        "report.json",
+        "heatmap.svg",
+        "dist-frame_time_ms.svg",
+        "dist-response_ms.svg",
+    ] {
+        let body = std::fs::read_to_string(out.path().join(f)).unwrap();
+        assert!(!body.is_empty(), "{f}");
+    }
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(!md.contains("| n/a"), "every cell holds a number:\n{md}");
+}
+
+#[test]
+fn missing_tool_fails_the_scenario_naming_the_package() {
+    let text = smoke_catalogue_text().replace(
+        "command = [\"xz\", \"-T0\"",
+        "command = [\"asa-test-no-such-xz\", \"-T0\"",
+    );
+    let cat = Catalogue::parse(&text, "smoke").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        experts: vec!["eevdf".into()],
+        reps: 1,
+        duration: Duration::from_millis(200),
+        settle: Duration::ZERO,
+        work_dir: work.path().to_owned(),
+        work_unit: WorkUnit::calibrate_with(2, 1.0),
+    };
+    let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
+    let err = run_scenario(
+        &cat,
+        cat.scenario("SMOKE-GAME").unwrap(),
+        &mut switcher,
+        &opts,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("asa-test-no-such-xz") && err.contains("xz-utils"),
+        "{err}"
+    );
+}
+
+#[test]
+fn current_scheduler_switcher_refuses_other_experts() {
+    let mut s = CurrentSchedulerOnly::eevdf().unwrap();
+    assert_eq!(s.pin("eevdf").unwrap(), "eevdf");
+    let err = s.pin("lavd").unwrap_err().to_string();
+    assert!(err.contains("lavd") && err.contains("sched_ext"), "{err}");
+}
