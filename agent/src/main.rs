@@ -351,10 +351,11 @@ fn print_status(agent: Option<&AgentStatus>) {
     if let Some(s) = &st.last_switch {
         let f = |v: Option<f64>| v.map(|v| format!("{v:.0} ms")).unwrap_or("-".into());
         println!(
-            "last switch: {} -> {} in {:.0} ms (stop {}, start {}, EEVDF gap {}), {}",
+            "last switch: {} -> {} in {:.0} ms (new loaded while old ran {}, stop {}, start {}, EEVDF gap {}), {}",
             s.from,
             s.to,
             s.total_ms,
+            f(s.prepare_ms),
             f(s.stop_ms),
             f(s.start_ms),
             f(s.eevdf_gap_ms),

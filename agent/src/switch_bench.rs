@@ -55,6 +55,8 @@ pub struct PairSummary {
     pub samples: usize,
     /// Median whole switch (ms).
     pub total_ms: f64,
+    /// Median time the new expert loaded behind the attach gate while the old one ran (ms).
+    pub prepare_ms: Option<f64>,
     /// Median stop of the old expert (ms), when it was a BPF scheduler.
     pub stop_ms: Option<f64>,
     /// Median start of the new expert (ms), when it is a BPF scheduler.
@@ -97,6 +99,7 @@ pub fn summarize(experts: &[String], switches: &[SwitchReport]) -> Vec<PairSumma
             to: experts[b].clone(),
             samples: reports.len(),
             total_ms: median_of(&reports, |r| Some(r.total_ms)).unwrap_or_default(),
+            prepare_ms: median_of(&reports, |r| r.prepare_ms),
             stop_ms: median_of(&reports, |r| r.stop_ms),
             start_ms: median_of(&reports, |r| r.start_ms),
             eevdf_gap_ms: median_of(&reports, |r| r.eevdf_gap_ms),
@@ -145,14 +148,15 @@ pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Re
 pub fn markdown(bench: &SwitchBench) -> String {
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
     let mut out = String::from(
-        "| from → to | switch (ms) | stop old (ms) | start new (ms) | EEVDF gap (ms) | n |\n|---|---:|---:|---:|---:|---:|\n",
+        "| from → to | switch (ms) | new loads while old runs (ms) | stop old (ms) | start new (ms) | EEVDF gap (ms) | n |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for p in &bench.pairs {
         out.push_str(&format!(
-            "| {} → {} | {:.0} | {} | {} | {} | {} |\n",
+            "| {} → {} | {:.0} | {} | {} | {} | {} | {} |\n",
             p.from,
             p.to,
             p.total_ms,
+            opt(p.prepare_ms),
             opt(p.stop_ms),
             opt(p.start_ms),
             opt(p.eevdf_gap_ms),
@@ -196,6 +200,7 @@ mod tests {
         SwitchReport {
             from: from.into(),
             to: to.into(),
+            prepare_ms: None,
             stop_ms: None,
             start_ms: None,
             eevdf_gap_ms: gap,
@@ -229,6 +234,6 @@ mod tests {
             switches: s,
             pairs: p,
         });
-        assert!(md.contains("| a → b | 20 | – | – | 2 | 3 |"), "{md}");
+        assert!(md.contains("| a → b | 20 | – | – | – | 2 | 3 |"), "{md}");
     }
 }

@@ -119,7 +119,15 @@ rec scx_processes $(pidof scx_bpfland scx_lavd scx_rusty | wc -w)
     // Switching between two BPF schedulers passes through EEVDF: the gap is measured.
     let sw = &lavd["agent"]["last_switch"];
     assert_eq!(sw["from"], "bpfland", "{lavd:#}");
-    assert!(sw["eevdf_gap_ms"].as_f64().unwrap() > 0.0, "{lavd:#}");
+    let gap = sw["eevdf_gap_ms"].as_f64().unwrap();
+    assert!(gap > 0.0, "{lavd:#}");
+    // Make before break: lavd loaded (seconds of verification) while bpfland still ran, so
+    // the time on EEVDF is a small part of lavd's start.
+    let prepare = sw["prepare_ms"].as_f64().unwrap();
+    assert!(
+        prepare > 0.0 && gap < sw["start_ms"].as_f64().unwrap() / 2.0,
+        "{lavd:#}"
+    );
     assert!(sw["stop_ms"].as_f64().unwrap() > 0.0, "{lavd:#}");
     assert_running(&json(&out, "rusty.json"), "rusty", Some("rusty"));
     let eevdf = json(&out, "eevdf.json");
@@ -277,7 +285,10 @@ rec final_state $(state)
         ("noroot", "needs root"),
         ("agent_unknown", "unknown expert \"cfs\""),
         ("agent_missing", "executable \"scx_rusty\" not found"),
-        ("agent_crashes", "restored the previous expert bpfland"),
+        (
+            "agent_crashes",
+            "nothing was changed: bpfland is still running",
+        ),
         ("agent_hangs", "did not attach within 3s"),
     ] {
         assert_ne!(r[case], "0", "{case} should fail: {r:?}");
@@ -293,8 +304,13 @@ rec final_state $(state)
     for case in ["unknown", "missing", "crashes", "noroot"] {
         assert_eq!(r[&format!("{case}_state")], "disabled", "{case}: {r:?}");
     }
-    assert_running(&json(&out, "after_crash.json"), "bpfland", Some("bpfland"));
-    assert_running(&json(&out, "after_hang.json"), "bpfland", Some("bpfland"));
+    let after_crash = json(&out, "after_crash.json");
+    assert_running(&after_crash, "bpfland", Some("bpfland"));
+    // The failing expert never got near the kernel: bpfland was never stopped.
+    assert_eq!(after_crash["kernel"]["enable_seq"], 1, "{after_crash:#}");
+    let after_hang = json(&out, "after_hang.json");
+    assert_running(&after_hang, "bpfland", Some("bpfland"));
+    assert_eq!(after_hang["kernel"]["enable_seq"], 1, "{after_hang:#}");
     assert_eq!(r["hangs_left"], "0", "the hung expert was killed");
     assert_eq!(r["foreground_exit"], "0");
     assert_eq!(r["final_state"], "disabled");

@@ -4,6 +4,7 @@
 //! Data flows one way: the agent's decision names an expert; [`Supervisor::switch_to`] makes
 //! the kernel run it, and [`Supervisor::check`] reports when the kernel stops running it.
 
+pub mod attach_gate;
 pub mod catalogue;
 pub mod locate;
 pub mod sched_ext;

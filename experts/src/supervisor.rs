@@ -22,6 +22,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use crate::attach_gate::{self, AttachGate, GatePolicy};
 use crate::catalogue::{Catalogue, Expert, EEVDF};
 use crate::locate::locate_binary;
 use crate::sched_ext::{SchedExt, ScxState};
@@ -43,6 +44,9 @@ pub struct SupervisorConfig {
     pub poll: Duration,
     /// Restore the previous expert when a switch fails (else fall back to EEVDF).
     pub rollback: bool,
+    /// Load the new expert behind the attach gate while the old one runs (make before
+    /// break; see [`crate::attach_gate`]).
+    pub gate_attach: bool,
 }
 
 impl Default for SupervisorConfig {
@@ -53,6 +57,7 @@ impl Default for SupervisorConfig {
             disable_timeout: Duration::from_secs(5),
             poll: Duration::from_millis(5),
             rollback: true,
+            gate_attach: true,
         }
     }
 }
@@ -73,6 +78,10 @@ pub struct SwitchReport {
     pub from: String,
     /// Expert that runs now.
     pub to: String,
+    /// Time the new expert spent loading behind the attach gate while the old one still ran
+    /// (ms); absent for break-before-make switches.
+    #[serde(default)]
+    pub prepare_ms: Option<f64>,
     /// SIGINT to `state=disabled` of the old expert (ms); absent when EEVDF was running.
     pub stop_ms: Option<f64>,
     /// Process start to `state=enabled` of the new expert (ms); absent when switching to EEVDF.
@@ -187,6 +196,9 @@ struct RunningExpert {
     enable_seq: u64,
     /// True while the kernel has detached it but its process lives.
     ejected: bool,
+    /// Its attach gate (open), if it was started behind one.
+    #[allow(dead_code)]
+    gate: Option<AttachGate>,
 }
 
 impl RunningExpert {
@@ -230,6 +242,34 @@ impl RunningExpert {
             Some("Z" | "X")
         ) || flags.is_some_and(|f| f & PF_EXITING != 0)
     }
+}
+
+/// An expert process on its way to attaching.
+struct Starting {
+    running: Option<RunningExpert>,
+    gate: Option<AttachGate>,
+    spawned_at: Instant,
+    seq_before: u64,
+    timeout: Duration,
+}
+
+impl Drop for Starting {
+    /// An expert that never finished starting must not linger (or stay blocked in the gate).
+    fn drop(&mut self) {
+        if let Some(mut r) = self.running.take() {
+            let _ = kill(r.pid(), Signal::SIGKILL);
+            let _ = r.child.wait();
+        }
+    }
+}
+
+/// Durations of a switch's steps.
+#[derive(Debug, Default, Clone, Copy)]
+struct Timings {
+    prepare: Option<Duration>,
+    stop: Option<Duration>,
+    start: Option<Duration>,
+    gap: Option<Duration>,
 }
 
 /// What the supervisor believes is running, and since when.
@@ -328,6 +368,11 @@ impl Supervisor {
     }
 
     /// Switch to the expert called `name` (`eevdf` detaches every BPF scheduler).
+    ///
+    /// With the attach gate (the default) the new expert is started and loads its BPF
+    /// programs while the old one keeps scheduling; only when it waits at the gate is the old
+    /// one stopped and the gate opened, so the machine spends only "stop + attach" on EEVDF.
+    /// A new expert that fails before the gate leaves the old one running, untouched.
     pub fn switch_to(&mut self, name: &str) -> Result<SwitchReport, SwitchError> {
         let (expert, binary) = self
             .preflight(name)
@@ -338,13 +383,26 @@ impl Supervisor {
         let t0 = Instant::now();
         let from = self.active.expert.clone();
         if from == expert.name && self.healthy() {
-            return Ok(self.report(from, None, None, None, t0, true));
+            return Ok(self.report(from, Timings::default(), t0, true));
         }
         let previous = self
             .running
             .as_ref()
             .map(|r| (r.expert.clone(), r.binary.clone()));
-        let stop = self.stop_running().map_err(|cause| SwitchError::Failed {
+        let mut prepared = None;
+        if let (Some(binary), true) = (&binary, self.config.gate_attach) {
+            prepared =
+                self.prepare_gated(&expert, binary)
+                    .map_err(|cause| SwitchError::Rejected {
+                        cause,
+                        active: self.active.expert.clone(),
+                    })?;
+        }
+        let mut timings = Timings {
+            prepare: prepared.as_ref().map(|_| t0.elapsed()),
+            ..Timings::default()
+        };
+        timings.stop = self.stop_running().map_err(|cause| SwitchError::Failed {
             target: name.to_owned(),
             cause,
             active: self.active.expert.clone(),
@@ -353,12 +411,19 @@ impl Supervisor {
         let disabled_at = Instant::now();
         let Some(binary) = binary else {
             info!("switched {from} -> eevdf");
-            return Ok(self.report(from, stop, None, None, t0, false));
+            return Ok(self.report(from, timings, t0, false));
         };
-        match self.start(&expert, &binary) {
+        let started = match prepared {
+            Some(starting) => self.finish_start(starting),
+            None => self
+                .spawn(&expert, &binary, false)
+                .and_then(|starting| self.finish_start(starting)),
+        };
+        match started {
             Ok(start) => {
-                let gap = stop.map(|_| disabled_at.elapsed());
-                let report = self.report(from, stop, Some(start), gap, t0, false);
+                timings.start = Some(start);
+                timings.gap = timings.stop.map(|_| disabled_at.elapsed());
+                let report = self.report(from, timings, t0, false);
                 info!(
                     "switched {} -> {} in {:.0} ms (EEVDF gap {})",
                     report.from,
@@ -375,7 +440,10 @@ impl Supervisor {
                 warn!("{name} failed to start: {cause:#}");
                 let recovery = match previous {
                     Some((prev, prev_binary)) if self.config.rollback => {
-                        match self.start(&prev, &prev_binary) {
+                        match self
+                            .spawn(&prev, &prev_binary, false)
+                            .and_then(|starting| self.finish_start(starting))
+                        {
                             Ok(_) => format!("restored the previous expert {}", prev.name),
                             Err(e) => format!(
                                 "restoring the previous expert {} failed too ({e:#}); the machine is on EEVDF",
@@ -395,22 +463,15 @@ impl Supervisor {
         }
     }
 
-    fn report(
-        &self,
-        from: String,
-        stop: Option<Duration>,
-        start: Option<Duration>,
-        gap: Option<Duration>,
-        t0: Instant,
-        no_op: bool,
-    ) -> SwitchReport {
+    fn report(&self, from: String, t: Timings, t0: Instant, no_op: bool) -> SwitchReport {
         let snap = self.scx.snapshot().ok();
         SwitchReport {
             from,
             to: self.active.expert.clone(),
-            stop_ms: stop.map(ms),
-            start_ms: start.map(ms),
-            eevdf_gap_ms: gap.map(ms),
+            prepare_ms: t.prepare.map(ms),
+            stop_ms: t.stop.map(ms),
+            start_ms: t.start.map(ms),
+            eevdf_gap_ms: t.gap.map(ms),
             total_ms: ms(t0.elapsed()),
             ops: snap.as_ref().and_then(|s| s.ops.clone()),
             enable_seq: snap.map(|s| s.enable_seq).unwrap_or_default(),
@@ -437,15 +498,13 @@ impl Supervisor {
         }
     }
 
-    /// Start `expert` on a machine that is on EEVDF and wait until it is attached.
-    fn start(&mut self, expert: &Expert, binary: &Path) -> Result<Duration> {
-        debug_assert!(self.running.is_none());
+    /// Start an expert process (behind the attach gate when `gated`).
+    fn spawn(&self, expert: &Expert, binary: &Path, gated: bool) -> Result<Starting> {
         let seq_before = self.scx.enable_seq()?;
-        let enable_timeout = expert
+        let timeout = expert
             .enable_timeout_s
             .map(Duration::from_secs)
             .unwrap_or(self.config.enable_timeout);
-        let t0 = Instant::now();
         let mut cmd = Command::new(binary);
         cmd.args(&expert.args)
             .stdin(Stdio::null())
@@ -454,34 +513,117 @@ impl Supervisor {
             // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
             // in order, instead of racing it.
             .process_group(0);
-        // If the agent dies, the expert gets SIGINT and detaches: no orphaned scheduler.
+        // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                // If the agent dies, the expert gets SIGINT and detaches: no orphaned scheduler.
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if gated {
+                    attach_gate::install_in_child()?;
                 }
                 Ok(())
             });
         }
+        let spawned_at = Instant::now();
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
+        let gate = if gated {
+            match AttachGate::attach_to(child.id(), GatePolicy::default()) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                    let _ = child.wait();
+                    return Err(e.context("the attach gate could not take the listener"));
+                }
+            }
+        } else {
+            None
+        };
         let output = Arc::new(Mutex::new(VecDeque::new()));
         spawn_reader(&expert.name, child.stdout.take(), output.clone());
         spawn_reader(&expert.name, child.stderr.take(), output.clone());
-        let pid = child.id();
-        let mut running = RunningExpert {
-            expert: expert.clone(),
-            binary: binary.to_owned(),
-            child,
-            output,
-            enable_seq: seq_before,
-            ejected: false,
-        };
         info!(
-            "started {} (pid {pid}), waiting for sched_ext to enable it",
-            expert.name
+            "started {} (pid {}){}",
+            expert.name,
+            child.id(),
+            if gated {
+                ", loading it behind the attach gate"
+            } else {
+                ", waiting for sched_ext to enable it"
+            }
         );
+        Ok(Starting {
+            running: Some(RunningExpert {
+                expert: expert.clone(),
+                binary: binary.to_owned(),
+                child,
+                output,
+                enable_seq: seq_before,
+                ejected: false,
+                gate: None,
+            }),
+            gate,
+            spawned_at,
+            seq_before,
+            timeout,
+        })
+    }
+
+    /// Start `expert` behind the attach gate and wait until it is loaded and waits to attach;
+    /// the running expert is not touched. `Ok(None)`: the gate is not available here (no
+    /// seccomp user notification or pidfd_getfd), switch break-before-make instead.
+    fn prepare_gated(&self, expert: &Expert, binary: &Path) -> Result<Option<Starting>> {
+        let mut starting = match self.spawn(expert, binary, true) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("attach gate unavailable ({e:#}); switching break-before-make");
+                return Ok(None);
+            }
+        };
+        loop {
+            let gate = starting.gate.as_ref().expect("gated start has a gate");
+            let reached = gate.wait_reached(Duration::from_millis(50));
+            let running = starting.running.as_mut().expect("not finished");
+            match reached {
+                Ok(true) => return Ok(Some(starting)),
+                Ok(false) if starting.spawned_at.elapsed() > starting.timeout => {
+                    let tail = running.output_for_error();
+                    bail!(
+                        "{} did not attach within {:?} (it never finished loading); killed it{tail}",
+                        expert.name,
+                        starting.timeout
+                    );
+                }
+                Ok(false) => {}
+                // The gate thread ended: the process is going away; reap it below.
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+            if let Some(status) = running.child.try_wait()? {
+                std::thread::sleep(Duration::from_millis(50));
+                bail!(
+                    "{} exited before it attached ({}){}",
+                    expert.name,
+                    describe_status(status),
+                    running.output_for_error()
+                );
+            }
+        }
+    }
+
+    /// Let a started expert attach (open its gate) on a machine that is on EEVDF and wait
+    /// until the kernel runs it. Returns the time since its process started.
+    fn finish_start(&mut self, mut starting: Starting) -> Result<Duration> {
+        debug_assert!(self.running.is_none());
+        if let Some(gate) = &starting.gate {
+            gate.release()?;
+        }
+        let released_at = Instant::now();
+        let mut running = starting.running.take().expect("not finished");
+        running.gate = starting.gate.take();
+        let name = running.expert.name.clone();
         loop {
             if let Some(status) = running.child.try_wait()? {
                 // Give the reader threads a moment to collect the last words.
@@ -489,34 +631,32 @@ impl Supervisor {
                 let tail = running.output_for_error();
                 self.wait_disabled()?;
                 bail!(
-                    "{} exited before it attached ({}){tail}",
-                    expert.name,
+                    "{name} exited before it attached ({}){tail}",
                     describe_status(status)
                 );
             }
             let snap = self.scx.snapshot()?;
-            if snap.state == ScxState::Enabled && snap.enable_seq > seq_before {
+            if snap.state == ScxState::Enabled && snap.enable_seq > starting.seq_before {
                 let ops = snap.ops.unwrap_or_default();
-                if expert.owns_ops(&ops) {
+                if running.expert.owns_ops(&ops) {
                     running.enable_seq = snap.enable_seq;
+                    let pid = running.child.id();
                     self.running = Some(running);
-                    self.set_active(&expert.name, Some(pid));
-                    return Ok(t0.elapsed());
+                    self.set_active(&name, Some(pid));
+                    return Ok(starting.spawned_at.elapsed());
                 }
                 self.kill_and_reap(&mut running);
                 bail!(
-                    "a different scheduler ({ops}) attached while {} was starting; it is not ours, stop it",
-                    expert.name
+                    "a different scheduler ({ops}) attached while {name} was starting; it is not ours, stop it"
                 );
             }
-            if t0.elapsed() > enable_timeout {
+            if released_at.elapsed() > starting.timeout {
                 let tail = running.output_for_error();
                 self.kill_and_reap(&mut running);
                 self.wait_disabled()?;
                 bail!(
-                    "{} did not attach within {:?} (state {}); killed it{tail}",
-                    expert.name,
-                    enable_timeout,
+                    "{name} did not attach within {:?} (state {}); killed it{tail}",
+                    starting.timeout,
                     snap.state
                 );
             }
