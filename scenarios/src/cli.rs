@@ -79,6 +79,9 @@ pub struct RunArgs {
     /// Seconds the background load runs before the probe starts.
     #[arg(long, default_value_t = 2.0)]
     pub settle: f64,
+    /// Seconds of pause after each run, with every load stopped.
+    #[arg(long, default_value_t = 1.0)]
+    pub cooldown: f64,
     /// Scenario file (default: the built-in catalogue).
     #[arg(long)]
     pub file: Option<PathBuf>,
@@ -183,9 +186,11 @@ fn run_command(args: RunArgs) -> Result<()> {
     let valid_times = args.duration.is_finite()
         && args.duration > 0.0
         && args.settle.is_finite()
-        && args.settle >= 0.0;
+        && args.settle >= 0.0
+        && args.cooldown.is_finite()
+        && args.cooldown >= 0.0;
     if !valid_times {
-        bail!("--duration must be > 0 and --settle >= 0 seconds");
+        bail!("--duration must be > 0, --settle and --cooldown >= 0 seconds");
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -202,6 +207,7 @@ fn run_command(args: RunArgs) -> Result<()> {
         reps: args.reps,
         duration: Duration::from_secs_f64(args.duration),
         settle: Duration::from_secs_f64(args.settle),
+        cooldown: Duration::from_secs_f64(args.cooldown),
         work_dir,
         work_unit,
     };

@@ -429,12 +429,12 @@ pub fn markdown(report: &Report, results: &ResultSet) -> String {
     let _ = writeln!(md, "# ASA scenario report\n");
     let _ = writeln!(
         md,
-        "- machine: {} ({}, {} CPUs, kernel {})\n- started: {} ms since the epoch\n- duration per run: {:.1} s (+{:.1} s settle), repetitions: {}\n- work unit: {:.0} iterations/ms\n- experts: {}\n",
+        "- machine: {} ({}, {} CPUs, kernel {})\n- started: {}\n- duration per run: {:.1} s (+{:.1} s settle), repetitions: {}\n- work unit: {:.0} iterations/ms\n- experts: {}\n",
         m.hostname,
         m.cpu_model,
         m.cpus,
         m.kernel,
-        results.created_unix_ms,
+        iso_utc(results.created_unix_ms),
         results.options.duration.as_secs_f64(),
         results.options.settle.as_secs_f64(),
         results.options.reps,
@@ -564,6 +564,28 @@ pub fn markdown(report: &Report, results: &ResultSet) -> String {
         report.baseline
     );
     md
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` from milliseconds since the epoch (proleptic Gregorian).
+pub fn iso_utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days to civil date (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn xml_escape(s: &str) -> String {
@@ -866,6 +888,15 @@ mod tests {
         );
         assert_eq!(top_k_rate(&t, "lavd", 1), Some(2.0 / 3.0));
         assert!((mean_scores(&t)["S2"]["lavd"] - 0.9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(iso_utc(0), "1970-01-01 00:00:00 UTC");
+        // 2000-02-29 12:34:56 UTC = 951827696 s
+        assert_eq!(iso_utc(951_827_696_000), "2000-02-29 12:34:56 UTC");
+        // 2026-11-22 00:00:00 UTC = 1795305600 s
+        assert_eq!(iso_utc(1_795_305_600_999), "2026-11-22 00:00:00 UTC");
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub struct RunOptions {
     pub duration: Duration,
     /// Time the first load runs before the probe starts.
     pub settle: Duration,
+    /// Pause after each run (loads stopped), so one run's tail does not leak into the next.
+    #[serde(default)]
+    pub cooldown: Duration,
     /// Folder for load inputs (corpora, sources); reused across runs.
     pub work_dir: PathBuf,
     /// Calibrated work unit shared by every run.
@@ -416,6 +419,7 @@ pub fn run_scenario(
                     .join(" "),
                 t0.elapsed().as_secs_f64()
             );
+            std::thread::sleep(opts.cooldown);
             result.runs.push(RunRecord {
                 expert: expert.clone(),
                 rep,

@@ -60,6 +60,7 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
         reps: 2,
         duration: Duration::from_secs(2),
         settle: Duration::from_millis(300),
+        cooldown: Duration::from_millis(100),
         work_dir: work.path().to_owned(),
         work_unit: WorkUnit::calibrate(),
     };
@@ -146,6 +147,7 @@ fn missing_tool_fails_the_scenario_naming_the_package() {
         reps: 1,
         duration: Duration::from_millis(200),
         settle: Duration::ZERO,
+        cooldown: Duration::ZERO,
         work_dir: work.path().to_owned(),
         work_unit: WorkUnit::calibrate_with(2, 1.0),
     };
