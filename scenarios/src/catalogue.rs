@@ -451,8 +451,8 @@ mod tests {
         );
         assert!(e.contains("phase[0].share"), "{e}");
         let e = broken(
-            "kind = \"completions\", amount = 64.0",
-            "kind = \"completion\", amount = 64.0",
+            "kind = \"completions\", amount = 16.0",
+            "kind = \"completion\", amount = 16.0",
         );
         assert!(e.contains("completion"), "{e}");
     }

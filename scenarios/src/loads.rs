@@ -117,9 +117,11 @@ pub enum ThroughputSpec {
         /// Unit of the resulting rate (already per second).
         unit: String,
     },
-    /// The command prints `key=N` progress lines: rate = sum over runs of the last N / elapsed.
+    /// The command reports progress as `<key>N` (e.g. `frame=120`, `Rendered 5120 of ...`):
+    /// rate = sum over runs of the last N after `key` in stdout (else stderr) / elapsed.
+    /// Runs stopped at the end of the phase count with the progress they made.
     Counter {
-        /// The key.
+        /// The text right before the number, separator included (`frame=`, `Rendered `).
         key: String,
         /// Unit of N (the rate is per second).
         unit: String,
@@ -559,7 +561,16 @@ impl RunningLoad {
             .join()
             .map_err(|_| anyhow!("load {} thread panicked", self.name))?;
         self.stop_servers();
-        out
+        let out = out?;
+        if out.failed_runs > 0 && out.completed_runs == 0 {
+            bail!(
+                "load `{}` failed every time it ran ({} runs): {}",
+                self.name,
+                out.failed_runs,
+                out.last_error.as_deref().unwrap_or("no output")
+            );
+        }
+        Ok(out)
     }
 
     fn stop_servers(&mut self) {
@@ -707,8 +718,10 @@ fn summarise(
         ThroughputSpec::Counter { key, .. } => {
             let total: f64 = runs
                 .iter()
-                .filter_map(|r| last_counter(&r.stdout, key))
-                .sum();
+                .filter_map(|r| {
+                    last_counter(&r.stdout, key).or_else(|| last_counter(&r.stderr, key))
+                })
+                .fold(0.0, |a, b| a + b);
             (secs > 0.0).then(|| total / secs)
         }
         ThroughputSpec::Lines { contains, .. } => {
@@ -750,14 +763,23 @@ pub fn json_sum(text: &str, pointers: &[String]) -> Option<f64> {
         .sum()
 }
 
-/// The last `key=N` value in `text`.
+/// The number right after the last occurrence of `key` in `text`.
 pub fn last_counter(text: &str, key: &str) -> Option<f64> {
-    let prefix = format!("{key}=");
-    text.lines().rev().find_map(|l| {
-        l.trim()
-            .strip_prefix(&prefix)
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    })
+    let mut rest = text;
+    let mut last = None;
+    while let Some(pos) = rest.find(key) {
+        let after = &rest[pos + key.len()..];
+        let number: String = after
+            .trim_start_matches(' ')
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        if let Ok(v) = number.parse::<f64>() {
+            last = Some(v);
+        }
+        rest = after;
+    }
+    last
 }
 
 /// Loads by name, as in the scenario file.
@@ -819,7 +841,7 @@ mod tests {
         let s = spec(
             &["sh", "-c", "echo frame=5; sleep 0.1; echo frame=10"],
             ThroughputSpec::Counter {
-                key: "frame".into(),
+                key: "frame=".into(),
                 unit: "frames".into(),
             },
         );
@@ -856,13 +878,41 @@ mod tests {
     }
 
     #[test]
+    fn counters_read_progress_anywhere_in_the_output() {
+        let povray = "Rendered 1024 of 76800 pixels (1%)\rRendered 2048 of 76800 pixels (2%)\r";
+        assert_eq!(last_counter(povray, "Rendered "), Some(2048.0));
+        assert_eq!(last_counter("tokens=3\ntokens=17\n", "tokens="), Some(17.0));
+        assert_eq!(last_counter("nothing here", "frame="), None);
+        assert_eq!(last_counter("frame=N/A\n", "frame="), None);
+    }
+
+    #[test]
+    fn a_load_that_always_fails_is_an_error_with_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            &["sh", "-c", "echo 'No module named numpy' >&2; exit 1"],
+            ThroughputSpec::Counter {
+                key: "tokens=".into(),
+                unit: "tokens".into(),
+            },
+        );
+        let load = RunningLoad::start("broken", &s, dir.path(), 1).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let err = load.finish().unwrap_err().to_string();
+        assert!(
+            err.contains("broken") && err.contains("No module named numpy"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn parsers_read_tool_output() {
         let text = "warning: x\n{\"end\": {\"sum\": {\"bps\": 2.5e9}}, \"a\": [1, 2]}";
         assert_eq!(json_sum(text, &["/end/sum/bps".into()]), Some(2.5e9));
         assert_eq!(json_sum(text, &["/a/0".into(), "/a/1".into()]), Some(3.0));
         assert_eq!(json_sum(text, &["/missing".into()]), None);
         assert_eq!(
-            last_counter("frame=1\nfps=3\nframe=42\nprogress=end\n", "frame"),
+            last_counter("frame=1\nfps=3\nframe=42\nprogress=end\n", "frame="),
             Some(42.0)
         );
         assert_eq!(

@@ -13,18 +13,14 @@ use asa_scenarios::{run_scenario, CurrentSchedulerOnly, ExpertSwitcher};
 /// The built-in catalogue with a small xz corpus and two smoke scenarios.
 fn smoke_catalogue_text() -> String {
     let mut text = BUILTIN_SCENARIOS.replace(
-        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 64 }]\ncommand = [\"xz\"",
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
         "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
     );
     text = text.replace(
-        "command = [\"xz\", \"-T0\", \"-6\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 64.0",
-        "command = [\"xz\", \"-T0\", \"-6\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 1.0",
+        "command = [\"xz\", \"-T0\", \"-3\", \"--block-size=1MiB\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 8.0",
+        "command = [\"xz\", \"-T0\", \"-1\", \"--block-size=1MiB\", \"-c\", \"{work}/corpus.txt\"]\nrepeat = true\ndiscard_stdout = true\nthroughput = { kind = \"completions\", amount = 1.0",
     );
-    // Level 1 instead of 6: a run takes a fraction of a second even on a busy 2-core machine.
-    text = text.replace(
-        "command = [\"xz\", \"-T0\", \"-6\"",
-        "command = [\"xz\", \"-T0\", \"-1\"",
-    );
+    // Level 1 and 1 MiB: a run takes a fraction of a second even on a busy 2-core machine.
     assert!(
         text.contains("megabytes = 1 }")
             && text.contains("\"-1\"")
