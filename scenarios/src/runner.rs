@@ -370,33 +370,42 @@ pub fn run_scenario(
                 .name("probe".into())
                 .spawn(move || settings.run(duration, work, stop_p))
                 .context("spawning the probe thread")?;
-            for (i, p) in phases.iter().enumerate() {
-                let planned = phase_len(p.share);
-                std::thread::sleep(planned);
-                let output = match current.take() {
-                    Some(load) => Some(load.finish()?),
-                    None => None,
-                };
-                if let Some(o) = &output {
-                    info!(
-                        "[{}]   phase {} {}: {} {}",
-                        scenario.name,
-                        i + 1,
-                        p.load,
-                        o.throughput
-                            .map(|t| format!("{t:.3}"))
-                            .unwrap_or("n/a".into()),
-                        o.unit
-                    );
+            let mut run_phases = || -> Result<()> {
+                for (i, p) in phases.iter().enumerate() {
+                    let planned = phase_len(p.share);
+                    std::thread::sleep(planned);
+                    let output = match current.take() {
+                        Some(load) => Some(load.finish()?),
+                        None => None,
+                    };
+                    if let Some(o) = &output {
+                        info!(
+                            "[{}]   phase {} {}: {} {}",
+                            scenario.name,
+                            i + 1,
+                            p.load,
+                            o.throughput
+                                .map(|t| format!("{t:.3}"))
+                                .unwrap_or("n/a".into()),
+                            o.unit
+                        );
+                    }
+                    records.push(PhaseRecord {
+                        load: p.load.clone(),
+                        planned_s: planned.as_secs_f64(),
+                        output,
+                    });
+                    if i + 1 < phases.len() {
+                        current = start_phase(i + 1)?;
+                    }
                 }
-                records.push(PhaseRecord {
-                    load: p.load.clone(),
-                    planned_s: planned.as_secs_f64(),
-                    output,
-                });
-                if i + 1 < phases.len() {
-                    current = start_phase(i + 1)?;
-                }
+                Ok(())
+            };
+            if let Err(e) = run_phases() {
+                // Stop the probe (and, by drop, any load still running) before giving up.
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = probe_thread.join();
+                return Err(e.context(format!("scenario {} under {expert}", scenario.name)));
             }
             let probe_out = probe_thread
                 .join()

@@ -169,3 +169,51 @@ fn current_scheduler_switcher_refuses_other_experts() {
     let err = s.pin("lavd").unwrap_err().to_string();
     assert!(err.contains("lavd") && err.contains("sched_ext"), "{err}");
 }
+
+#[test]
+fn a_load_failing_mid_run_stops_the_run_with_its_output() {
+    let mut text = smoke_catalogue_text();
+    text.push_str(
+        r#"
+[load.always_fails]
+description = "a tool that fails at once"
+package = "dash"
+command = ["sh", "-c", "echo broken-tool-output >&2; exit 3"]
+repeat = true
+throughput = { kind = "completions", amount = 1.0, unit = "runs" }
+score = { direction = "higher", theta = "median", scale = "theta", k_v = 4.0, gamma_v = 1.0, weight = 1.0 }
+
+[[scenario]]
+name = "SMOKE-FAIL"
+title = "Audio: idle, then a failing load"
+probe = "audio"
+phase = [{ load = "idle", share = 1.0 }, { load = "always_fails", share = 1.0 }]
+"#,
+    );
+    let cat = Catalogue::parse(&text, "smoke").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        experts: vec!["eevdf".into()],
+        reps: 1,
+        duration: Duration::from_secs(2),
+        settle: Duration::ZERO,
+        cooldown: Duration::ZERO,
+        work_dir: work.path().to_owned(),
+        work_unit: WorkUnit::calibrate_with(2, 1.0),
+    };
+    let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
+    let t0 = std::time::Instant::now();
+    let err = run_scenario(
+        &cat,
+        cat.scenario("SMOKE-FAIL").unwrap(),
+        &mut switcher,
+        &opts,
+    )
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("always_fails") && msg.contains("broken-tool-output"),
+        "{msg}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+}
