@@ -26,12 +26,14 @@ use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Opts {
-    /// Model metadata (TOML, schema asa.gru-model v1) next to its ONNX file.
-    /// Without it scx_gru runs in fallback-only mode.
+    /// Model metadata (TOML, schema asa.gru-model v1) next to its ONNX file
+    /// [default: /usr/local/share/scx_gru/gru.toml if it exists].
+    /// Without a model scx_gru runs in fallback-only mode.
     #[arg(long, env = "GRU_MODEL")]
     model: Option<PathBuf>,
 
-    /// ONNX Runtime shared library (libonnxruntime.so.1.x).
+    /// ONNX Runtime shared library, libonnxruntime.so.1.x
+    /// [default: /usr/local/lib/scx_gru/libonnxruntime.so if it exists].
     #[arg(long, env = "ORT_DYLIB_PATH")]
     ort_lib: Option<PathBuf>,
 
@@ -40,7 +42,7 @@ struct Opts {
     slice_us: u64,
 
     /// A prediction older than this (ms) is ignored by the BPF side.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 500)]
     prediction_ttl_ms: u64,
 
     /// Do not predict again for a task within this many ms.
@@ -66,8 +68,22 @@ enum Mode {
     FallbackOnly(&'static str),
 }
 
+/// Where scx_gru looks for a model when --model / GRU_MODEL is not given.
+const DEFAULT_MODEL: &str = "/usr/local/share/scx_gru/gru.toml";
+/// Where scx_gru looks for ONNX Runtime when --ort-lib / ORT_DYLIB_PATH is not given.
+const DEFAULT_ORT_LIB: &str = "/usr/local/lib/scx_gru/libonnxruntime.so";
+
+/// The explicit path, else the default one if it exists.
+fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<PathBuf> {
+    explicit
+        .clone()
+        .or_else(|| Some(PathBuf::from(default)).filter(|p| p.exists()))
+}
+
 fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
-    match (&opts.model, &opts.ort_lib) {
+    let model = explicit_or_default(&opts.model, DEFAULT_MODEL);
+    let ort_lib = explicit_or_default(&opts.ort_lib, DEFAULT_ORT_LIB);
+    match (&model, &ort_lib) {
         (Some(model), Some(lib)) => {
             let loaded = GruModel::load(model, lib, nr_cpus)
                 .with_context(|| format!("load the GRU model {}", model.display()))?;
@@ -101,6 +117,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_direct_idle: bss.nr_direct_idle,
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
+        nr_usersched_local: bss.nr_usersched_local,
     }
 }
 
@@ -150,6 +167,7 @@ fn main() -> Result<()> {
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.prediction_ttl_ns = opts.prediction_ttl_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
+        rodata.usersched_tgid = std::process::id();
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;

@@ -241,14 +241,33 @@ mod tests {
         assert!(meta.check().is_err());
     }
 
-    /// Runs the committed model when ONNX Runtime is available.
+    /// Golden cases written by train_gru.py (inputs and ONNX Runtime logits in Python).
+    #[derive(Deserialize)]
+    struct Golden {
+        schema: String,
+        version: u32,
+        inputs: Vec<Vec<f32>>,
+        logits: Vec<Vec<f32>>,
+    }
+
+    /// The committed model gives, from Rust, the CPU Python's ONNX Runtime gave.
     #[test]
     #[ignore = "needs ORT_DYLIB_PATH (libonnxruntime.so from the onnxruntime wheel)"]
-    fn committed_model_predicts_a_cpu() {
-        let lib = std::env::var("ORT_DYLIB_PATH").expect("ORT_DYLIB_PATH");
-        let meta = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/gru.toml");
-        let mut model = GruModel::load(&meta, Path::new(&lib), 2).unwrap();
-        let cpu = model.predict(&vec![0.0; model.input_len()]).unwrap();
-        assert!(cpu < 2);
+    fn committed_model_matches_python_golden_cases() {
+        let lib = std::env::var("ORT_DYLIB_PATH").expect("set ORT_DYLIB_PATH to libonnxruntime.so");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
+        let golden: Golden =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("golden.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (golden.schema.as_str(), golden.version),
+            ("asa.gru-golden", 1)
+        );
+        let mut model = GruModel::load(&dir.join("gru.toml"), Path::new(&lib), 2).unwrap();
+        assert!(!golden.inputs.is_empty());
+        for (input, logits) in golden.inputs.iter().zip(&golden.logits) {
+            let expected = argmax(logits, logits.len()).unwrap();
+            assert_eq!(model.predict(input).unwrap(), expected);
+        }
     }
 }

@@ -39,6 +39,8 @@ pub struct BpfCounters {
     pub nr_shared_enqueued: u64,
     /// Single-CPU tasks placed on their CPU (neither prediction nor fallback).
     pub nr_pinned_local: u64,
+    /// scx_gru's own threads placed on their CPU (neither prediction nor fallback).
+    pub nr_usersched_local: u64,
 }
 
 impl BpfCounters {

@@ -19,6 +19,8 @@ char _license[] SEC("license") = "GPL";
 const volatile u64 slice_ns = 5ULL * 1000 * 1000;
 /* A prediction older than this (ns) is ignored. */
 const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
+/* Thread group of scx_gru itself: its threads are never queued behind the load. */
+const volatile u32 usersched_tgid;
 /* Send task events to user space (false when no model is loaded). */
 const volatile bool send_events = true;
 /* Size of struct gru_task_event as compiled here; user space checks it. */
@@ -44,6 +46,7 @@ u64 nr_pred_busy;		/* predicted CPU busy (not idle, or its local DSQ not empty) 
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
+u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -215,6 +218,17 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	enum pred_miss miss;
 	s32 cpu, idle_cpu;
+
+	/*
+	 * scx_gru's own threads (ring-buffer poller, inference) run next on
+	 * their CPU: predictions that wait behind the load go stale. No event:
+	 * they are not part of the workload.
+	 */
+	if (usersched_tgid && p->tgid == usersched_tgid) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		stat_inc(&nr_usersched_local);
+		return;
+	}
 
 	/* Tasks that can run on one CPU only go straight to that CPU. */
 	if (p->nr_cpus_allowed == 1) {

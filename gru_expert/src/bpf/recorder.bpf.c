@@ -7,7 +7,14 @@
  * switch_count is counted here on sched_switch, like scx_gru counts switch-ins
  * in ops.running(), so the features mean the same in both programs.
  */
-#include <scx/common.bpf.h>
+/*
+ * Plain tracing headers, not scx/common.bpf.h: that one carries an fentry
+ * program on bpf_scx_reg, which cannot load on a kernel without sched_ext.
+ */
+#include <vmlinux.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "intf.h"
 
 char _license[] SEC("license") = "GPL";

@@ -1,0 +1,124 @@
+//! scx_gru against a real sched_ext kernel (the lab VM): attach, a many-task
+//! workload, detach, and the stats file. Needs the lab (`lab/setup.sh`) and,
+//! for the model test, ONNX Runtime (`ORT_DYLIB_PATH`, see README.md).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use asa_gru_expert::stats::StatsSnapshot;
+use asa_lab::{GuestRun, Lab, VmOutcome};
+
+/// One VM at a time.
+static VM: Mutex<()> = Mutex::new(());
+
+/// Guest script: start scx_gru, wait for `enabled`, run a many-task load,
+/// SIGINT, wait for `disabled`; `key=value` results in /lab/out/results.
+const SCRIPT: &str = r#"
+set -u
+rec() { echo "$1=$2" >> /lab/out/results; }
+state() { cat /sys/kernel/sched_ext/state; }
+rec before "$(state)"
+scx_gru --stats-interval 1 --stats-file /lab/out/stats.json > /lab/out/scx_gru.log 2>&1 &
+PID=$!
+i=0
+while [ "$(state)" != enabled ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+rec attached "$(state)"
+rec ops "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+stress-ng --cpu 2 --switch 2 --sock 2 --timeout 8 --metrics-brief > /lab/out/stress.log 2>&1
+rec stress_rc $?
+rec during "$(state)"
+kill -INT $PID
+wait $PID
+rec scx_gru_rc $?
+i=0
+while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+rec after "$(state)"
+"#;
+
+fn run_guest(name: &str, model: bool) -> VmOutcome {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let mut run = GuestRun::new(name, SCRIPT);
+    run.executables.push((
+        PathBuf::from(env!("CARGO_BIN_EXE_scx_gru")),
+        PathBuf::from("/usr/local/bin/scx_gru"),
+    ));
+    if model {
+        let ort = std::env::var("ORT_DYLIB_PATH").expect(
+            "set ORT_DYLIB_PATH to libonnxruntime.so.1.x from the onnxruntime wheel (gru_expert/README.md)",
+        );
+        // scx_gru's default locations (no arguments needed, like `asa pin gru`).
+        run.executables.push((
+            PathBuf::from(ort),
+            PathBuf::from("/usr/local/lib/scx_gru/libonnxruntime.so"),
+        ));
+        let model_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
+        for file in ["gru.toml", "gru.onnx"] {
+            run.files.push((
+                model_dir.join(file),
+                Path::new("/usr/local/share/scx_gru").join(file),
+            ));
+        }
+    }
+    run.host_tools = vec!["stress-ng".into()];
+    run.vm.timeout = Duration::from_secs(300);
+    let outcome = lab.run(&run).expect("the lab VM ran");
+    eprintln!("---- guest ({name}) ----\n{}", outcome.script_output());
+    if let Ok(log) = outcome.read_out("scx_gru.log") {
+        eprintln!("---- scx_gru.log ----\n{log}");
+    }
+    outcome
+}
+
+fn results(outcome: &VmOutcome) -> BTreeMap<String, String> {
+    outcome
+        .read_out("results")
+        .expect("the guest script wrote results")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+fn check_lifecycle(r: &BTreeMap<String, String>) {
+    assert_eq!(r["before"], "disabled", "{r:?}");
+    assert_eq!(r["attached"], "enabled", "{r:?}");
+    assert!(r["ops"].starts_with("gru"), "ops {:?}", r["ops"]);
+    assert_eq!(r["stress_rc"], "0", "the workload failed: {r:?}");
+    assert_eq!(
+        r["during"], "enabled",
+        "scx_gru left during the load: {r:?}"
+    );
+    assert_eq!(r["scx_gru_rc"], "0", "{r:?}");
+    assert_eq!(r["after"], "disabled", "{r:?}");
+}
+
+#[test]
+#[ignore = "needs the lab VM: run with make test"]
+fn vm_gru_with_model_applies_predictions() {
+    let outcome = run_guest("gru-model", true);
+    check_lifecycle(&results(&outcome));
+    let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
+    assert_eq!(stats.mode, "model", "{stats:#?}");
+    assert!(stats.user.inferences > 0, "{stats:#?}");
+    assert_eq!(stats.user.inference_errors, 0, "{stats:#?}");
+    assert!(stats.predictions_applied > 0, "{stats:#?}");
+    assert!(stats.user.inference_us_p99.is_some(), "{stats:#?}");
+}
+
+#[test]
+#[ignore = "needs the lab VM: run with make test"]
+fn vm_gru_without_model_runs_fallback_only() {
+    let outcome = run_guest("gru-fallback", false);
+    check_lifecycle(&results(&outcome));
+    let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
+    assert_eq!(stats.mode, "fallback-only", "{stats:#?}");
+    assert_eq!(stats.predictions_applied, 0, "{stats:#?}");
+    assert_eq!(
+        stats.bpf.nr_events, 0,
+        "no events are sent without a model: {stats:#?}"
+    );
+    assert!(stats.fallbacks > 0, "{stats:#?}");
+}
