@@ -97,9 +97,11 @@ fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
             );
             Ok(Mode::Model(Box::new(loaded), model.clone()))
         }
-        (None, _) => Ok(Mode::FallbackOnly("no --model given")),
+        (None, _) => Ok(Mode::FallbackOnly(
+            "no model: no --model / GRU_MODEL and no /usr/local/share/scx_gru/gru.toml",
+        )),
         (Some(_), None) => Ok(Mode::FallbackOnly(
-            "no ONNX Runtime library (--ort-lib / ORT_DYLIB_PATH)",
+            "no ONNX Runtime: no --ort-lib / ORT_DYLIB_PATH and no /usr/local/lib/scx_gru/libonnxruntime.so",
         )),
     }
 }
