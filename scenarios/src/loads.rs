@@ -126,10 +126,14 @@ pub enum ThroughputSpec {
         /// Unit of N (the rate is per second).
         unit: String,
     },
-    /// Count output lines (stdout and stderr) containing a text: rate = count / elapsed.
+    /// Count output lines (stdout and stderr) containing a text (or, with `at_start`, starting
+    /// with it): rate = count / elapsed.
     Lines {
         /// The text.
         contains: String,
+        /// Only count lines that start with the text.
+        #[serde(default)]
+        at_start: bool,
         /// What one line stands for (the rate is per second).
         unit: String,
     },
@@ -724,14 +728,23 @@ fn summarise(
                 .fold(0.0, |a, b| a + b);
             (secs > 0.0).then(|| total / secs)
         }
-        ThroughputSpec::Lines { contains, .. } => {
+        ThroughputSpec::Lines {
+            contains, at_start, ..
+        } => {
+            let matches = |l: &str| {
+                if *at_start {
+                    l.starts_with(contains.as_str())
+                } else {
+                    l.contains(contains.as_str())
+                }
+            };
             let count = runs
                 .iter()
                 .map(|r| {
                     r.stdout
                         .lines()
                         .chain(r.stderr.lines())
-                        .filter(|l| l.contains(contains.as_str()))
+                        .filter(|l| matches(l))
                         .count()
                 })
                 .sum::<usize>();
@@ -903,6 +916,28 @@ mod tests {
             err.contains("broken") && err.contains("No module named numpy"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn line_counts_follow_kbuild_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "printf 'make: Entering directory\\n  CC      a.o\\n  HOSTCC  b\\n  LD      c\\nwarning:  CC x\\n'";
+        let mut s = spec(
+            &["sh", "-c", script],
+            ThroughputSpec::Lines {
+                contains: "  ".into(),
+                at_start: true,
+                unit: "steps".into(),
+            },
+        );
+        s.repeat = false;
+        let out = RunningLoad::start("kbuild", &s, dir.path(), 1)
+            .unwrap()
+            .finish()
+            .unwrap();
+        // 3 kbuild steps in elapsed seconds.
+        let steps = out.throughput.unwrap() * out.elapsed_s;
+        assert!((steps - 3.0).abs() < 1e-6, "{out:?}");
     }
 
     #[test]
