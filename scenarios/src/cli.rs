@@ -115,15 +115,25 @@ fn origin(file: &Option<PathBuf>) -> String {
         .unwrap_or_else(|| "built-in scenarios.toml".into())
 }
 
-/// Run a `scenario` command.
+/// Run a `scenario` command; experts are pinned as `--switcher` says.
 pub fn scenario_command(args: ScenarioArgs) -> Result<()> {
+    scenario_command_with(args, None)
+}
+
+/// Run a `scenario` command with the caller's own way of pinning experts (e.g. the agent's
+/// supervisor built from its catalogue and timeouts, or its control socket); `None` builds one
+/// from `--switcher`.
+pub fn scenario_command_with(
+    args: ScenarioArgs,
+    switcher: Option<Box<dyn ExpertSwitcher>>,
+) -> Result<()> {
     match args.command {
         ScenarioCommand::List { file, check_tools } => {
             let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
             list(&cat, check_tools);
             Ok(())
         }
-        ScenarioCommand::Run(run) => run_command(run),
+        ScenarioCommand::Run(run) => run_command(run, switcher),
         ScenarioCommand::Report {
             results,
             out,
@@ -173,7 +183,7 @@ fn make_switcher(choice: SwitcherChoice) -> Result<Box<dyn ExpertSwitcher>> {
     })
 }
 
-fn run_command(args: RunArgs) -> Result<()> {
+fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Result<()> {
     let text = catalogue_text(&args.file)?;
     let cat = Catalogue::parse(&text, &origin(&args.file))?;
     let selected = cat.select(&args.scenarios)?;
@@ -198,7 +208,10 @@ fn run_command(args: RunArgs) -> Result<()> {
         .work_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work"));
-    let mut switcher = make_switcher(args.switcher)?;
+    let mut switcher = match switcher {
+        Some(s) => s,
+        None => make_switcher(args.switcher)?,
+    };
     // Calibrate once, on the default scheduler and an idle machine, for every run.
     switcher.pin(asa_experts::EEVDF).ok();
     let work_unit = WorkUnit::calibrate();

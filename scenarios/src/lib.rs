@@ -13,7 +13,7 @@ pub mod score;
 pub mod stats;
 pub mod work;
 
-pub use cli::{scenario_command, ScenarioArgs};
+pub use cli::{scenario_command, scenario_command_with, ScenarioArgs};
 pub use runner::{
     run_scenario, CurrentSchedulerOnly, ExpertSwitcher, RunOptions, SupervisorSwitcher,
 };
