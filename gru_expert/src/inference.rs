@@ -86,6 +86,43 @@ pub struct InferenceConfig {
     pub repredict_ns: u64,
     /// Forget tasks without events for this long.
     pub forget_ns: u64,
+    /// Inference time allowed per second of wall time (ns): beyond it,
+    /// inferences are skipped until the next second, so the model never takes
+    /// more than this share of one CPU from the workload.
+    pub budget_ns_per_s: u64,
+}
+
+/// Time spent on inference in the current one-second period.
+#[derive(Debug)]
+pub struct InferenceBudget {
+    per_period_ns: u64,
+    period_start_ns: u64,
+    spent_ns: u64,
+}
+
+impl InferenceBudget {
+    /// A budget of `per_period_ns` per second, starting at `now_ns`.
+    pub fn new(per_period_ns: u64, now_ns: u64) -> Self {
+        Self {
+            per_period_ns,
+            period_start_ns: now_ns,
+            spent_ns: 0,
+        }
+    }
+
+    /// True if an inference may run at `now_ns`.
+    pub fn allows(&mut self, now_ns: u64) -> bool {
+        if now_ns.saturating_sub(self.period_start_ns) >= 1_000_000_000 {
+            self.period_start_ns = now_ns;
+            self.spent_ns = 0;
+        }
+        self.spent_ns < self.per_period_ns
+    }
+
+    /// Charges one inference.
+    pub fn charge(&mut self, ns: u64) {
+        self.spent_ns += ns;
+    }
 }
 
 /// Consumes events, keeps per-task windows, runs the GRU on every task whose
@@ -107,6 +144,7 @@ pub fn run_inference(
     let mut model_seq = 0u32;
     let mut logged_errors = 0u32;
     let scaling = model.scaling().clone();
+    let mut budget = InferenceBudget::new(config.budget_ns_per_s, monotonic_ns());
 
     while !shutdown.load(Ordering::Relaxed) {
         let first = match queue.recv_timeout(Duration::from_millis(100)) {
@@ -130,9 +168,16 @@ pub fn run_inference(
             if !windows.fill_tensor(pid, &mut input) {
                 continue;
             }
+            if !budget.allows(now) {
+                counters
+                    .inferences_over_budget
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let started = Instant::now();
             let result = model.predict(&input);
             let elapsed = started.elapsed().as_nanos() as u64;
+            budget.charge(elapsed);
             counters.inferences.fetch_add(1, Ordering::Relaxed);
             let cpu = match result {
                 Ok(cpu) => cpu,
@@ -203,6 +248,17 @@ mod tests {
             (p.stamp_ns, p.cpu, p.model_seq),
             (0x0102_0304_0506_0708, -1, 9)
         );
+    }
+
+    #[test]
+    fn budget_refills_every_second() {
+        let mut b = InferenceBudget::new(100, 0);
+        assert!(b.allows(10));
+        b.charge(60);
+        assert!(b.allows(20));
+        b.charge(60);
+        assert!(!b.allows(999_999_999));
+        assert!(b.allows(1_000_000_000));
     }
 
     #[test]

@@ -49,6 +49,11 @@ struct Opts {
     #[arg(long, default_value_t = 20)]
     repredict_ms: u64,
 
+    /// Share of one CPU (percent) the inference thread may use; inferences
+    /// beyond it are skipped until the next second (their tasks fall back).
+    #[arg(long, default_value_t = 5.0)]
+    inference_budget_pct: f64,
+
     /// Seconds between stats lines and stats-file updates.
     #[arg(long, default_value_t = 2.0)]
     stats_interval: f64,
@@ -189,6 +194,7 @@ fn main() -> Result<()> {
         let config = InferenceConfig {
             repredict_ns: opts.repredict_ms * 1_000_000,
             forget_ns: 10_000_000_000,
+            budget_ns_per_s: (opts.inference_budget_pct.clamp(0.0, 100.0) * 1e7) as u64,
         };
         let (c, s) = (counters.clone(), shutdown.clone());
         threads.push((

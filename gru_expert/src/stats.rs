@@ -109,6 +109,8 @@ pub struct UserCounters {
     pub inferences: AtomicU64,
     /// Inferences that failed.
     pub inference_errors: AtomicU64,
+    /// Inferences skipped because the CPU budget of the second was spent.
+    pub inferences_over_budget: AtomicU64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: AtomicU64,
     /// pid_to_cpu updates that failed.
@@ -124,6 +126,7 @@ impl Default for UserCounters {
             events_dropped_queue: AtomicU64::new(0),
             inferences: AtomicU64::new(0),
             inference_errors: AtomicU64::new(0),
+            inferences_over_budget: AtomicU64::new(0),
             predictions_written: AtomicU64::new(0),
             map_update_errors: AtomicU64::new(0),
             latency: Mutex::new(LatencyWindow::new(8192)),
@@ -142,6 +145,8 @@ pub struct UserSnapshot {
     pub inferences: u64,
     /// Inferences that failed.
     pub inference_errors: u64,
+    /// Inferences skipped because the CPU budget of the second was spent.
+    pub inferences_over_budget: u64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: u64,
     /// pid_to_cpu updates that failed.
@@ -161,6 +166,7 @@ impl UserCounters {
             events_dropped_queue: self.events_dropped_queue.load(Ordering::Relaxed),
             inferences: self.inferences.load(Ordering::Relaxed),
             inference_errors: self.inference_errors.load(Ordering::Relaxed),
+            inferences_over_budget: self.inferences_over_budget.load(Ordering::Relaxed),
             predictions_written: self.predictions_written.load(Ordering::Relaxed),
             map_update_errors: self.map_update_errors.load(Ordering::Relaxed),
             inference_us_p50: latency.quantile(0.50).map(|ns| ns as f64 / 1000.0),
@@ -225,7 +231,7 @@ impl StatsSnapshot {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {}) pinned {} \
-             events {} ringbuf_drops {} queue_drops {} inferences {} infer_us p50 {} p99 {}",
+             events {} ringbuf_drops {} queue_drops {} inferences {} (over budget {}) infer_us p50 {} p99 {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -238,6 +244,7 @@ impl StatsSnapshot {
             self.ringbuf_drops,
             self.user.events_dropped_queue,
             self.user.inferences,
+            self.user.inferences_over_budget,
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),
         )
