@@ -241,6 +241,7 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
                     probe: s.probe.clone(),
                     runs: Vec::new(),
                     error: Some(format!("{e:#}")),
+                    skipped: Vec::new(),
                 });
                 if !args.keep_going {
                     set.save(&results_path)?;
@@ -260,6 +261,22 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
             "{} scenario(s) could not run: {}",
             failed.len(),
             failed.join(", ")
+        );
+    }
+    let skipped: Vec<String> = set
+        .scenarios
+        .iter()
+        .flat_map(|s| {
+            s.skipped
+                .iter()
+                .map(move |k| format!("{}/{}", s.scenario, k.expert))
+        })
+        .collect();
+    if !skipped.is_empty() {
+        bail!(
+            "{} run(s) skipped because the expert could not be pinned ({}); see the report",
+            skipped.len(),
+            skipped.join(", ")
         );
     }
     Ok(())

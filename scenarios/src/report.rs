@@ -552,6 +552,28 @@ pub fn markdown(report: &Report, results: &ResultSet) -> String {
             let _ = writeln!(md, "| {} | {e} | {probe} | {bg} |", s.scenario);
         }
     }
+    let skipped: Vec<String> = results
+        .scenarios
+        .iter()
+        .flat_map(|s| {
+            s.skipped.iter().map(move |k| {
+                format!(
+                    "- {} {} rep {}: {}",
+                    s.scenario,
+                    k.expert,
+                    k.rep + 1,
+                    k.reason
+                )
+            })
+        })
+        .collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## Runs skipped (expert could not be pinned)\n\n{}",
+            skipped.join("\n")
+        );
+    }
     if !report.errors.is_empty() {
         let _ = writeln!(md, "\n## Scenarios that did not run\n");
         for (s, e) in &report.errors {
@@ -955,6 +977,7 @@ mod scoring_tests {
                 run("lavd", 100.0, 50.0, vec![20.0, 20.0], 3.0),
             ],
             error: None,
+            skipped: Vec::new(),
         };
         let scored = score_scenario(&cat, &result).unwrap();
         // (2·0.5 [p99] + 1·1 [stability] + 1·0.5 [p50] + 1·0.5 [load]) / 5 = 0.6

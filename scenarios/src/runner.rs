@@ -172,6 +172,17 @@ pub struct RunRecord {
     pub valid: bool,
 }
 
+/// A run that did not happen because its expert could not be pinned.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SkippedRun {
+    /// Expert.
+    pub expert: String,
+    /// Repetition.
+    pub rep: u32,
+    /// The switcher's error.
+    pub reason: String,
+}
+
 /// Every run of one scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioResult {
@@ -185,6 +196,9 @@ pub struct ScenarioResult {
     pub runs: Vec<RunRecord>,
     /// Why the scenario could not run (tools missing, ...), when it could not.
     pub error: Option<String>,
+    /// Runs that did not happen because the expert could not be pinned.
+    #[serde(default)]
+    pub skipped: Vec<SkippedRun>,
 }
 
 /// Where a result set was measured.
@@ -326,6 +340,7 @@ pub fn run_scenario(
         probe: scenario.probe.clone(),
         runs: Vec::new(),
         error: None,
+        skipped: Vec::new(),
     };
     let total = opts.reps as usize * opts.experts.len();
     for rep in 0..opts.reps {
@@ -338,7 +353,23 @@ pub fn run_scenario(
                 probe.settings.kind(),
                 rep + 1
             );
-            let pinned = switcher.pin(expert)?;
+            let pinned = match switcher.pin(expert) {
+                Ok(p) => p,
+                Err(e) => {
+                    // One expert that does not attach must not cost the other experts' runs.
+                    warn!(
+                        "[{}] skipping {expert}, rep {}: {e:#}",
+                        scenario.name,
+                        rep + 1
+                    );
+                    result.skipped.push(SkippedRun {
+                        expert: expert.clone(),
+                        rep,
+                        reason: format!("{e:#}"),
+                    });
+                    continue;
+                }
+            };
             let started_unix_ms = asa_experts::supervisor::unix_ms(SystemTime::now());
             let t0 = Instant::now();
             let mut records = Vec::new();

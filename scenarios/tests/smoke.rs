@@ -217,3 +217,48 @@ phase = [{ load = "idle", share = 1.0 }, { load = "always_fails", share = 1.0 }]
     );
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
 }
+
+#[test]
+fn an_expert_that_cannot_be_pinned_is_skipped_and_reported() {
+    let text = smoke_catalogue_text();
+    let cat = Catalogue::parse(&text, "smoke").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        experts: vec!["eevdf".into(), "lavd".into()],
+        reps: 1,
+        duration: Duration::from_secs(1),
+        settle: Duration::ZERO,
+        cooldown: Duration::ZERO,
+        work_dir: work.path().to_owned(),
+        work_unit: WorkUnit::calibrate_with(2, 1.0),
+    };
+    let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
+    let r = run_scenario(
+        &cat,
+        cat.scenario("SMOKE-GAME").unwrap(),
+        &mut switcher,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(r.runs.len(), 1);
+    assert_eq!(r.runs[0].expert, "eevdf");
+    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(r.skipped[0].expert, "lavd");
+    assert!(
+        r.skipped[0].reason.contains("sched_ext"),
+        "{}",
+        r.skipped[0].reason
+    );
+
+    let mut set = ResultSet::new(opts, text);
+    set.scenarios.push(r);
+    let report = asa_scenarios::report::build_report(&set, "eevdf").unwrap();
+    let md = asa_scenarios::report::markdown(&report, &set);
+    assert!(
+        md.contains("Runs skipped") && md.contains("SMOKE-GAME lavd rep 1"),
+        "{md}"
+    );
+    let lavd = report.ranking.iter().find(|e| e.expert == "lavd").unwrap();
+    assert_eq!(lavd.mean_score, None);
+    assert!(asa_scenarios::report::heatmap_svg(&report).contains("n/a"));
+}

@@ -1,6 +1,8 @@
 //! Standalone scenario runner (`asa-scenarios list|run|report`), for the lab guest and for
 //! hosts without the agent. Same commands as `asa scenario ...`.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 /// ASA scenario runner: foreground probes × background loads, scored per expert.
@@ -11,7 +13,13 @@ struct Cli {
     args: asa_scenarios::ScenarioArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    asa_scenarios::scenario_command(Cli::parse().args)
+    match asa_scenarios::scenario_command(Cli::parse().args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
