@@ -1,4 +1,5 @@
-//! Compares EEVDF, scx_gru (with the committed model) and scx_bpfland on the
+//! Compares EEVDF, scx_gru (with the committed model), scx_gru --no-model (its
+//! fallback policy alone) and scx_bpfland on the
 //! thesis's kinds of load, in one lab VM run, and prints ratios to EEVDF.
 //!
 //! `ORT_DYLIB_PATH=.../libonnxruntime.so.1.x cargo run -p asa-gru-expert --example vm_compare`
@@ -18,7 +19,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use asa_lab::{GuestRun, Lab};
 
-const SCHEDULERS: [&str; 3] = ["eevdf", "gru", "bpfland"];
+const SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 const LOADS: [&str; 5] = ["cpu1", "cpu8", "io", "mixed", "messaging"];
 
 const SCRIPT: &str = r##"
@@ -49,6 +50,10 @@ scx_gru --stats-file $out/gru-stats.json > $out/gru.log 2>&1 &
 P=$!; waitstate enabled
 echo "# gru $(cat /sys/kernel/sched_ext/root/ops)" >> $out/runs.txt
 loads gru
+kill -INT $P; wait $P; waitstate disabled
+scx_gru --no-model --stats-file $out/gru-fallback-stats.json > $out/gru-fallback.log 2>&1 &
+P=$!; waitstate enabled
+loads gru-fallback
 kill -INT $P; wait $P; waitstate disabled
 scx_bpfland > $out/bpfland.log 2>&1 &
 P=$!; waitstate enabled

@@ -30,6 +30,9 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Longest time an event waits in the ring buffer before it is read.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
 /// Polls the `events` ring buffer until `shutdown`, sending decoded events to
 /// the inference thread without ever waiting for it.
 pub fn poll_ring_buffer(
@@ -67,7 +70,10 @@ pub fn poll_ring_buffer(
         .context("register the events ring buffer")?;
     let ring = builder.build().context("build the ring buffer poller")?;
     while !shutdown.load(Ordering::Relaxed) {
-        if let Err(e) = ring.poll(Duration::from_millis(100)) {
+        // The BPF side wakes us only for a batch of events; whatever is
+        // waiting is drained at least every POLL_INTERVAL.
+        let polled = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
+        if let Err(e) = polled {
             // EINTR (a signal) is expected at shutdown; the callback returning
             // -1 means the inference thread is gone.
             if shutdown.load(Ordering::Relaxed) {

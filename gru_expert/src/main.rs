@@ -37,6 +37,10 @@ struct Opts {
     #[arg(long, env = "ORT_DYLIB_PATH")]
     ort_lib: Option<PathBuf>,
 
+    /// Run without a model even if one is installed (fallback-only mode).
+    #[arg(long)]
+    no_model: bool,
+
     /// Time slice in microseconds.
     #[arg(long, default_value_t = 5000)]
     slice_us: u64,
@@ -86,6 +90,9 @@ fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<Path
 }
 
 fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
+    if opts.no_model {
+        return Ok(Mode::FallbackOnly("--no-model"));
+    }
     let model = explicit_or_default(&opts.model, DEFAULT_MODEL);
     let ort_lib = explicit_or_default(&opts.ort_lib, DEFAULT_ORT_LIB);
     match (&model, &ort_lib) {
