@@ -7,4 +7,5 @@
 
 pub mod control;
 pub mod controller;
+pub mod decision;
 pub mod switch_bench;

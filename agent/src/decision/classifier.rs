@@ -1,0 +1,396 @@
+//! The workload classifier: an ONNX model (XGBoost + RandomForest + SVM with soft voting,
+//! exported by `classifier/`) run through ONNX Runtime.
+//!
+//! ONNX Runtime is not linked: `libonnxruntime.so` is loaded at run time (the `ort` crate's
+//! `load-dynamic`), from the path given to [`OrtRuntime::load`] or from `ORT_DYLIB_PATH`. The
+//! library ships in the `onnxruntime` Python wheel that `classifier/setup.sh` installs (that
+//! script prints its path). ONNX Runtime allows one environment per process, so the runtime is
+//! a process-wide singleton.
+//!
+//! The model carries its metadata in ONNX `metadata_props` (keys [`meta`]); at load the feature
+//! schema name, version and the ordered feature names must equal the live schema, otherwise the
+//! model is refused with one [`ClassifierError::SchemaMismatch`].
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use super::FeatureSchema;
+
+/// Metadata keys written by `classifier/asa_classifier/export.py` (`schema.py`).
+pub mod meta {
+    /// Must be [`MODEL_SCHEMA`].
+    pub const MODEL_SCHEMA_KEY: &str = "asa.model_schema";
+    /// Must be [`MODEL_VERSION`] (as a decimal string).
+    pub const MODEL_VERSION_KEY: &str = "asa.model_version";
+    /// Feature schema name the model was trained on.
+    pub const FEATURE_SCHEMA: &str = "asa.feature_schema";
+    /// Feature schema version (decimal string).
+    pub const FEATURE_SCHEMA_VERSION: &str = "asa.feature_schema_version";
+    /// JSON list of feature names, in input order.
+    pub const FEATURE_NAMES: &str = "asa.feature_names";
+    /// JSON list of class names, in output order.
+    pub const CLASS_NAMES: &str = "asa.class_names";
+    /// ISO 8601 UTC date-time of training.
+    pub const TRAINING_DATE: &str = "asa.training_date";
+    /// Free text: what data the model was trained on.
+    pub const TRAINED_ON: &str = "asa.trained_on";
+    /// Model schema name.
+    pub const MODEL_SCHEMA: &str = "asa.classifier";
+    /// Model schema version.
+    pub const MODEL_VERSION: u32 = 1;
+    /// Input tensor: float32 [N, features].
+    pub const INPUT_NAME: &str = "features";
+    /// Output tensor: float32 [N, classes], the soft-voted probabilities.
+    pub const OUTPUT_NAME: &str = "probabilities";
+}
+
+/// What to do when ONNX Runtime is missing.
+const ORT_HINT: &str = "run classifier/setup.sh (it installs the onnxruntime wheel and prints the \
+library path) and set ORT_DYLIB_PATH to that libonnxruntime.so.1.x";
+
+/// Errors of the classifier, each saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClassifierError {
+    /// ONNX Runtime could not be loaded.
+    #[error("cannot load ONNX Runtime from {path}: {message}; {ORT_HINT}")]
+    Runtime {
+        /// The library path tried.
+        path: String,
+        /// ONNX Runtime's / the loader's message.
+        message: String,
+    },
+    /// The model file is missing, corrupt or not an ASA classifier.
+    #[error("cannot use classifier model {path}: {message}; retrain and export it with classifier/ (python -m asa_classifier.train)")]
+    BadModel {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The model was trained on another feature schema than the live one.
+    #[error("classifier model {path} does not match the live feature schema: {message}; retrain it on recordings of the live schema (python -m asa_classifier.train)")]
+    SchemaMismatch {
+        /// The model file.
+        path: PathBuf,
+        /// The first difference.
+        message: String,
+    },
+    /// Inference failed or the input is wrong.
+    #[error("classifier inference failed: {0}")]
+    Inference(String),
+}
+
+/// The process-wide ONNX Runtime environment.
+pub struct OrtRuntime {
+    environment: Environment,
+    library: PathBuf,
+}
+
+static RUNTIME: OnceLock<OrtRuntime> = OnceLock::new();
+static RUNTIME_INIT: Mutex<()> = Mutex::new(());
+
+impl OrtRuntime {
+    /// Loads `libonnxruntime.so` from `library` (or, if `None`, from `ORT_DYLIB_PATH`) once per
+    /// process and creates the environment. Later calls return the same runtime (a different
+    /// path is ignored with a warning: a process can hold only one).
+    pub fn load(library: Option<&Path>) -> Result<&'static OrtRuntime, ClassifierError> {
+        let _guard = RUNTIME_INIT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(runtime) = RUNTIME.get() {
+            if let Some(path) = library {
+                if path != runtime.library {
+                    log::warn!(
+                        "ONNX Runtime already loaded from {}; ignoring {}",
+                        runtime.library.display(),
+                        path.display()
+                    );
+                }
+            }
+            return Ok(runtime);
+        }
+        let library = match library {
+            Some(path) => path.to_path_buf(),
+            None => match std::env::var_os("ORT_DYLIB_PATH") {
+                Some(path) if !path.is_empty() => PathBuf::from(path),
+                _ => {
+                    return Err(ClassifierError::Runtime {
+                        path: "(none)".to_string(),
+                        message: "no library path given and ORT_DYLIB_PATH is not set".to_string(),
+                    })
+                }
+            },
+        };
+        let runtime_error = |message: String| ClassifierError::Runtime {
+            path: library.display().to_string(),
+            message,
+        };
+        if !library.is_file() {
+            return Err(runtime_error("no such file".to_string()));
+        }
+        let environment = ort::init_from(&library)
+            .map_err(|e| runtime_error(e.to_string()))?
+            .with_name("asa-decision")
+            .build()
+            .map_err(|e| runtime_error(e.to_string()))?;
+        log::info!("ONNX Runtime loaded from {}", library.display());
+        Ok(RUNTIME.get_or_init(|| OrtRuntime {
+            environment,
+            library,
+        }))
+    }
+
+    /// The library the runtime was loaded from.
+    pub fn library(&self) -> &Path {
+        &self.library
+    }
+}
+
+/// What the model says about itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelInfo {
+    /// The feature schema it was trained on (name, version, ordered names).
+    pub schema: FeatureSchema,
+    /// Class names, in probability order.
+    pub class_names: Vec<String>,
+    /// When it was trained (ISO 8601 UTC).
+    pub training_date: String,
+    /// What it was trained on (free text).
+    pub trained_on: String,
+}
+
+/// A loaded classifier: one single-threaded ONNX Runtime session.
+pub struct WorkloadClassifier {
+    session: Session,
+    info: ModelInfo,
+    path: PathBuf,
+}
+
+fn json_strings(text: &str, key: &str) -> Result<Vec<String>, String> {
+    serde_json::from_str(text)
+        .map_err(|e| format!("metadata {key} is not a JSON list of strings: {e}"))
+}
+
+impl WorkloadClassifier {
+    /// Loads the model at `path` with `runtime`, reads its metadata and checks it against the
+    /// live feature schema; one dry run checks the output shape.
+    pub fn load(
+        runtime: &OrtRuntime,
+        path: &Path,
+        live: &FeatureSchema,
+    ) -> Result<Self, ClassifierError> {
+        let bad = |message: String| ClassifierError::BadModel {
+            path: path.to_path_buf(),
+            message,
+        };
+        if !path.is_file() {
+            return Err(bad("no such file".to_string()));
+        }
+        let session = Session::builder(&runtime.environment)
+            .map_err(|e| bad(format!("cannot create a session: {e}")))?
+            .with_intra_threads(1)
+            .map_err(|e| bad(format!("cannot set intra-op threads: {e}")))?
+            .with_inter_threads(1)
+            .map_err(|e| bad(format!("cannot set inter-op threads: {e}")))?
+            .commit_from_file(path)
+            .map_err(|e| bad(format!("not a loadable ONNX model ({e})")))?;
+        let info = {
+            let metadata = session
+                .metadata()
+                .map_err(|e| bad(format!("cannot read its metadata: {e}")))?;
+            let get = |key: &str| {
+                metadata.custom(key).ok_or_else(|| {
+                    bad(format!(
+                        "metadata key {key} is missing (not exported by asa_classifier?)"
+                    ))
+                })
+            };
+            let model_schema = get(meta::MODEL_SCHEMA_KEY)?;
+            let model_version = get(meta::MODEL_VERSION_KEY)?;
+            if model_schema != meta::MODEL_SCHEMA
+                || model_version != meta::MODEL_VERSION.to_string()
+            {
+                return Err(bad(format!(
+                    "it is {model_schema} v{model_version}, this build reads {} v{}",
+                    meta::MODEL_SCHEMA,
+                    meta::MODEL_VERSION
+                )));
+            }
+            let version_text = get(meta::FEATURE_SCHEMA_VERSION)?;
+            let version = version_text.parse().map_err(|_| {
+                bad(format!(
+                    "metadata {} is not a number: {version_text:?}",
+                    meta::FEATURE_SCHEMA_VERSION
+                ))
+            })?;
+            ModelInfo {
+                schema: FeatureSchema {
+                    name: get(meta::FEATURE_SCHEMA)?,
+                    version,
+                    features: json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)
+                        .map_err(bad)?,
+                },
+                class_names: json_strings(&get(meta::CLASS_NAMES)?, meta::CLASS_NAMES)
+                    .map_err(bad)?,
+                training_date: get(meta::TRAINING_DATE)?,
+                trained_on: metadata.custom(meta::TRAINED_ON).unwrap_or_default(),
+            }
+        };
+        check_schema(live, &info.schema).map_err(|message| ClassifierError::SchemaMismatch {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        if info.class_names.is_empty() {
+            return Err(bad("it names no class".to_string()));
+        }
+        for (what, names, wanted) in [
+            ("input", session.inputs(), meta::INPUT_NAME),
+            ("output", session.outputs(), meta::OUTPUT_NAME),
+        ] {
+            if !names.iter().any(|o| o.name() == wanted) {
+                return Err(bad(format!("it has no {what} named {wanted:?}")));
+            }
+        }
+        let mut classifier = Self {
+            session,
+            info,
+            path: path.to_path_buf(),
+        };
+        let zeros = vec![0.0f32; classifier.info.schema.features.len()];
+        classifier
+            .predict(&zeros)
+            .map_err(|e| bad(format!("dry run failed: {e}")))?;
+        log::info!(
+            "classifier {} loaded: {} features ({} v{}), classes {:?}, trained {}",
+            path.display(),
+            classifier.info.schema.features.len(),
+            classifier.info.schema.name,
+            classifier.info.schema.version,
+            classifier.info.class_names,
+            classifier.info.training_date
+        );
+        Ok(classifier)
+    }
+
+    /// The model's metadata.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Class probabilities for one feature vector (in schema order; NaN = missing feature).
+    pub fn predict(&mut self, features: &[f32]) -> Result<Vec<f32>, ClassifierError> {
+        let expected = self.info.schema.features.len();
+        if features.len() != expected {
+            return Err(ClassifierError::Inference(format!(
+                "{} features given, the model takes {expected}",
+                features.len()
+            )));
+        }
+        let tensor = TensorRef::from_array_view(([1usize, expected], features))
+            .map_err(|e| ClassifierError::Inference(format!("input tensor: {e}")))?;
+        let outputs = self
+            .session
+            .run(ort::inputs![meta::INPUT_NAME => tensor])
+            .map_err(|e| ClassifierError::Inference(e.to_string()))?;
+        let (_, probabilities) = outputs[meta::OUTPUT_NAME]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| ClassifierError::Inference(format!("output tensor: {e}")))?;
+        if probabilities.len() != self.info.class_names.len() {
+            return Err(ClassifierError::Inference(format!(
+                "model gave {} probabilities for {} classes",
+                probabilities.len(),
+                self.info.class_names.len()
+            )));
+        }
+        Ok(probabilities.to_vec())
+    }
+}
+
+/// Compares the model's schema with the live one; returns the first difference.
+pub fn check_schema(live: &FeatureSchema, model: &FeatureSchema) -> Result<(), String> {
+    if (live.name.as_str(), live.version) != (model.name.as_str(), model.version) {
+        return Err(format!(
+            "the model was trained on feature schema {} v{}, the live schema is {} v{}",
+            model.name, model.version, live.name, live.version
+        ));
+    }
+    if live.features != model.features {
+        let first = live
+            .features
+            .iter()
+            .zip(&model.features)
+            .position(|(a, b)| a != b)
+            .unwrap_or(live.features.len().min(model.features.len()));
+        return Err(format!(
+            "{} v{}: the model has {} features, the live schema {}; first difference at position {first}: model {:?}, live {:?}",
+            live.name,
+            live.version,
+            model.features.len(),
+            live.features.len(),
+            model.features.get(first).map(String::as_str).unwrap_or("(none)"),
+            live.features.get(first).map(String::as_str).unwrap_or("(none)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(names: &[&str]) -> FeatureSchema {
+        FeatureSchema {
+            name: "asa.features".into(),
+            version: 2,
+            features: names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn schema_check_names_the_first_difference() {
+        let live = schema(&["cpu_user", "cpu_system", "ctx_switches"]);
+        assert!(check_schema(&live, &live.clone()).is_ok());
+        let swapped = schema(&["cpu_user", "ctx_switches", "cpu_system"]);
+        let err = check_schema(&live, &swapped).unwrap_err();
+        assert!(err.contains("position 1"), "{err}");
+        assert!(err.contains("\"ctx_switches\""), "{err}");
+        let shorter = schema(&["cpu_user", "cpu_system"]);
+        let err = check_schema(&live, &shorter).unwrap_err();
+        assert!(
+            err.contains("position 2") && err.contains("has 2 features"),
+            "{err}"
+        );
+        let mut old = live.clone();
+        old.version = 1;
+        let err = check_schema(&live, &old).unwrap_err();
+        assert!(
+            err.contains("asa.features v1") && err.contains("asa.features v2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_runtime_library_says_what_to_do() {
+        // Only meaningful while no runtime is loaded in this test process; the ORT tests are in
+        // tests/decision_classifier.rs (their own process).
+        if RUNTIME.get().is_some() {
+            return;
+        }
+        let err = OrtRuntime::load(Some(Path::new("/nonexistent/libonnxruntime.so.1.32.0")))
+            .err()
+            .expect("a missing library must be an error");
+        let text = err.to_string();
+        assert!(text.contains("/nonexistent/libonnxruntime.so"), "{text}");
+        assert!(
+            text.contains("classifier/setup.sh") && text.contains("ORT_DYLIB_PATH"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,27 @@
+//! Decision: classifier probabilities → time-weighted vote → mapping table → expert.
+//!
+//! - [`voting`]: Algorithm 1 of the ASA paper (time-weighted probability voting), streaming;
+//! - [`classifier`]: the workload classifier, an ONNX model run through ONNX Runtime (`ort`,
+//!   loaded at run time from `libonnxruntime.so`), checked against the live feature schema;
+//! - [`policy`]: vote → mapping table → expert, with a cooldown and a confidence margin, and a
+//!   [`policy::DecisionRecord`] per tick for the log and `asa status`.
+//!
+//! The live feature schema comes from perception (`agent/src/perception`, issue 3); this module
+//! only needs its name, version and ordered feature names, see [`FeatureSchema`].
+
+pub mod classifier;
+pub mod policy;
+pub mod voting;
+
+/// What the decision module needs to know about the live feature schema: its name and version
+/// and the feature names in the order the sampler writes them. Integration point with
+/// perception: build it from `agent/feature_schema.toml` (schema name, version, ordered names).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FeatureSchema {
+    /// Schema name (e.g. `asa.features`).
+    pub name: String,
+    /// Schema version.
+    pub version: u32,
+    /// Feature names, in vector order.
+    pub features: Vec<String>,
+}

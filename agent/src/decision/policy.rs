@@ -1,0 +1,538 @@
+//! The decision policy: per tick, classifier probabilities → vote (Algorithm 1) → mapping table
+//! → expert, switching only on a confident vote and never within the cooldown of the previous
+//! switch. Pure logic: the caller passes the time (a monotonic [`Duration`] since any fixed
+//! origin), so tests drive it with a fake clock.
+//!
+//! Each tick yields a [`DecisionRecord`] (probabilities, vote scores, class, chosen expert, the
+//! action and why) for the log and `asa status`. The caller carries out [`Action::Switch`] and
+//! tells the policy about switches it did not ask for ([`Policy::note_external_switch`], e.g.
+//! `asa pin`) or that failed ([`Policy::set_current_expert`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use asa_mapping::MappingTable;
+use serde::{Deserialize, Serialize};
+
+use super::voting::{TimeWeightedVoter, Vote, VotingConfig};
+
+/// Schema name of a decision record.
+pub const DECISION_SCHEMA: &str = "asa.decision";
+/// Schema version of a decision record.
+pub const DECISION_VERSION: u32 = 1;
+
+/// Default cooldown between two switches: 15 s. Longer than a switch takes on real hardware
+/// (about 1 s for bpfland/rusty; lavd's verifier is slower) and than the 6-tick window, so the
+/// vote after a switch already reflects the new expert; short enough that a phase change a
+/// minute later is followed.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(15);
+/// Default minimum margin (A_best − A_second) / Σ A: 0.25. With the default voting parameters a
+/// genuine change at probability 0.9 reaches 0.32 on its 3rd tick, a split 50/50 window 0.
+pub const DEFAULT_MIN_MARGIN: f64 = 0.25;
+/// Default minimum support A_best / max score: 0.5, i.e. at least half of a full, unanimous,
+/// certain window. At start-up (window filling) this needs 3 ticks at probability 0.9
+/// (2.196 / 3.689 = 0.595), so the agent does not act on its first impression.
+pub const DEFAULT_MIN_SUPPORT: f64 = 0.5;
+
+/// Parameters of the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PolicyConfig {
+    /// Algorithm 1 parameters.
+    pub voting: VotingConfig,
+    /// Minimum time between two switches.
+    pub cooldown: Duration,
+    /// Minimum vote margin to act on.
+    pub min_margin: f64,
+    /// Minimum vote support to act on.
+    pub min_support: f64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            voting: VotingConfig::default(),
+            cooldown: DEFAULT_COOLDOWN,
+            min_margin: DEFAULT_MIN_MARGIN,
+            min_support: DEFAULT_MIN_SUPPORT,
+        }
+    }
+}
+
+/// What the caller should do after a tick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Keep the current expert.
+    Stay,
+    /// Switch to `DecisionRecord::target_expert`.
+    Switch,
+}
+
+/// Why the policy did what it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// The window is empty or no probability in it is above θ.
+    NoDecision,
+    /// The vote is not clear enough.
+    NotConfident {
+        /// The vote's margin.
+        margin: f64,
+        /// Required margin.
+        min_margin: f64,
+        /// The vote's support.
+        support: f64,
+        /// Required support.
+        min_support: f64,
+    },
+    /// The mapping table has no usable expert for the voted class.
+    ClassNotMapped,
+    /// The voted class's expert is already running.
+    AlreadyRunning,
+    /// The last switch was too recent.
+    CoolingDown {
+        /// Seconds until a switch is allowed.
+        remaining_s: f64,
+    },
+    /// A confident vote for a class whose expert is not running, outside the cooldown.
+    Switch,
+}
+
+/// One tick's decision, for the log (one JSON line) and `asa status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// [`DECISION_SCHEMA`].
+    pub schema: String,
+    /// [`DECISION_VERSION`].
+    pub version: u32,
+    /// Tick number since the policy started (1 = first).
+    pub tick: u64,
+    /// The caller's monotonic time of the tick, in seconds.
+    pub at_s: f64,
+    /// Class → classifier probability this tick.
+    pub probabilities: BTreeMap<String, f32>,
+    /// Class → Algorithm 1 score over the window.
+    pub vote_scores: BTreeMap<String, f64>,
+    /// The voted class, if any.
+    pub voted_class: Option<String>,
+    /// The vote's margin (see [`Vote::margin`]).
+    pub margin: f64,
+    /// The vote's support (see [`Vote::support`]).
+    pub support: f64,
+    /// Expert running before this tick's decision (as the policy knows it).
+    pub current_expert: Option<String>,
+    /// Expert the mapping table gives for the voted class.
+    pub target_expert: Option<String>,
+    /// What to do.
+    pub action: Action,
+    /// Why.
+    pub reason: Reason,
+}
+
+impl DecisionRecord {
+    /// One human line: `tick 12: class game+kernel_build (margin 0.41, support 0.73) → bpfland: switch`.
+    pub fn summary(&self) -> String {
+        let why = match &self.reason {
+            Reason::NoDecision => "no decision (no probability above θ in the window)".to_string(),
+            Reason::NotConfident {
+                margin,
+                min_margin,
+                support,
+                min_support,
+            } => format!(
+                "stay: vote not confident (margin {margin:.2} of {min_margin:.2} needed, support {support:.2} of {min_support:.2})"
+            ),
+            Reason::ClassNotMapped => "stay: no usable expert mapped for this class".to_string(),
+            Reason::AlreadyRunning => "stay: already running".to_string(),
+            Reason::CoolingDown { remaining_s } => {
+                format!("stay: cooling down ({remaining_s:.1} s left)")
+            }
+            Reason::Switch => format!(
+                "switch from {}",
+                self.current_expert.as_deref().unwrap_or("(unknown)")
+            ),
+        };
+        format!(
+            "tick {}: class {} (margin {:.2}, support {:.2}) → {}: {}",
+            self.tick,
+            self.voted_class.as_deref().unwrap_or("-"),
+            self.margin,
+            self.support,
+            self.target_expert.as_deref().unwrap_or("-"),
+            why
+        )
+    }
+}
+
+/// The decision policy (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: PolicyConfig,
+    classes: Vec<String>,
+    /// Best usable expert per class index.
+    class_expert: Vec<Option<String>>,
+    voter: TimeWeightedVoter,
+    current_expert: Option<String>,
+    last_switch: Option<Duration>,
+    tick: u64,
+}
+
+impl Policy {
+    /// A policy for the classifier's `classes` (in probability order). `mapping` must already be
+    /// validated against the expert catalogue and these classes
+    /// ([`MappingTable::validate`]); per class the best-ranked expert for which `usable` is
+    /// true (installed, allowed on this machine) is used. `current_expert` is what runs now.
+    pub fn new(
+        config: PolicyConfig,
+        classes: Vec<String>,
+        mapping: &MappingTable,
+        usable: impl Fn(&str) -> bool,
+        current_expert: Option<String>,
+    ) -> Result<Self> {
+        ensure!(
+            (0.0..=1.0).contains(&config.min_margin) && (0.0..=1.0).contains(&config.min_support),
+            "min_margin and min_support must be in [0, 1]"
+        );
+        let voter = TimeWeightedVoter::new(config.voting, classes.len())?;
+        let class_expert = classes
+            .iter()
+            .map(|class| {
+                mapping
+                    .class(class)
+                    .and_then(|c| c.best_usable(&usable))
+                    .map(|r| r.expert.clone())
+            })
+            .collect();
+        Ok(Self {
+            config,
+            classes,
+            class_expert,
+            voter,
+            current_expert,
+            last_switch: None,
+            tick: 0,
+        })
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// The expert the policy believes is running.
+    pub fn current_expert(&self) -> Option<&str> {
+        self.current_expert.as_deref()
+    }
+
+    /// The expert used for a class, if any.
+    pub fn expert_for(&self, class: &str) -> Option<&str> {
+        let index = self.classes.iter().position(|c| c == class)?;
+        self.class_expert[index].as_deref()
+    }
+
+    /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
+    /// failed and the old expert, or EEVDF, is running).
+    pub fn set_current_expert(&mut self, expert: Option<&str>) {
+        self.current_expert = expert.map(str::to_string);
+    }
+
+    /// Records a switch the policy did not decide (`asa pin`/`unpin`): it starts the cooldown.
+    pub fn note_external_switch(&mut self, expert: &str, now: Duration) {
+        self.current_expert = Some(expert.to_string());
+        self.last_switch = Some(now);
+    }
+
+    /// Feeds one tick's classifier probabilities and decides. On [`Action::Switch`] the policy
+    /// assumes the switch happens (current expert = target, cooldown starts at `now`).
+    pub fn on_tick(&mut self, now: Duration, probabilities: &[f32]) -> Result<DecisionRecord> {
+        let vote = self.voter.push(probabilities)?;
+        self.tick += 1;
+        Ok(self.decide(now, probabilities, vote))
+    }
+
+    fn decide(&mut self, now: Duration, probabilities: &[f32], vote: Vote) -> DecisionRecord {
+        let target = vote.class.and_then(|c| self.class_expert[c].clone());
+        let (action, reason) = if vote.class.is_none() {
+            (Action::Stay, Reason::NoDecision)
+        } else if vote.margin < self.config.min_margin || vote.support < self.config.min_support {
+            (
+                Action::Stay,
+                Reason::NotConfident {
+                    margin: vote.margin,
+                    min_margin: self.config.min_margin,
+                    support: vote.support,
+                    min_support: self.config.min_support,
+                },
+            )
+        } else if target.is_none() {
+            (Action::Stay, Reason::ClassNotMapped)
+        } else if target == self.current_expert {
+            (Action::Stay, Reason::AlreadyRunning)
+        } else if let Some(remaining) = self
+            .last_switch
+            .map(|at| (at + self.config.cooldown).saturating_sub(now))
+            .filter(|r| !r.is_zero())
+        {
+            (
+                Action::Stay,
+                Reason::CoolingDown {
+                    remaining_s: remaining.as_secs_f64(),
+                },
+            )
+        } else {
+            (Action::Switch, Reason::Switch)
+        };
+        let record = DecisionRecord {
+            schema: DECISION_SCHEMA.to_string(),
+            version: DECISION_VERSION,
+            tick: self.tick,
+            at_s: now.as_secs_f64(),
+            probabilities: self
+                .classes
+                .iter()
+                .cloned()
+                .zip(probabilities.iter().copied())
+                .collect(),
+            vote_scores: self
+                .classes
+                .iter()
+                .cloned()
+                .zip(vote.scores.iter().copied())
+                .collect(),
+            voted_class: vote.class.map(|c| self.classes[c].clone()),
+            margin: vote.margin,
+            support: vote.support,
+            current_expert: self.current_expert.clone(),
+            target_expert: target.clone(),
+            action,
+            reason,
+        };
+        if record.action == Action::Switch {
+            self.current_expert = target;
+            self.last_switch = Some(now);
+        }
+        record
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = r#"
+schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-22"
+[[class]]
+name = "busy"
+ranked = [
+  { expert = "lavd", score = 0.9, spread = 0.0, runs = 0 },
+  { expert = "bpfland", score = 0.8, spread = 0.0, runs = 0 },
+]
+[[class]]
+name = "calm"
+ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
+"#;
+
+    const BUSY: [f32; 3] = [0.9, 0.05, 0.05];
+    const CALM: [f32; 3] = [0.05, 0.9, 0.05];
+    const UNMAPPED: [f32; 3] = [0.05, 0.05, 0.9];
+    const UNSURE: [f32; 3] = [0.4, 0.3, 0.3];
+
+    /// Classes busy, calm and "odd" (not in the table); everything usable unless `not_usable`.
+    fn policy(cooldown_s: u64, not_usable: &'static str) -> Policy {
+        let table = MappingTable::parse(TABLE, "test").unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let names: Vec<&str> = classes.iter().map(String::as_str).collect();
+        let unmapped = table
+            .validate("test", &["eevdf", "lavd", "bpfland"], &names)
+            .unwrap();
+        assert_eq!(unmapped, vec!["odd".to_string()]);
+        let config = PolicyConfig {
+            cooldown: Duration::from_secs(cooldown_s),
+            ..PolicyConfig::default()
+        };
+        Policy::new(
+            config,
+            classes,
+            &table,
+            move |e| e != not_usable,
+            Some("eevdf".into()),
+        )
+        .unwrap()
+    }
+
+    fn at(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:
+    /// n = 1: 0.244, n = 2: 0.439 (< 0.5: not confident), n = 3: 0.595 → switch on tick 3.
+    #[test]
+    fn switches_on_the_third_confident_tick_at_start() {
+        let mut p = policy(15, "");
+        let r1 = p.on_tick(at(1), &BUSY).unwrap();
+        assert!(
+            matches!(r1.reason, Reason::NotConfident { support, .. } if (support - 0.9 / 3.68928).abs() < 1e-6)
+        );
+        assert_eq!(r1.voted_class.as_deref(), Some("busy"));
+        assert_eq!(r1.target_expert.as_deref(), Some("lavd"));
+        let r2 = p.on_tick(at(2), &BUSY).unwrap();
+        assert_eq!(r2.action, Action::Stay);
+        let r3 = p.on_tick(at(3), &BUSY).unwrap();
+        assert_eq!(
+            (r3.action.clone(), r3.reason.clone()),
+            (Action::Switch, Reason::Switch)
+        );
+        assert_eq!(r3.current_expert.as_deref(), Some("eevdf"));
+        assert_eq!(p.current_expert(), Some("lavd"));
+        let r4 = p.on_tick(at(4), &BUSY).unwrap();
+        assert_eq!(r4.reason, Reason::AlreadyRunning);
+        assert!(
+            r3.summary().contains("switch from eevdf"),
+            "{}",
+            r3.summary()
+        );
+    }
+
+    #[test]
+    fn one_tick_spike_never_switches() {
+        let mut p = policy(0, "");
+        for s in 1..=6 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        let spike = p.on_tick(at(7), &CALM).unwrap();
+        assert_eq!(spike.voted_class.as_deref(), Some("busy"));
+        assert_eq!(spike.reason, Reason::AlreadyRunning);
+        for s in 8..=20 {
+            let r = p.on_tick(at(s), &BUSY).unwrap();
+            assert_eq!(r.action, Action::Stay, "tick {s}: {}", r.summary());
+        }
+    }
+
+    /// After a switch at t = 3 (cooldown 15 s, so allowed again from t = 18), the load changes at
+    /// t = 4. The window holds only the 3 busy ticks of t1..t3 (all at p = 0.9):
+    /// t4: busy 0.9·(0.8+0.64+0.512) = 1.7568, calm 0.9 → busy (support 0.476: not confident);
+    /// t5: busy 0.9·(0.64+0.512+0.4096) = 1.40544, calm 1.62 → calm, margin 0.071: not confident;
+    /// t6: busy 0.9·(0.512+0.4096+0.32768) = 1.124352, calm 2.196 → margin 0.32 ≥ 0.25, support
+    /// 0.595 ≥ 0.5: confident, but the cooldown holds the switch until t = 18 (3 s left at t = 15).
+    #[test]
+    fn cooldown_delays_a_genuine_change() {
+        let mut p = policy(15, "");
+        for s in 1..=3 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        let r4 = p.on_tick(at(4), &CALM).unwrap();
+        assert_eq!(r4.voted_class.as_deref(), Some("busy"));
+        // support 1.7568 / 3.68928 = 0.476 < 0.5: the window is not full of busy ticks yet.
+        assert!(
+            matches!(r4.reason, Reason::NotConfident { .. }),
+            "{:?}",
+            r4.reason
+        );
+        let r5 = p.on_tick(at(5), &CALM).unwrap();
+        assert_eq!(r5.voted_class.as_deref(), Some("calm"));
+        assert!((r5.margin - (1.62 - 1.40544) / 3.02544).abs() < 1e-6);
+        assert!(matches!(r5.reason, Reason::NotConfident { .. }));
+        for s in 6..=17 {
+            let r = p.on_tick(at(s), &CALM).unwrap();
+            assert_eq!(r.voted_class.as_deref(), Some("calm"), "tick {s}");
+            assert!(
+                matches!(r.reason, Reason::CoolingDown { .. }),
+                "tick {s}: {:?}",
+                r.reason
+            );
+            if s == 15 {
+                assert_eq!(r.reason, Reason::CoolingDown { remaining_s: 3.0 });
+            }
+        }
+        let r18 = p.on_tick(at(18), &CALM).unwrap();
+        assert_eq!(r18.action, Action::Switch);
+        assert_eq!(r18.target_expert.as_deref(), Some("eevdf"));
+    }
+
+    #[test]
+    fn unsure_ticks_and_unmapped_classes_stay() {
+        let mut p = policy(0, "");
+        for s in 1..=6 {
+            let r = p.on_tick(at(s), &UNSURE).unwrap();
+            assert_eq!(r.reason, Reason::NoDecision);
+            assert_eq!(r.voted_class, None);
+        }
+        // The UNSURE ticks add nothing (all ≤ θ): "odd" gets support 0.595 on its 3rd tick.
+        for s in 7..=12 {
+            let r = p.on_tick(at(s), &UNMAPPED).unwrap();
+            assert_eq!(r.voted_class.as_deref(), Some("odd"));
+            if s < 9 {
+                assert!(matches!(r.reason, Reason::NotConfident { .. }), "tick {s}");
+            } else {
+                assert_eq!(r.reason, Reason::ClassNotMapped, "tick {s}");
+            }
+        }
+        assert_eq!(p.current_expert(), Some("eevdf"));
+    }
+
+    /// Two classes alternating every tick: scores stay close, the margin below 0.25.
+    /// After 6 ticks (newest busy): busy = 0.9·(1 + 0.64 + 0.4096) = 1.84464,
+    /// calm = 0.9·(0.8 + 0.512 + 0.32768) = 1.475712, margin 0.368928/3.320352 = 0.111.
+    #[test]
+    fn alternating_classes_are_not_confident() {
+        let mut p = policy(0, "");
+        let mut last = None;
+        for s in 1..=6 {
+            let probs = if s % 2 == 0 { BUSY } else { CALM };
+            last = Some(p.on_tick(at(s), &probs).unwrap());
+        }
+        let last = last.unwrap();
+        assert!(
+            (last.margin - 0.368928 / 3.320352).abs() < 1e-6,
+            "{}",
+            last.margin
+        );
+        assert!(matches!(last.reason, Reason::NotConfident { .. }));
+        assert_eq!(p.current_expert(), Some("eevdf"));
+    }
+
+    #[test]
+    fn unusable_expert_falls_back_to_the_next_ranked() {
+        let p = policy(0, "lavd");
+        assert_eq!(p.expert_for("busy"), Some("bpfland"));
+        assert_eq!(p.expert_for("calm"), Some("eevdf"));
+        assert_eq!(p.expert_for("odd"), None);
+    }
+
+    #[test]
+    fn external_switch_starts_the_cooldown() {
+        let mut p = policy(10, "");
+        p.note_external_switch("bpfland", at(0));
+        for s in 1..=9 {
+            let r = p.on_tick(at(s), &BUSY).unwrap();
+            assert_eq!(r.action, Action::Stay);
+        }
+        assert_eq!(p.on_tick(at(10), &BUSY).unwrap().action, Action::Switch);
+        p.set_current_expert(Some("eevdf"));
+        assert_eq!(p.current_expert(), Some("eevdf"));
+    }
+
+    #[test]
+    fn record_round_trips_as_json() {
+        let mut p = policy(0, "");
+        let r = p.on_tick(at(1), &BUSY).unwrap();
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains("\"schema\":\"asa.decision\""));
+        assert!(line.contains("\"kind\":\"not_confident\""));
+        let back: DecisionRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.probabilities["busy"], 0.9);
+    }
+
+    #[test]
+    fn wrong_probability_count_is_an_error() {
+        let mut p = policy(0, "");
+        assert!(p.on_tick(at(1), &[0.5, 0.5]).is_err());
+    }
+}

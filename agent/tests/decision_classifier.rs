@@ -1,0 +1,148 @@
+//! The classifier through ONNX Runtime, on the tiny model made by the Python side
+//! (tests/data/classifier_tiny.onnx, generator classifier/asa_classifier/make_test_model.py):
+//! Rust probabilities equal Python's, metadata is read, mismatched and corrupt models are refused.
+//!
+//! Needs libonnxruntime.so: ORT_DYLIB_PATH, or the one in classifier/.venv (classifier/setup.sh).
+
+use std::path::{Path, PathBuf};
+
+use asa_agent::decision::classifier::{ClassifierError, OrtRuntime, WorkloadClassifier};
+use asa_agent::decision::FeatureSchema;
+use serde::Deserialize;
+
+const NEEDS_ORT: &str = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)";
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// ORT_DYLIB_PATH, else the library in classifier/.venv.
+fn ort_library() -> PathBuf {
+    if let Some(path) = std::env::var_os("ORT_DYLIB_PATH") {
+        return PathBuf::from(path);
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|pythons| {
+        pythons.flatten().find_map(|python| {
+            let capi = python.path().join("site-packages/onnxruntime/capi");
+            std::fs::read_dir(capi)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("libonnxruntime.so."))
+                })
+        })
+    });
+    found.unwrap_or_else(|| panic!("no ONNX Runtime library: {NEEDS_ORT}"))
+}
+
+#[derive(Deserialize)]
+struct Golden {
+    feature_schema: String,
+    feature_schema_version: u32,
+    feature_names: Vec<String>,
+    class_names: Vec<String>,
+    inputs: Vec<Vec<Option<f32>>>,
+    probabilities: Vec<Vec<f64>>,
+}
+
+fn golden() -> Golden {
+    serde_json::from_str(&std::fs::read_to_string(data("classifier_tiny_golden.json")).unwrap())
+        .unwrap()
+}
+
+fn live_schema(g: &Golden) -> FeatureSchema {
+    FeatureSchema {
+        name: g.feature_schema.clone(),
+        version: g.feature_schema_version,
+        features: g.feature_names.clone(),
+    }
+}
+
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn rust_probabilities_equal_python() {
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let mut classifier =
+        WorkloadClassifier::load(runtime, &data("classifier_tiny.onnx"), &live_schema(&g)).unwrap();
+    let info = classifier.info();
+    assert_eq!(info.class_names, g.class_names);
+    assert_eq!(info.schema.features, g.feature_names);
+    assert_eq!(info.training_date, "2026-11-22T00:00:00Z");
+    assert!(info.trained_on.contains("synthetic"), "{}", info.trained_on);
+    let mut worst = 0.0f64;
+    for (input, expected) in g.inputs.iter().zip(&g.probabilities) {
+        let features: Vec<f32> = input.iter().map(|v| v.unwrap_or(f32::NAN)).collect();
+        let probabilities = classifier.predict(&features).unwrap();
+        assert_eq!(probabilities.len(), expected.len());
+        for (p, e) in probabilities.iter().zip(expected) {
+            worst = worst.max((f64::from(*p) - e).abs());
+        }
+        let sum: f32 = probabilities.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5, "probabilities sum to {sum}");
+    }
+    assert!(worst < 1e-5, "Rust vs Python max difference {worst}");
+    assert!(
+        g.inputs.iter().any(|row| row.contains(&None)),
+        "golden set has a NaN input"
+    );
+    let err = classifier.predict(&[0.0; 3]).unwrap_err();
+    assert!(matches!(err, ClassifierError::Inference(_)), "{err}");
+}
+
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn mismatched_schema_is_refused_with_one_clear_error() {
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let model = data("classifier_tiny.onnx");
+    let mut reordered = live_schema(&g);
+    reordered.features.swap(0, 1);
+    let err = WorkloadClassifier::load(runtime, &model, &reordered)
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(
+        matches!(err, ClassifierError::SchemaMismatch { .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("position 0") && text.contains("retrain"),
+        "{text}"
+    );
+    let mut newer = live_schema(&g);
+    newer.version += 1;
+    let err = WorkloadClassifier::load(runtime, &model, &newer)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("asa.features.test v1"), "{err}");
+}
+
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn corrupt_or_missing_model_is_a_clear_error() {
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt = dir.path().join("corrupt.onnx");
+    let mut bytes = std::fs::read(data("classifier_tiny.onnx")).unwrap();
+    bytes.truncate(bytes.len() / 3);
+    std::fs::write(&corrupt, &bytes).unwrap();
+    for path in [corrupt, dir.path().join("missing.onnx")] {
+        let err = WorkloadClassifier::load(runtime, &path, &live_schema(&g))
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(matches!(err, ClassifierError::BadModel { .. }), "{text}");
+        assert!(
+            text.contains(&path.display().to_string()) && text.contains("asa_classifier"),
+            "{text}"
+        );
+    }
+}

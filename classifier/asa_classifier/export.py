@@ -1,0 +1,113 @@
+"""ONNX export: one file holding the three members and the soft vote, plus metadata.
+
+Each member is converted on its own (XGBoost with onnxmltools, target opset 15; the
+scikit-learn pipelines with skl2onnx, opset 15, no ZipMap), its names prefixed, all three fed
+from one input `features` (float32 [N, F]), and their `probabilities` outputs combined as
+Σ weight · p into the output `probabilities` (float32 [N, C]). Metadata keys: schema.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnxmltools.convert import convert_xgboost
+from onnxmltools.convert.common.data_types import FloatTensorType as XgbFloatTensorType
+from skl2onnx import convert_sklearn
+from skl2onnx.common.data_types import FloatTensorType
+
+from . import schema as s
+from .ensemble import WEIGHTS, Ensemble
+from .schema import FeatureSchema
+
+OPSET = 15
+
+
+def _member_graph(model: onnx.ModelProto, prefix: str):
+    model = onnx.compose.add_prefix(model, prefix)
+    graph = model.graph
+    old_input = graph.input[0].name
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name == old_input:
+                node.input[i] = s.INPUT_NAME
+    outputs = [o.name for o in graph.output if o.name.endswith("probabilities")]
+    if len(outputs) != 1:
+        raise RuntimeError(f"member {prefix}: expected one probabilities output, got {[o.name for o in graph.output]}")
+    return model, outputs[0]
+
+
+def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
+            training_date: str | None = None) -> onnx.ModelProto:
+    n = len(schema.features)
+    members = {
+        "xgboost": convert_xgboost(ensemble.xgboost, initial_types=[("features", XgbFloatTensorType([None, n]))],
+                                   target_opset=OPSET),
+        "random_forest": convert_sklearn(ensemble.random_forest, initial_types=[("features", FloatTensorType([None, n]))],
+                                         target_opset={"": OPSET, "ai.onnx.ml": 3}, options={"zipmap": False}),
+        "svm": convert_sklearn(ensemble.svm, initial_types=[("features", FloatTensorType([None, n]))],
+                               target_opset={"": OPSET, "ai.onnx.ml": 3}, options={"zipmap": False}),
+    }
+    nodes, initializers, weighted, opsets = [], [], [], {}
+    for name, member in members.items():
+        prefixed, output = _member_graph(member, f"{name}_")
+        nodes.extend(prefixed.graph.node)
+        initializers.extend(prefixed.graph.initializer)
+        for op in prefixed.opset_import:
+            opsets[op.domain] = max(opsets.get(op.domain, 0), op.version)
+        weight = f"{name}_vote_weight"
+        initializers.append(numpy_helper.from_array(np.array([WEIGHTS[name]], dtype=np.float32), weight))
+        nodes.append(helper.make_node("Mul", [output, weight], [f"{name}_weighted"], name=f"{name}_weighting"))
+        weighted.append(f"{name}_weighted")
+    nodes.append(helper.make_node("Sum", weighted, [s.OUTPUT_NAME], name="soft_vote"))
+    classes = len(ensemble.classes)
+    graph = helper.make_graph(
+        nodes, "asa_workload_classifier",
+        [helper.make_tensor_value_info(s.INPUT_NAME, TensorProto.FLOAT, [None, n])],
+        [helper.make_tensor_value_info(s.OUTPUT_NAME, TensorProto.FLOAT, [None, classes])],
+        initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+                              producer_name="asa_classifier")
+    model.ir_version = 8
+    meta = {
+        s.META_MODEL_SCHEMA: s.MODEL_SCHEMA,
+        s.META_MODEL_VERSION: str(s.MODEL_VERSION),
+        s.META_FEATURE_SCHEMA: schema.name,
+        s.META_FEATURE_SCHEMA_VERSION: str(schema.version),
+        s.META_FEATURE_NAMES: json.dumps(list(schema.features)),
+        s.META_CLASS_NAMES: json.dumps(list(ensemble.classes)),
+        s.META_TRAINING_DATE: training_date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        s.META_ENSEMBLE: json.dumps({"members": list(members), "weights": WEIGHTS, "soft_voting": True}),
+        s.META_TRAINED_ON: trained_on,
+    }
+    for key, value in meta.items():
+        model.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
+    onnx.checker.check_model(model)
+    return model
+
+
+def read_metadata(path) -> dict[str, str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in model.metadata_props}
+
+
+class OnnxClassifier:
+    """The exported model run with onnxruntime; refuses a model made for another feature schema."""
+
+    def __init__(self, path, live: FeatureSchema):
+        import onnxruntime as ort
+        self.meta = read_metadata(path)
+        if self.meta.get(s.META_MODEL_SCHEMA) != s.MODEL_SCHEMA or self.meta.get(s.META_MODEL_VERSION) != str(s.MODEL_VERSION):
+            raise ValueError(f"{path}: not an {s.MODEL_SCHEMA} v{s.MODEL_VERSION} model")
+        live.check_same(s.metadata_schema(self.meta), f"model {path}")
+        self.classes = json.loads(self.meta[s.META_CLASS_NAMES])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return self.session.run([s.OUTPUT_NAME], {s.INPUT_NAME: np.asarray(x, dtype=np.float32)})[0]
