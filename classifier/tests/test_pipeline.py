@@ -1,0 +1,100 @@
+"""Dataset, split by run, training, ONNX export and report on a small synthetic dataset.
+
+Mechanics tests: the export reproduces Python's probabilities within 1e-5; a model or dataset
+of another feature schema is refused. No accuracy claim is made from synthetic data."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from asa_classifier import train as train_cli
+from asa_classifier.dataset import load_manifest, split_by_run, stack
+from asa_classifier.ensemble import train
+from asa_classifier.export import OnnxClassifier, read_metadata, to_onnx
+from asa_classifier.report import metrics
+from asa_classifier.schema import SchemaMismatch, metadata_schema
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_manifest_split_is_by_run(dataset_dir, schema):
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    assert len(dataset.runs) == 9 and dataset.machine == "pytest synthetic"
+    train_runs, heldout = split_by_run(dataset.runs, 0.25, seed=3)
+    names_train = {r.name for r in train_runs}
+    names_heldout = {r.name for r in heldout}
+    assert not names_train & names_heldout
+    assert len(names_train | names_heldout) == 9
+    # round(0.25 * 3) = 1 held-out run per class, every class keeps two training runs
+    assert len(heldout) == 3
+    assert {r.labels[0] for r in heldout} == set(dataset.classes())
+    dataset.runs[0].heldout = True
+    train_runs, heldout = split_by_run(dataset.runs, 0.25, seed=3)
+    assert dataset.runs[0].name in {r.name for r in heldout}
+
+
+def test_export_reproduces_python_probabilities(dataset_dir, schema, tmp_path):
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    classes = dataset.classes()
+    x, y, _ = stack(dataset.runs, classes)
+    x[4, 1] = np.nan  # a missing feature
+    ensemble = train(x, y, classes, seed=0, small=True)
+    path = tmp_path / "m.onnx"
+    onnx.save(to_onnx(ensemble, schema, "pytest"), str(path))
+    probe = np.random.default_rng(1).normal(size=(64, len(schema.features))).astype(np.float32) * 3
+    probe[0, 0] = np.nan
+    python = ensemble.predict_proba(probe)
+    exported = OnnxClassifier(path, schema).predict_proba(probe)
+    assert exported.shape == (64, len(classes))
+    assert np.abs(python - exported).max() < 1e-5
+    meta = read_metadata(path)
+    assert metadata_schema(meta) == schema
+    assert json.loads(meta["asa.class_names"]) == classes
+    assert meta["asa.training_date"].endswith("Z")
+
+
+def test_schema_mismatch_is_refused(dataset_dir, schema, tmp_path):
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    x, y, _ = stack(dataset.runs, dataset.classes())
+    path = tmp_path / "m.onnx"
+    onnx.save(to_onnx(train(x, y, dataset.classes(), small=True), schema, "pytest"), str(path))
+    reordered = replace(schema, features=tuple(reversed(schema.features)))
+    with pytest.raises(SchemaMismatch, match="first difference at position 0"):
+        OnnxClassifier(path, reordered)
+    with pytest.raises(SchemaMismatch, match="v4"):
+        OnnxClassifier(path, replace(schema, version=4))
+    with pytest.raises(SchemaMismatch):
+        load_manifest(dataset_dir / "manifest.toml", replace(schema, version=4))
+
+
+def test_metrics_on_hand_made_predictions():
+    m = metrics(np.array([0, 0, 1, 1]), [0, 1, 1, None], ["a", "b"])
+    assert m["accuracy"] == 0.5 and m["coverage"] == 0.75
+    assert m["confusion"] == [[1, 1, 0], [0, 1, 1]]
+    assert m["per_class"]["a"] == {"precision": 1.0, "recall": 0.5, "support": 2}
+    assert m["per_class"]["b"]["precision"] == 0.5
+
+
+def test_train_cli_end_to_end(dataset_dir, schema, tmp_path):
+    out = tmp_path / "out"
+    result = train_cli.run(dataset_dir / "manifest.toml", schema, out, small=True)
+    assert (out / "classifier.onnx").is_file()
+    assert result["export_max_abs_diff"] < 1e-5
+    assert not set(result["train_runs"]) & set(result["heldout_runs"])
+    assert result["raw"]["ticks"] == 3 * 30
+    text = (out / "report.md").read_text()
+    assert "Confusion matrix" in text and "After time-weighted voting" in text
+
+
+def test_committed_rust_test_model_matches_its_golden_file():
+    data = REPO / "agent/tests/data"
+    golden = json.loads((data / "classifier_tiny_golden.json").read_text())
+    from asa_classifier.schema import FeatureSchema
+    schema = FeatureSchema(golden["feature_schema"], golden["feature_schema_version"], tuple(golden["feature_names"]))
+    inputs = np.array([[np.nan if v is None else v for v in row] for row in golden["inputs"]], dtype=np.float32)
+    probs = OnnxClassifier(data / "classifier_tiny.onnx", schema).predict_proba(inputs)
+    assert np.abs(probs - np.array(golden["probabilities"])).max() < 1e-5
