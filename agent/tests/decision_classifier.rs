@@ -134,6 +134,16 @@ fn corrupt_or_missing_model_is_a_clear_error() {
     let mut bytes = std::fs::read(data("classifier_tiny.onnx")).unwrap();
     bytes.truncate(bytes.len() / 3);
     std::fs::write(&corrupt, &bytes).unwrap();
+    // A valid ONNX model that is not an ASA classifier (the GRU expert's model): no metadata.
+    let foreign = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gru_expert/model/gru.onnx");
+    let err = WorkloadClassifier::load(runtime, &foreign, &live_schema(&g))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("metadata key asa.model_schema is missing"),
+        "{err}"
+    );
     for path in [corrupt, dir.path().join("missing.onnx")] {
         let err = WorkloadClassifier::load(runtime, &path, &live_schema(&g))
             .err()

@@ -392,5 +392,16 @@ mod tests {
             text.contains("classifier/setup.sh") && text.contains("ORT_DYLIB_PATH"),
             "{text}"
         );
+        // A file that is not a shared library.
+        let dir = std::env::temp_dir().join(format!("asa-ort-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("libonnxruntime.so.1.32.0");
+        std::fs::write(&fake, b"not a library").unwrap();
+        let err = OrtRuntime::load(Some(&fake))
+            .err()
+            .expect("a non-library must be an error");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(err, ClassifierError::Runtime { .. }), "{err}");
+        assert!(err.to_string().contains("ORT_DYLIB_PATH"), "{err}");
     }
 }
