@@ -1,5 +1,6 @@
 //! Compares EEVDF, scx_gru (with the committed model), scx_gru --no-model (its
-//! fallback policy alone) and scx_bpfland on the
+//! fallback policy alone), scx_gru --inference-budget-pct 0 (events and
+//! threads, no inference) and scx_bpfland on the
 //! thesis's kinds of load, in one lab VM run, and prints ratios to EEVDF.
 //!
 //! `ORT_DYLIB_PATH=.../libonnxruntime.so.1.x cargo run -p asa-gru-expert --example vm_compare`
@@ -19,7 +20,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use asa_lab::{GuestRun, Lab};
 
-const SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
+const SCHEDULERS: [&str; 5] = ["eevdf", "gru", "gru-noinfer", "gru-fallback", "bpfland"];
 const LOADS: [&str; 5] = ["cpu1", "cpu8", "io", "mixed", "messaging"];
 
 const SCRIPT: &str = r##"
@@ -50,6 +51,10 @@ scx_gru --stats-file $out/gru-stats.json > $out/gru.log 2>&1 &
 P=$!; waitstate enabled
 echo "# gru $(cat /sys/kernel/sched_ext/root/ops)" >> $out/runs.txt
 loads gru
+kill -INT $P; wait $P; waitstate disabled
+scx_gru --inference-budget-pct 0 --stats-file $out/gru-noinfer-stats.json > $out/gru-noinfer.log 2>&1 &
+P=$!; waitstate enabled
+loads gru-noinfer
 kill -INT $P; wait $P; waitstate disabled
 scx_gru --no-model --stats-file $out/gru-fallback-stats.json > $out/gru-fallback.log 2>&1 &
 P=$!; waitstate enabled

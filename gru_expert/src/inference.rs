@@ -31,7 +31,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// Longest time an event waits in the ring buffer before it is read.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Polls the `events` ring buffer until `shutdown`, sending decoded events to
 /// the inference thread without ever waiting for it.
