@@ -3,6 +3,7 @@
 //! 2. Algorithm 1 voting alone (W = 6, 3 and 32 classes),
 //! 3. a full policy tick (vote + mapping + decision record).
 //!
+//! With `ASA_BENCH_MODEL=path.onnx` also a full-size model (make_bench_model.py).
 //! Prints p50/p99/max in microseconds. Needs libonnxruntime.so for part 1: ORT_DYLIB_PATH or
 //! classifier/.venv (classifier/setup.sh); without it part 1 is skipped with a message.
 //! Run: `cargo bench -p asa-agent --bench decision`.
@@ -13,7 +14,6 @@ use std::time::{Duration, Instant};
 use asa_agent::decision::classifier::{OrtRuntime, WorkloadClassifier};
 use asa_agent::decision::policy::{Policy, PolicyConfig};
 use asa_agent::decision::voting::{TimeWeightedVoter, VotingConfig};
-use asa_agent::decision::FeatureSchema;
 use asa_mapping::MappingTable;
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -67,29 +67,23 @@ fn ort_library() -> Option<PathBuf> {
     })
 }
 
-fn bench_inference(rounds: usize) {
-    let Some(library) = ort_library() else {
-        println!(
-            "inference: skipped (no ONNX Runtime: run classifier/setup.sh or set ORT_DYLIB_PATH)"
-        );
-        return;
-    };
-    let runtime = OrtRuntime::load(Some(&library)).expect("load ONNX Runtime");
-    let schema = FeatureSchema {
-        name: "asa.features.test".into(),
-        version: 1,
-        features: (0..6).map(|i| format!("feature_{i}")).collect(),
-    };
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/classifier_tiny.onnx");
+/// Loads `model` with the schema its metadata declares and times `rounds` single-row predictions.
+fn bench_model(runtime: &OrtRuntime, model: &Path, label: &str, rounds: usize) {
+    let schema = WorkloadClassifier::read_model_info(runtime, model)
+        .expect("read model metadata")
+        .schema;
     let started = Instant::now();
-    let mut classifier = WorkloadClassifier::load(runtime, &model, &schema).expect("load model");
+    let mut classifier = WorkloadClassifier::load(runtime, model, &schema).expect("load model");
     println!(
-        "model load (session + metadata + dry run): {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
+        "{label}: load (session + metadata + dry run) {:.1} ms, {} features, {} classes",
+        started.elapsed().as_secs_f64() * 1e3,
+        schema.features.len(),
+        classifier.info().class_names.len()
     );
+    let width = schema.features.len();
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let inputs: Vec<Vec<f32>> = (0..256)
-        .map(|_| (0..6).map(|_| rng.next_f32() * 6.0 - 2.0).collect())
+        .map(|_| (0..width).map(|_| rng.next_f32() * 6.0 - 2.0).collect())
         .collect();
     for input in inputs.iter().take(64) {
         classifier.predict(input).unwrap();
@@ -102,7 +96,23 @@ fn bench_inference(rounds: usize) {
         samples.push(t.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(p);
     }
-    report("inference (tiny XGB+RF+SVM ensemble, 1 row)", samples);
+    report(&format!("inference, {label} (1 row)"), samples);
+}
+
+fn bench_inference(rounds: usize) {
+    let Some(library) = ort_library() else {
+        println!(
+            "inference: skipped (no ONNX Runtime: run classifier/setup.sh or set ORT_DYLIB_PATH)"
+        );
+        return;
+    };
+    let runtime = OrtRuntime::load(Some(&library)).expect("load ONNX Runtime");
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/classifier_tiny.onnx");
+    bench_model(runtime, &tiny, "tiny test model", rounds);
+    // A full-size model (classifier/asa_classifier/make_bench_model.py), if given.
+    if let Some(model) = std::env::var_os("ASA_BENCH_MODEL") {
+        bench_model(runtime, Path::new(&model), "ASA_BENCH_MODEL", rounds / 4);
+    }
 }
 
 fn bench_voting(classes: usize, rounds: usize) {

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,19 @@ from .schema import FeatureSchema
 from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
 
 EXPORT_TOLERANCE = 1e-5
+
+
+def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
+    """Single-row inference latency of the exported model (one thread), p50/p99 in microseconds."""
+    rows = [x[i % len(x)][None, :] for i in range(rounds + 30)]
+    for row in rows[:30]:
+        model.predict_proba(row)
+    samples = []
+    for row in rows[30:]:
+        started = time.perf_counter()
+        model.predict_proba(row)
+        samples.append((time.perf_counter() - started) * 1e6)
+    return {"p50": float(np.percentile(samples, 50)), "p99": float(np.percentile(samples, 99))}
 
 
 def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
@@ -49,6 +63,7 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
     export_diff = float(np.abs(python_probs - onnx_probs).max())
     if export_diff > EXPORT_TOLERANCE:
         raise SystemExit(f"exported model differs from Python by {export_diff} (> {EXPORT_TOLERANCE})")
+    cost = latency_us(OnnxClassifier(model_path, schema), x_test)
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
     members = {name: evaluate(p, y_test, test_runs, classes, voting)["raw"]["accuracy"]
                for name, p in ensemble.member_probabilities(x_test).items()}
@@ -58,7 +73,8 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
         "feature_schema": schema.name, "feature_schema_version": schema.version,
         "classes": classes, "weights": WEIGHTS, "voting": voting,
         "train_runs": [r.name for r in train_runs], "heldout_runs": [r.name for r in heldout_runs],
-        "export_max_abs_diff": export_diff, "member_raw_accuracy": members,
+        "export_max_abs_diff": export_diff, "model_bytes": model_path.stat().st_size,
+        "python_onnxruntime_latency_us": cost, "member_raw_accuracy": members,
         **evaluate(python_probs, y_test, test_runs, classes, voting),
     }
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -67,7 +83,9 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
               f"runs (split by run): {', '.join(result['heldout_runs'])}.\nEnsemble weights {WEIGHTS}; voting W={DEFAULT_WINDOW}, "
               f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. Member raw accuracy: "
               + ", ".join(f"{k} {v:.4f}" for k, v in members.items())
-              + f". ONNX vs Python max |diff| {export_diff:.1e}.")
+              + f". ONNX vs Python max |diff| {export_diff:.1e}. Model {result['model_bytes'] / 1e6:.1f} MB; one-row "
+              f"inference in Python onnxruntime p50 {cost['p50']:.0f} us, p99 {cost['p99']:.0f} us "
+              "(the Rust figure: cargo bench -p asa-agent --bench decision with ASA_BENCH_MODEL).")
     (out / "report.md").write_text(markdown(result, classes, header))
     return result
 

@@ -84,6 +84,7 @@ def test_train_cli_end_to_end(dataset_dir, schema, tmp_path):
     result = train_cli.run(dataset_dir / "manifest.toml", schema, out, small=True)
     assert (out / "classifier.onnx").is_file()
     assert result["export_max_abs_diff"] < 1e-5
+    assert result["model_bytes"] > 0 and result["python_onnxruntime_latency_us"]["p99"] > 0
     assert not set(result["train_runs"]) & set(result["heldout_runs"])
     assert result["raw"]["ticks"] == 3 * 30
     text = (out / "report.md").read_text()

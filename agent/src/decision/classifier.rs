@@ -196,48 +196,7 @@ impl WorkloadClassifier {
             .map_err(|e| bad(format!("cannot set inter-op threads: {e}")))?
             .commit_from_file(path)
             .map_err(|e| bad(format!("not a loadable ONNX model ({e})")))?;
-        let info = {
-            let metadata = session
-                .metadata()
-                .map_err(|e| bad(format!("cannot read its metadata: {e}")))?;
-            let get = |key: &str| {
-                metadata.custom(key).ok_or_else(|| {
-                    bad(format!(
-                        "metadata key {key} is missing (not exported by asa_classifier?)"
-                    ))
-                })
-            };
-            let model_schema = get(meta::MODEL_SCHEMA_KEY)?;
-            let model_version = get(meta::MODEL_VERSION_KEY)?;
-            if model_schema != meta::MODEL_SCHEMA
-                || model_version != meta::MODEL_VERSION.to_string()
-            {
-                return Err(bad(format!(
-                    "it is {model_schema} v{model_version}, this build reads {} v{}",
-                    meta::MODEL_SCHEMA,
-                    meta::MODEL_VERSION
-                )));
-            }
-            let version_text = get(meta::FEATURE_SCHEMA_VERSION)?;
-            let version = version_text.parse().map_err(|_| {
-                bad(format!(
-                    "metadata {} is not a number: {version_text:?}",
-                    meta::FEATURE_SCHEMA_VERSION
-                ))
-            })?;
-            ModelInfo {
-                schema: FeatureSchema {
-                    name: get(meta::FEATURE_SCHEMA)?,
-                    version,
-                    features: json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)
-                        .map_err(bad)?,
-                },
-                class_names: json_strings(&get(meta::CLASS_NAMES)?, meta::CLASS_NAMES)
-                    .map_err(bad)?,
-                training_date: get(meta::TRAINING_DATE)?,
-                trained_on: metadata.custom(meta::TRAINED_ON).unwrap_or_default(),
-            }
-        };
+        let info = read_info(&session).map_err(bad)?;
         check_schema(live, &info.schema).map_err(|message| ClassifierError::SchemaMismatch {
             path: path.to_path_buf(),
             message,
@@ -272,6 +231,23 @@ impl WorkloadClassifier {
             classifier.info.training_date
         );
         Ok(classifier)
+    }
+
+    /// Reads a model's metadata without checking it against a live schema (for tools such as
+    /// a benchmark or a future `asa model show`).
+    pub fn read_model_info(
+        runtime: &OrtRuntime,
+        path: &Path,
+    ) -> Result<ModelInfo, ClassifierError> {
+        let bad = |message: String| ClassifierError::BadModel {
+            path: path.to_path_buf(),
+            message,
+        };
+        let session = Session::builder(&runtime.environment)
+            .map_err(|e| bad(format!("cannot create a session: {e}")))?
+            .commit_from_file(path)
+            .map_err(|e| bad(format!("not a loadable ONNX model ({e})")))?;
+        read_info(&session).map_err(bad)
     }
 
     /// The model's metadata.
@@ -311,6 +287,44 @@ impl WorkloadClassifier {
         }
         Ok(probabilities.to_vec())
     }
+}
+
+/// Reads and checks the ASA metadata of a session's model.
+fn read_info(session: &Session) -> Result<ModelInfo, String> {
+    let metadata = session
+        .metadata()
+        .map_err(|e| format!("cannot read its metadata: {e}"))?;
+    let get = |key: &str| {
+        metadata.custom(key).ok_or_else(|| {
+            format!("metadata key {key} is missing (not exported by asa_classifier?)")
+        })
+    };
+    let model_schema = get(meta::MODEL_SCHEMA_KEY)?;
+    let model_version = get(meta::MODEL_VERSION_KEY)?;
+    if model_schema != meta::MODEL_SCHEMA || model_version != meta::MODEL_VERSION.to_string() {
+        return Err(format!(
+            "it is {model_schema} v{model_version}, this build reads {} v{}",
+            meta::MODEL_SCHEMA,
+            meta::MODEL_VERSION
+        ));
+    }
+    let version_text = get(meta::FEATURE_SCHEMA_VERSION)?;
+    let version = version_text.parse().map_err(|_| {
+        format!(
+            "metadata {} is not a number: {version_text:?}",
+            meta::FEATURE_SCHEMA_VERSION
+        )
+    })?;
+    Ok(ModelInfo {
+        schema: FeatureSchema {
+            name: get(meta::FEATURE_SCHEMA)?,
+            version,
+            features: json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)?,
+        },
+        class_names: json_strings(&get(meta::CLASS_NAMES)?, meta::CLASS_NAMES)?,
+        training_date: get(meta::TRAINING_DATE)?,
+        trained_on: metadata.custom(meta::TRAINED_ON).unwrap_or_default(),
+    })
 }
 
 /// Compares the model's schema with the live one; returns the first difference.
