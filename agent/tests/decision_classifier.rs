@@ -156,3 +156,84 @@ fn corrupt_or_missing_model_is_a_clear_error() {
         );
     }
 }
+
+/// The whole decision path on the tiny model: feature vectors → ONNX Runtime → Algorithm 1 →
+/// mapping → expert. The model puts > 0.82 on a at (0, 0, …) and on c at (4, −2, …) (the
+/// synthetic classes are shifted by +2 on feature 0 and −1 on feature 1 per class), so the
+/// default voting/policy arithmetic of policy.rs applies: the start-up switch on the 3rd tick,
+/// a 1-tick spike ignored, a change followed on its 3rd tick once the cooldown has passed.
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn feature_vectors_to_expert_decisions() {
+    use asa_agent::decision::policy::{Action, Policy, PolicyConfig, Reason};
+    use std::time::Duration;
+
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let mut classifier =
+        WorkloadClassifier::load(runtime, &data("classifier_tiny.onnx"), &live_schema(&g)).unwrap();
+    let table = asa_mapping::MappingTable::parse(
+        r#"schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-22"
+[[class]]
+name = "a"
+ranked = [{ expert = "eevdf", score = 0.6, spread = 0.0, runs = 0 }]
+[[class]]
+name = "c"
+ranked = [{ expert = "bpfland", score = 0.7, spread = 0.0, runs = 0 }]
+"#,
+        "test",
+    )
+    .unwrap();
+    let classes = classifier.info().class_names.clone();
+    let names: Vec<&str> = classes.iter().map(String::as_str).collect();
+    let unmapped = table.validate_builtin_experts("test", &names).unwrap();
+    assert_eq!(unmapped, vec!["b".to_string()]);
+    let config = PolicyConfig {
+        cooldown: Duration::from_secs(5),
+        ..PolicyConfig::default()
+    };
+    let mut policy =
+        Policy::new(config, classes, &table, |_| true, Some("bpfland".into())).unwrap();
+    let class_a = [0.0f32, 0.0, 0.0, 0.0, 0.0, 0.0];
+    let class_c = [4.0f32, -2.0, 0.0, 0.0, 0.0, 0.0];
+    let mut tick = |second: u64, features: &[f32]| {
+        let probabilities = classifier.predict(features).unwrap();
+        policy
+            .on_tick(Duration::from_secs(second), &probabilities)
+            .unwrap()
+    };
+    let decisions: Vec<_> = (1..=3).map(|s| tick(s, &class_a)).collect();
+    assert_eq!(decisions[0].action, Action::Stay);
+    assert_eq!(decisions[1].action, Action::Stay);
+    assert_eq!(
+        decisions[2].action,
+        Action::Switch,
+        "{}",
+        decisions[2].summary()
+    );
+    assert_eq!(decisions[2].target_expert.as_deref(), Some("eevdf"));
+    for s in 4..=10 {
+        assert_eq!(tick(s, &class_a).reason, Reason::AlreadyRunning);
+    }
+    let spike = tick(11, &class_c);
+    assert_eq!(
+        spike.voted_class.as_deref(),
+        Some("a"),
+        "{}",
+        spike.summary()
+    );
+    assert_eq!(spike.action, Action::Stay);
+    for s in 12..=17 {
+        assert_eq!(tick(s, &class_a).action, Action::Stay);
+    }
+    // Change to c at t = 18: switch on its 3rd tick (t = 20), the cooldown (5 s from t = 3) is over.
+    assert_eq!(tick(18, &class_c).action, Action::Stay);
+    assert_eq!(tick(19, &class_c).action, Action::Stay);
+    let switch = tick(20, &class_c);
+    assert_eq!(switch.action, Action::Switch, "{}", switch.summary());
+    assert_eq!(switch.voted_class.as_deref(), Some("c"));
+    assert_eq!(switch.target_expert.as_deref(), Some("bpfland"));
+}
