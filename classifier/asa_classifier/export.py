@@ -20,7 +20,7 @@ from skl2onnx import convert_sklearn
 from skl2onnx.common.data_types import FloatTensorType
 
 from . import schema as s
-from .ensemble import WEIGHTS, Ensemble
+from .ensemble import Ensemble
 from .schema import FeatureSchema
 
 OPSET = 15
@@ -43,14 +43,16 @@ def _member_graph(model: onnx.ModelProto, prefix: str):
 def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
             training_date: str | None = None) -> onnx.ModelProto:
     n = len(schema.features)
-    members = {
-        "xgboost": convert_xgboost(ensemble.xgboost, initial_types=[("features", XgbFloatTensorType([None, n]))],
-                                   target_opset=OPSET),
-        "random_forest": convert_sklearn(ensemble.random_forest, initial_types=[("features", FloatTensorType([None, n]))],
-                                         target_opset={"": OPSET, "ai.onnx.ml": 3}, options={"zipmap": False}),
-        "svm": convert_sklearn(ensemble.svm, initial_types=[("features", FloatTensorType([None, n]))],
-                               target_opset={"": OPSET, "ai.onnx.ml": 3}, options={"zipmap": False}),
-    }
+    initial = [("features", FloatTensorType([None, n]))]
+    sklearn_opsets = {"": OPSET, "ai.onnx.ml": 3}
+    members = {}
+    for name, fitted in ensemble.models.items():
+        if name == "xgboost":
+            members[name] = convert_xgboost(fitted, initial_types=[("features", XgbFloatTensorType([None, n]))],
+                                            target_opset=OPSET)
+        else:
+            members[name] = convert_sklearn(fitted, initial_types=initial, target_opset=sklearn_opsets,
+                                            options={"zipmap": False})
     nodes, initializers, weighted, opsets = [], [], [], {}
     for name, member in members.items():
         prefixed, output = _member_graph(member, f"{name}_")
@@ -59,7 +61,7 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         for op in prefixed.opset_import:
             opsets[op.domain] = max(opsets.get(op.domain, 0), op.version)
         weight = f"{name}_vote_weight"
-        initializers.append(numpy_helper.from_array(np.array([WEIGHTS[name]], dtype=np.float32), weight))
+        initializers.append(numpy_helper.from_array(np.array([ensemble.weights[name]], dtype=np.float32), weight))
         nodes.append(helper.make_node("Mul", [output, weight], [f"{name}_weighted"], name=f"{name}_weighting"))
         weighted.append(f"{name}_weighted")
     nodes.append(helper.make_node("Sum", weighted, [s.OUTPUT_NAME], name="soft_vote"))
@@ -80,7 +82,7 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         s.META_FEATURE_NAMES: json.dumps(list(schema.features)),
         s.META_CLASS_NAMES: json.dumps(list(ensemble.classes)),
         s.META_TRAINING_DATE: training_date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        s.META_ENSEMBLE: json.dumps({"members": list(members), "weights": WEIGHTS, "soft_voting": True}),
+        s.META_ENSEMBLE: json.dumps({"members": list(members), "weights": ensemble.weights, "soft_voting": True}),
         s.META_TRAINED_ON: trained_on,
     }
     for key, value in meta.items():

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from .dataset import load_manifest, split_by_run, stack
-from .ensemble import WEIGHTS, train
+from .ensemble import MEMBERS, train
 from .export import OnnxClassifier, to_onnx
 from .report import evaluate, markdown
 from .schema import FeatureSchema
@@ -44,7 +44,7 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
 
 
 def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
-        small: bool = False) -> dict:
+        small: bool = False, members: tuple[str, ...] = MEMBERS) -> dict:
     dataset = load_manifest(manifest, schema)
     classes = dataset.classes()
     train_runs, heldout_runs = split_by_run(dataset.runs, heldout_fraction, seed)
@@ -52,7 +52,7 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
         raise SystemExit("no held-out run: record at least two runs of some class")
     x_train, y_train, _ = stack(train_runs, classes)
     x_test, y_test, test_runs = stack(heldout_runs, classes)
-    ensemble = train(x_train, y_train, classes, seed=seed, small=small)
+    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members)
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "classifier.onnx"
@@ -71,7 +71,7 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
         "schema": "asa.classifier-report", "version": 1, "training_date": date,
         "manifest": str(manifest), "machine": dataset.machine,
         "feature_schema": schema.name, "feature_schema_version": schema.version,
-        "classes": classes, "weights": WEIGHTS, "voting": voting,
+        "classes": classes, "weights": ensemble.weights, "voting": voting,
         "train_runs": [r.name for r in train_runs], "heldout_runs": [r.name for r in heldout_runs],
         "export_max_abs_diff": export_diff, "model_bytes": model_path.stat().st_size,
         "python_onnxruntime_latency_us": cost, "member_raw_accuracy": members,
@@ -80,7 +80,7 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
-              f"runs (split by run): {', '.join(result['heldout_runs'])}.\nEnsemble weights {WEIGHTS}; voting W={DEFAULT_WINDOW}, "
+              f"runs (split by run): {', '.join(result['heldout_runs'])}.\nEnsemble weights {ensemble.weights}; voting W={DEFAULT_WINDOW}, "
               f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. Member raw accuracy: "
               + ", ".join(f"{k} {v:.4f}" for k, v in members.items())
               + f". ONNX vs Python max |diff| {export_diff:.1e}. Model {result['model_bytes'] / 1e6:.1f} MB; one-row "
@@ -97,8 +97,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--members", default=",".join(MEMBERS),
+                        help=f"comma-separated subset of {','.join(MEMBERS)} (default: all)")
     args = parser.parse_args(argv)
-    result = run(args.manifest, FeatureSchema.load(args.feature_schema), args.out, args.heldout_fraction, args.seed)
+    result = run(args.manifest, FeatureSchema.load(args.feature_schema), args.out, args.heldout_fraction, args.seed,
+                 members=tuple(m for m in args.members.split(",") if m))
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "
           f"voted {result['voted']['accuracy']:.4f} (coverage {result['voted']['coverage']:.4f}); wrote {args.out}")
 

@@ -99,3 +99,16 @@ def test_committed_rust_test_model_matches_its_golden_file():
     inputs = np.array([[np.nan if v is None else v for v in row] for row in golden["inputs"]], dtype=np.float32)
     probs = OnnxClassifier(data / "classifier_tiny.onnx", schema).predict_proba(inputs)
     assert np.abs(probs - np.array(golden["probabilities"])).max() < 1e-5
+
+
+def test_member_subset_exports_and_renormalises(dataset_dir, schema, tmp_path):
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    x, y, _ = stack(dataset.runs, dataset.classes())
+    ensemble = train(x, y, dataset.classes(), small=True, members=("xgboost", "random_forest"))
+    assert ensemble.weights == pytest.approx({"xgboost": 2 / 3, "random_forest": 1 / 3})
+    path = tmp_path / "m.onnx"
+    onnx.save(to_onnx(ensemble, schema, "pytest"), str(path))
+    assert np.abs(ensemble.predict_proba(x) - OnnxClassifier(path, schema).predict_proba(x)).max() < 1e-5
+    assert json.loads(read_metadata(path)["asa.ensemble"])["members"] == ["xgboost", "random_forest"]
+    with pytest.raises(ValueError):
+        train(x, y, dataset.classes(), small=True, members=("lstm",))
