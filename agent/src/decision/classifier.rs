@@ -367,6 +367,15 @@ mod tests {
         }
     }
 
+    /// `asa run` may own the classifier in its decision thread.
+    #[test]
+    fn classifier_and_policy_can_move_between_threads() {
+        fn assert_send<T: Send>() {}
+        assert_send::<WorkloadClassifier>();
+        assert_send::<crate::decision::policy::Policy>();
+        assert_send::<&'static OrtRuntime>();
+    }
+
     #[test]
     fn schema_check_names_the_first_difference() {
         let live = schema(&["cpu_user", "cpu_system", "ctx_switches"]);
