@@ -160,8 +160,8 @@ fn bench_policy(rounds: usize) {
 }
 
 fn main() {
-    // `cargo test --benches` passes --bench-less args; keep the run short then.
-    let quick = std::env::args().any(|a| a == "--test");
+    // `cargo bench` passes --bench; `cargo test --benches` does not: keep that run short.
+    let quick = !std::env::args().any(|a| a == "--bench");
     let rounds = if quick { 200 } else { 20_000 };
     bench_inference(rounds);
     bench_voting(3, rounds);
