@@ -1,7 +1,8 @@
 //! Inference cost of one prediction ([1, 10, 7] -> CPU) with the committed
 //! model, through ONNX Runtime from Rust. Prints p50/p99/mean in µs.
 //!
-//! `ORT_DYLIB_PATH=.../libonnxruntime.so.1.x cargo bench -p asa-gru-expert --bench inference`
+//! `cargo bench -p asa-gru-expert --bench inference` (ONNX Runtime from
+//! `ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`)
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,9 +11,7 @@ use asa_gru_expert::model::GruModel;
 use asa_gru_expert::stats::LatencyWindow;
 
 fn main() -> anyhow::Result<()> {
-    let Ok(lib) = std::env::var("ORT_DYLIB_PATH") else {
-        anyhow::bail!("set ORT_DYLIB_PATH to libonnxruntime.so (from the onnxruntime wheel)");
-    };
+    let lib = asa_gru_expert::model::find_ort_library()?;
     let meta = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/gru.toml");
     let mut model = GruModel::load(&meta, Path::new(&lib), 2)?;
     let n = 20_000;

@@ -3,7 +3,8 @@
 //! threads, no inference) and scx_bpfland on the
 //! thesis's kinds of load, in one lab VM run, and prints ratios to EEVDF.
 //!
-//! `ORT_DYLIB_PATH=.../libonnxruntime.so.1.x cargo run -p asa-gru-expert --example vm_compare`
+//! `cargo run -p asa-gru-expert --example vm_compare` (ONNX Runtime from
+//! `ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`)
 //! (needs the lab: qemu, the cached kernel, scx_bpfland from lab/setup.sh, stress-ng and perf).
 //!
 //! Loads (stress-ng / perf bench stand in for sysbench and hackbench, which are not installed):
@@ -108,7 +109,7 @@ fn perf_counter(text: &str, event: &str) -> Option<f64> {
 }
 
 fn main() -> Result<()> {
-    let ort = std::env::var("ORT_DYLIB_PATH").context("set ORT_DYLIB_PATH to libonnxruntime.so")?;
+    let ort = asa_gru_expert::model::find_ort_library()?;
     let exe = std::env::current_exe()?;
     let scx_gru = exe
         .parent()
@@ -121,7 +122,7 @@ fn main() -> Result<()> {
     run.executables
         .push((scx_gru, PathBuf::from("/usr/local/bin/scx_gru")));
     run.executables.push((
-        PathBuf::from(ort),
+        ort,
         PathBuf::from("/usr/local/lib/scx_gru/libonnxruntime.so"),
     ));
     let model_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");

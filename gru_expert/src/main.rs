@@ -18,7 +18,7 @@ use asa_gru_expert::bpf_intf;
 use asa_gru_expert::bpf_skel::BpfSkelBuilder;
 use asa_gru_expert::features::TaskEvent;
 use asa_gru_expert::inference::{poll_ring_buffer, run_inference, InferenceConfig};
-use asa_gru_expert::model::GruModel;
+use asa_gru_expert::model::{cached_ort_library, GruModel};
 use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
 
 /// GRU_sched: places tasks on the CPU a GRU predicts from their last events,
@@ -32,8 +32,8 @@ struct Opts {
     #[arg(long, env = "GRU_MODEL")]
     model: Option<PathBuf>,
 
-    /// ONNX Runtime shared library, libonnxruntime.so.1.x
-    /// [default: /usr/local/lib/scx_gru/libonnxruntime.so if it exists].
+    /// ONNX Runtime shared library, libonnxruntime.so.1.x [default:
+    /// /usr/local/lib/scx_gru/libonnxruntime.so, else the one setup_ort.sh cached, if present].
     #[arg(long, env = "ORT_DYLIB_PATH")]
     ort_lib: Option<PathBuf>,
 
@@ -94,7 +94,8 @@ fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
         return Ok(Mode::FallbackOnly("--no-model"));
     }
     let model = explicit_or_default(&opts.model, DEFAULT_MODEL);
-    let ort_lib = explicit_or_default(&opts.ort_lib, DEFAULT_ORT_LIB);
+    let ort_lib = explicit_or_default(&opts.ort_lib, DEFAULT_ORT_LIB)
+        .or_else(|| Some(cached_ort_library()).filter(|p| p.is_file()));
     match (&model, &ort_lib) {
         (Some(model), Some(lib)) => {
             let loaded = GruModel::load(model, lib, nr_cpus)

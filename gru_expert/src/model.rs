@@ -15,6 +15,31 @@ pub const MODEL_SCHEMA: &str = "asa.gru-model";
 /// Schema version of the model metadata file.
 pub const MODEL_VERSION: u32 = 1;
 
+/// Version of ONNX Runtime that `setup_ort.sh` puts into the project cache.
+pub const ORT_VERSION: &str = "1.32.0";
+
+/// Where `setup_ort.sh` puts ONNX Runtime's shared library.
+pub fn cached_ort_library() -> PathBuf {
+    asa_experts::cache_dir()
+        .join(format!("onnxruntime-{ORT_VERSION}"))
+        .join("libonnxruntime.so")
+}
+
+/// ONNX Runtime's shared library: `ORT_DYLIB_PATH`, else the project cache.
+pub fn find_ort_library() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let cached = cached_ort_library();
+    if cached.is_file() {
+        return Ok(cached);
+    }
+    bail!(
+        "ONNX Runtime not found: set ORT_DYLIB_PATH or run gru_expert/setup_ort.sh (it puts the library at {})",
+        cached.display()
+    )
+}
+
 /// Metadata written by `train/train_gru.py` next to the ONNX file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -252,9 +277,9 @@ mod tests {
 
     /// The committed model gives, from Rust, the CPU Python's ONNX Runtime gave.
     #[test]
-    #[ignore = "needs ORT_DYLIB_PATH (libonnxruntime.so from the onnxruntime wheel)"]
+    #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
     fn committed_model_matches_python_golden_cases() {
-        let lib = std::env::var("ORT_DYLIB_PATH").expect("set ORT_DYLIB_PATH to libonnxruntime.so");
+        let lib = find_ort_library().unwrap();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
         let golden: Golden =
             serde_json::from_str(&std::fs::read_to_string(dir.join("golden.json")).unwrap())

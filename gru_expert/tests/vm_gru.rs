@@ -1,6 +1,6 @@
 //! scx_gru against a real sched_ext kernel (the lab VM): attach, a many-task
 //! workload, detach, and the stats file. Needs the lab (`lab/setup.sh`) and,
-//! for the model test, ONNX Runtime (`ORT_DYLIB_PATH`, see README.md).
+//! for the model test, ONNX Runtime (`ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,12 +55,10 @@ fn run_guest(name: &str, model: bool) -> VmOutcome {
         PathBuf::from("/usr/local/bin/scx_gru"),
     ));
     if model {
-        let ort = std::env::var("ORT_DYLIB_PATH").expect(
-            "set ORT_DYLIB_PATH to libonnxruntime.so.1.x from the onnxruntime wheel (gru_expert/README.md)",
-        );
+        let ort = asa_gru_expert::model::find_ort_library().unwrap();
         // scx_gru's default locations (no arguments needed, like `asa pin gru`).
         run.executables.push((
-            PathBuf::from(ort),
+            ort,
             PathBuf::from("/usr/local/lib/scx_gru/libonnxruntime.so"),
         ));
         let model_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
