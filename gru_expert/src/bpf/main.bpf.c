@@ -253,9 +253,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	if (cpu >= 0) {
 		/*
 		 * Follow the prediction only if the CPU is idle: queueing behind
-		 * a busy CPU's slice while another CPU frees up first costs more
-		 * than the placement can gain (measured: a pipe ping-pong next to
-		 * CPU hogs lost half its throughput). Otherwise the shared DSQ.
+		 * a busy CPU's slice while another CPU may free up first cannot
+		 * gain much. Otherwise the shared DSQ.
 		 */
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
