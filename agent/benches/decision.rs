@@ -49,8 +49,8 @@ impl Rng {
 }
 
 fn ort_library() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("ORT_DYLIB_PATH") {
-        return Some(PathBuf::from(path));
+    if let Some(path) = asa_agent::decision::classifier::find_ort_library() {
+        return Some(path);
     }
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
     std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {

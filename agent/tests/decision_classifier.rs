@@ -2,7 +2,8 @@
 //! (tests/data/classifier_tiny.onnx, generator classifier/asa_classifier/make_test_model.py):
 //! Rust probabilities equal Python's, metadata is read, mismatched and corrupt models are refused.
 //!
-//! Needs libonnxruntime.so: ORT_DYLIB_PATH, or the one in classifier/.venv (classifier/setup.sh).
+//! Needs libonnxruntime.so: ORT_DYLIB_PATH, the project cache (gru_expert/setup_ort.sh) or
+//! classifier/.venv (classifier/setup.sh).
 
 use std::path::{Path, PathBuf};
 
@@ -18,10 +19,10 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// ORT_DYLIB_PATH, else the library in classifier/.venv.
+/// ORT_DYLIB_PATH, else the project cache (gru_expert/setup_ort.sh), else classifier/.venv.
 fn ort_library() -> PathBuf {
-    if let Some(path) = std::env::var_os("ORT_DYLIB_PATH") {
-        return PathBuf::from(path);
+    if let Some(path) = asa_agent::decision::classifier::find_ort_library() {
+        return path;
     }
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|pythons| {

@@ -2,9 +2,9 @@
 //! exported by `classifier/`) run through ONNX Runtime.
 //!
 //! ONNX Runtime is not linked: `libonnxruntime.so` is loaded at run time (the `ort` crate's
-//! `load-dynamic`), from the path given to [`OrtRuntime::load`] or from `ORT_DYLIB_PATH`. The
-//! library ships in the `onnxruntime` Python wheel that `classifier/setup.sh` installs (that
-//! script prints its path). ONNX Runtime allows one environment per process, so the runtime is
+//! `load-dynamic`), from the path given to [`OrtRuntime::load`], else `ORT_DYLIB_PATH`, else the
+//! project cache where `gru_expert/setup_ort.sh` puts it ([`find_ort_library`]). The library
+//! ships in the `onnxruntime` Python wheel (`classifier/setup.sh` installs it and prints its path). ONNX Runtime allows one environment per process, so the runtime is
 //! a process-wide singleton.
 //!
 //! The model carries its metadata in ONNX `metadata_props` (keys [`meta`]); at load the feature
@@ -49,8 +49,27 @@ pub mod meta {
 }
 
 /// What to do when ONNX Runtime is missing.
-const ORT_HINT: &str = "run classifier/setup.sh (it installs the onnxruntime wheel and prints the \
-library path) and set ORT_DYLIB_PATH to that libonnxruntime.so.1.x";
+const ORT_HINT: &str = "set ORT_DYLIB_PATH to libonnxruntime.so.1.x from the onnxruntime wheel \
+(classifier/setup.sh prints it), or run gru_expert/setup_ort.sh to put it into the project cache";
+
+/// ONNX Runtime version the project pins (the `onnxruntime` wheel, in classifier/requirements.txt
+/// and gru_expert/setup_ort.sh).
+pub const ORT_VERSION: &str = "1.32.0";
+
+/// Where gru_expert/setup_ort.sh puts ONNX Runtime's library: the project cache.
+pub fn cached_ort_library() -> PathBuf {
+    asa_experts::cache_dir()
+        .join(format!("onnxruntime-{ORT_VERSION}"))
+        .join("libonnxruntime.so")
+}
+
+/// ONNX Runtime's library: `ORT_DYLIB_PATH` if set, else the project cache if the file exists.
+pub fn find_ort_library() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    Some(cached_ort_library()).filter(|p| p.is_file())
+}
 
 /// Errors of the classifier, each saying what to do.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +113,7 @@ static RUNTIME: OnceLock<OrtRuntime> = OnceLock::new();
 static RUNTIME_INIT: Mutex<()> = Mutex::new(());
 
 impl OrtRuntime {
-    /// Loads `libonnxruntime.so` from `library` (or, if `None`, from `ORT_DYLIB_PATH`) once per
+    /// Loads `libonnxruntime.so` from `library` (or, if `None`, [`find_ort_library`]) once per
     /// process and creates the environment. Later calls return the same runtime (a different
     /// path is ignored with a warning: a process can hold only one).
     pub fn load(library: Option<&Path>) -> Result<&'static OrtRuntime, ClassifierError> {
@@ -113,12 +132,12 @@ impl OrtRuntime {
         }
         let library = match library {
             Some(path) => path.to_path_buf(),
-            None => match std::env::var_os("ORT_DYLIB_PATH") {
-                Some(path) if !path.is_empty() => PathBuf::from(path),
-                _ => {
+            None => match find_ort_library() {
+                Some(path) => path,
+                None => {
                     return Err(ClassifierError::Runtime {
-                        path: "(none)".to_string(),
-                        message: "no library path given and ORT_DYLIB_PATH is not set".to_string(),
+                        path: cached_ort_library().display().to_string(),
+                        message: "no library path given, ORT_DYLIB_PATH is not set and the project cache has no library".to_string(),
                     })
                 }
             },
@@ -412,7 +431,9 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("/nonexistent/libonnxruntime.so"), "{text}");
         assert!(
-            text.contains("classifier/setup.sh") && text.contains("ORT_DYLIB_PATH"),
+            text.contains("classifier/setup.sh")
+                && text.contains("ORT_DYLIB_PATH")
+                && text.contains("setup_ort.sh"),
             "{text}"
         );
         // A file that is not a shared library.
