@@ -8,4 +8,5 @@
 pub mod control;
 pub mod controller;
 pub mod decision;
+pub mod perception;
 pub mod switch_bench;

@@ -1,0 +1,210 @@
+//! Perception: samples the system every tick into the feature vector of
+//! `agent/feature_schema.toml` (rates and shares, so values compare across machines).
+//!
+//! - [`schema`]: the feature schema file, loaded and validated, and the check of a model's
+//!   schema against it;
+//! - [`procfs_source`]: CPU, memory, disk, network and process features from /proc;
+//! - [`bpf`]: scheduler features (switches, migrations, wakeups, wakeup-to-run latency,
+//!   run-queue wait) from a BPF program on the sched tracepoints;
+//! - [`record`]: `asa record`, labelled samples to a Parquet (or CSV) file.
+//!
+//! Without BPF rights or kernel BTF the [`Sampler`] keeps running on procfs alone: it warns
+//! once and reports the BPF features as NaN with their `missing` flag set.
+
+pub mod bpf;
+pub mod procfs_source;
+pub mod record;
+pub mod schema;
+
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+
+pub use record::{record, RecordArgs};
+pub use schema::{FeatureSource, SchemaFile};
+
+use bpf::{RawCounters, SchedProbe};
+use procfs_source::{ProcReader, ProcSnapshot};
+
+/// Every feature this sampler can compute, with its source. The schema file may list any
+/// subset, in any order.
+pub const KNOWN_FEATURES: &[(&str, FeatureSource)] = &{
+    const P: usize = procfs_source::PROCFS_FEATURES.len();
+    const B: usize = bpf::BPF_FEATURES.len();
+    let mut all = [("", FeatureSource::Procfs); P + B];
+    let mut i = 0;
+    while i < P {
+        all[i] = (procfs_source::PROCFS_FEATURES[i], FeatureSource::Procfs);
+        i += 1;
+    }
+    while i < P + B {
+        all[i] = (bpf::BPF_FEATURES[i - P], FeatureSource::Bpf);
+        i += 1;
+    }
+    all
+};
+
+/// The source the sampler computes `name` from, or None if it does not know the feature.
+pub fn known_feature_source(name: &str) -> Option<FeatureSource> {
+    KNOWN_FEATURES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, source)| *source)
+}
+
+/// Whether the sampler tries to load the BPF program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BpfMode {
+    /// Load it; on failure warn once and continue procfs-only.
+    Auto,
+    /// Do not load it (BPF features are missing).
+    Off,
+}
+
+/// One tick's feature vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Wall-clock time of the reading, ms since the Unix epoch.
+    pub unix_ms: u64,
+    /// Seconds since the previous reading (the interval the rates are averaged over).
+    pub interval_s: f64,
+    /// Values in schema order; NaN where missing.
+    pub values: Vec<f64>,
+    /// `missing[i]` is true when feature i could not be measured this tick.
+    pub missing: Vec<bool>,
+}
+
+impl Sample {
+    /// The value of a feature by name (None if the schema has no such feature).
+    pub fn get(&self, schema: &SchemaFile, name: &str) -> Option<f64> {
+        schema
+            .features
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| self.values[i])
+    }
+}
+
+/// The perception sampler: call [`Sampler::sample`] once per tick.
+pub struct Sampler {
+    schema: SchemaFile,
+    position: HashMap<&'static str, usize>,
+    procfs: ProcReader,
+    probe: Option<SchedProbe>,
+    bpf_unavailable_reason: Option<String>,
+    previous_proc: ProcSnapshot,
+    previous_bpf: Option<RawCounters>,
+    bpf_read_warned: bool,
+}
+
+impl Sampler {
+    /// Builds a sampler for `schema` and takes the baseline reading (the first
+    /// [`Sampler::sample`] reports the interval since this call).
+    pub fn new(schema: SchemaFile, mode: BpfMode) -> Result<Self> {
+        let position = KNOWN_FEATURES
+            .iter()
+            .filter_map(|(name, _)| {
+                schema
+                    .features
+                    .iter()
+                    .position(|f| f.name == *name)
+                    .map(|i| (*name, i))
+            })
+            .collect();
+        let wants_bpf = schema
+            .features
+            .iter()
+            .any(|f| f.source == FeatureSource::Bpf);
+        let (probe, reason) = match (mode, wants_bpf) {
+            (BpfMode::Off, _) => (None, Some("disabled (--no-bpf)".to_string())),
+            (BpfMode::Auto, false) => (None, Some("the schema has no BPF feature".to_string())),
+            (BpfMode::Auto, true) => match SchedProbe::load() {
+                Ok(probe) => (Some(probe), None),
+                Err(e) => {
+                    log::warn!(
+                        "perception: BPF scheduler probe unavailable, sampling procfs only (BPF features are NaN/missing): {e:#}"
+                    );
+                    (None, Some(format!("{e:#}")))
+                }
+            },
+        };
+        let mut procfs = ProcReader::new();
+        let previous_proc = procfs.snapshot()?;
+        let previous_bpf = match &probe {
+            Some(p) => Some(p.read()?),
+            None => None,
+        };
+        Ok(Sampler {
+            schema,
+            position,
+            procfs,
+            probe,
+            bpf_unavailable_reason: reason,
+            previous_proc,
+            previous_bpf,
+            bpf_read_warned: false,
+        })
+    }
+
+    /// The schema the samples follow.
+    pub fn schema(&self) -> &SchemaFile {
+        &self.schema
+    }
+
+    /// Whether the BPF features are being measured.
+    pub fn bpf_active(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Why the BPF features are missing (None while BPF is active).
+    pub fn bpf_unavailable_reason(&self) -> Option<&str> {
+        self.bpf_unavailable_reason.as_deref()
+    }
+
+    /// Reads now and returns the features over the interval since the previous reading.
+    pub fn sample(&mut self) -> Result<Sample> {
+        let started = Instant::now();
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let current = self.procfs.snapshot()?;
+        let n = self.schema.features.len();
+        let mut values = vec![f64::NAN; n];
+        let mut missing = vec![true; n];
+        let position = &self.position;
+        let mut emit = |name: &'static str, value: f64| {
+            if let Some(&i) = position.get(name) {
+                values[i] = value;
+                missing[i] = false;
+            }
+        };
+        procfs_source::procfs_features(&self.previous_proc, &current, &mut emit);
+        let dt = current.at_s - self.previous_proc.at_s;
+        if let Some(probe) = &self.probe {
+            match probe.read() {
+                Ok(now) => {
+                    if let Some(before) = &self.previous_bpf {
+                        bpf::bpf_features(&now.since(before), dt, current.cpus.len(), &mut emit);
+                    }
+                    self.previous_bpf = Some(now);
+                }
+                Err(e) if !self.bpf_read_warned => {
+                    log::warn!("perception: reading the BPF counters failed, BPF features missing this tick: {e:#}");
+                    self.bpf_read_warned = true;
+                    self.previous_bpf = None;
+                }
+                Err(_) => self.previous_bpf = None,
+            }
+        }
+        self.previous_proc = current;
+        log::trace!("perception tick took {:?}", started.elapsed());
+        Ok(Sample {
+            unix_ms,
+            interval_s: dt,
+            values,
+            missing,
+        })
+    }
+}

@@ -1,0 +1,685 @@
+//! The procfs half of the sampler: one [`ProcSnapshot`] per tick, and
+//! [`procfs_features`] turning two consecutive snapshots into rates and shares.
+//!
+//! Cost per tick: /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp
+//! and /proc/loadavg are each read once into reused buffers and parsed with `procfs-core`;
+//! every /proc/<pid>/stat is read exactly once (for CPU time and RSS of the top process),
+//! and nothing else per process (no status/statm/fd directories). NET_RX softirqs come from
+//! the `softirq` line of the /proc/stat read already made, not from a second file.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{Cursor, Read};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use procfs::prelude::*;
+use procfs::{DiskStats, ExplicitSystemInfo, KernelStats, LoadAverage, Meminfo};
+
+/// Share of a tick a CPU must be busy to count as a hot spot.
+pub const HOTSPOT_BUSY_SHARE: f64 = 0.9;
+
+/// The texts of the system-wide /proc files one snapshot is parsed from (for tests).
+#[derive(Debug, Clone, Default)]
+pub struct ProcTexts<'a> {
+    /// /proc/stat
+    pub stat: &'a str,
+    /// /proc/meminfo
+    pub meminfo: &'a str,
+    /// /proc/diskstats
+    pub diskstats: &'a str,
+    /// /proc/net/dev
+    pub net_dev: &'a str,
+    /// /proc/net/snmp
+    pub snmp: &'a str,
+    /// /proc/loadavg
+    pub loadavg: &'a str,
+}
+
+/// Cumulative counters of one CPU (ticks).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTicks {
+    /// user (includes guest)
+    pub user: u64,
+    /// nice (includes guest_nice)
+    pub nice: u64,
+    /// system
+    pub system: u64,
+    /// idle
+    pub idle: u64,
+    /// iowait
+    pub iowait: u64,
+    /// irq
+    pub irq: u64,
+    /// softirq
+    pub softirq: u64,
+    /// steal
+    pub steal: u64,
+}
+
+impl CpuTicks {
+    fn from_cpu_time(t: &procfs::CpuTime) -> Self {
+        CpuTicks {
+            user: t.user,
+            nice: t.nice,
+            system: t.system,
+            idle: t.idle,
+            iowait: t.iowait.unwrap_or(0),
+            irq: t.irq.unwrap_or(0),
+            softirq: t.softirq.unwrap_or(0),
+            steal: t.steal.unwrap_or(0),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+
+    /// Time not idle, not waiting for I/O and not stolen.
+    fn busy(&self) -> u64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+
+    fn saturating_sub(&self, o: &Self) -> Self {
+        CpuTicks {
+            user: self.user.saturating_sub(o.user),
+            nice: self.nice.saturating_sub(o.nice),
+            system: self.system.saturating_sub(o.system),
+            idle: self.idle.saturating_sub(o.idle),
+            iowait: self.iowait.saturating_sub(o.iowait),
+            irq: self.irq.saturating_sub(o.irq),
+            softirq: self.softirq.saturating_sub(o.softirq),
+            steal: self.steal.saturating_sub(o.steal),
+        }
+    }
+}
+
+/// Cumulative disk counters summed over the physical disks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskTotals {
+    /// Completed reads.
+    pub reads: u64,
+    /// Completed writes.
+    pub writes: u64,
+    /// Sectors (512 B) read.
+    pub sectors_read: u64,
+    /// Sectors (512 B) written.
+    pub sectors_written: u64,
+    /// ms spent on reads.
+    pub read_ms: u64,
+    /// ms spent on writes.
+    pub write_ms: u64,
+    /// Weighted ms with I/O in flight (sum over disks).
+    pub weighted_ms: u64,
+}
+
+/// Cumulative network counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NetTotals {
+    /// Bytes received (all interfaces but lo).
+    pub rx_bytes: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// TCP ActiveOpens.
+    pub tcp_active_opens: u64,
+    /// TCP PassiveOpens.
+    pub tcp_passive_opens: u64,
+    /// TCP AttemptFails.
+    pub tcp_attempt_fails: u64,
+    /// TCP EstabResets.
+    pub tcp_estab_resets: u64,
+    /// TCP CurrEstab (a gauge).
+    pub tcp_curr_estab: u64,
+    /// TCP InSegs.
+    pub tcp_in_segs: u64,
+    /// TCP OutSegs.
+    pub tcp_out_segs: u64,
+    /// TCP RetransSegs.
+    pub tcp_retrans_segs: u64,
+    /// UDP InDatagrams.
+    pub udp_in: u64,
+    /// UDP OutDatagrams.
+    pub udp_out: u64,
+}
+
+/// The per-process part of a tick, computed by [`ProcessScanner`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessTick {
+    /// Number of processes seen.
+    pub count: u64,
+    /// Largest CPU time (user + system, clock ticks) one process used since the previous scan
+    /// (processes first seen in this scan are not counted).
+    pub top_cpu_ticks: u64,
+    /// Largest resident set of one process, bytes.
+    pub top_rss_bytes: u64,
+}
+
+/// Everything system-wide read from /proc at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcSnapshot {
+    /// Seconds on a monotonic clock.
+    pub at_s: f64,
+    /// All CPUs.
+    pub cpu_total: CpuTicks,
+    /// Per online CPU.
+    pub cpus: Vec<CpuTicks>,
+    /// Context switches since boot.
+    pub ctxt: u64,
+    /// Forks since boot.
+    pub forks: u64,
+    /// Tasks runnable now.
+    pub procs_running: u64,
+    /// Tasks blocked on I/O now.
+    pub procs_blocked: u64,
+    /// NET_RX softirqs since boot (None if the kernel prints no softirq line).
+    pub net_rx_softirqs: Option<u64>,
+    /// MemTotal, bytes.
+    pub mem_total: u64,
+    /// MemFree.
+    pub mem_free: u64,
+    /// MemAvailable (MemFree on kernels without it).
+    pub mem_available: u64,
+    /// Cached.
+    pub mem_cached: u64,
+    /// Buffers.
+    pub mem_buffers: u64,
+    /// SwapTotal.
+    pub swap_total: u64,
+    /// SwapFree.
+    pub swap_free: u64,
+    /// Disks.
+    pub disk: DiskTotals,
+    /// Per disk: ms with I/O in flight (io_ticks), by name.
+    pub disk_busy_ms: Vec<(String, u64)>,
+    /// Network.
+    pub net: NetTotals,
+    /// Threads in the system.
+    pub threads: u64,
+    /// Per-process part.
+    pub processes: ProcessTick,
+}
+
+/// Which block devices count as disks: whole physical devices, not partitions, loop, RAM,
+/// device-mapper or md devices (they would count the same I/O twice).
+#[derive(Debug, Clone)]
+pub enum DiskFilter {
+    /// Exactly these names (from /sys/block/*/device).
+    Names(HashSet<String>),
+    /// /sys unavailable: every device whose name does not start with a virtual prefix.
+    NotVirtual,
+}
+
+impl DiskFilter {
+    /// Physical disks of this machine: /sys/block entries that have a `device` link.
+    pub fn detect() -> Self {
+        match std::fs::read_dir("/sys/block") {
+            Ok(entries) => DiskFilter::Names(
+                entries
+                    .flatten()
+                    .filter(|e| e.path().join("device").exists())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect(),
+            ),
+            Err(e) => {
+                log::warn!("perception: /sys/block unreadable ({e}); counting every non-virtual block device as a disk");
+                DiskFilter::NotVirtual
+            }
+        }
+    }
+
+    fn accepts(&self, name: &str) -> bool {
+        match self {
+            DiskFilter::Names(names) => names.contains(name),
+            DiskFilter::NotVirtual => !["loop", "ram", "zram", "dm-", "md", "sr", "nbd"]
+                .iter()
+                .any(|p| name.starts_with(p)),
+        }
+    }
+}
+
+/// Parses the `softirq` line of /proc/stat: `softirq total HI TIMER NET_TX NET_RX ...`.
+fn net_rx_softirqs(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("softirq "))?;
+    line.split_ascii_whitespace().nth(5)?.parse().ok()
+}
+
+fn system_info() -> ExplicitSystemInfo {
+    ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: procfs::ticks_per_second(),
+        page_size: procfs::page_size(),
+        is_little_endian: cfg!(target_endian = "little"),
+    }
+}
+
+impl ProcSnapshot {
+    /// Parses the system-wide files; `processes` comes from a [`ProcessScanner`].
+    pub fn parse(
+        texts: &ProcTexts<'_>,
+        disks: &DiskFilter,
+        processes: ProcessTick,
+        at_s: f64,
+    ) -> Result<Self> {
+        let si = system_info();
+        let stat =
+            KernelStats::from_read(Cursor::new(texts.stat), &si).context("parse /proc/stat")?;
+        let mem = Meminfo::from_read(Cursor::new(texts.meminfo)).context("parse /proc/meminfo")?;
+        let diskstats =
+            DiskStats::from_read(Cursor::new(texts.diskstats)).context("parse /proc/diskstats")?;
+        let net_dev = procfs::net::InterfaceDeviceStatus::from_read(Cursor::new(texts.net_dev))
+            .context("parse /proc/net/dev")?;
+        let snmp = procfs::net::Snmp::from_read(Cursor::new(texts.snmp))
+            .context("parse /proc/net/snmp")?;
+        let load =
+            LoadAverage::from_read(Cursor::new(texts.loadavg)).context("parse /proc/loadavg")?;
+
+        let mut disk = DiskTotals::default();
+        let mut disk_busy_ms = Vec::new();
+        for d in diskstats.0.iter().filter(|d| disks.accepts(&d.name)) {
+            disk.reads += d.reads;
+            disk.writes += d.writes;
+            disk.sectors_read += d.sectors_read;
+            disk.sectors_written += d.sectors_written;
+            disk.read_ms += d.time_reading;
+            disk.write_ms += d.time_writing;
+            disk.weighted_ms += d.weighted_time_in_progress;
+            disk_busy_ms.push((d.name.clone(), d.time_in_progress));
+        }
+        let mut net = NetTotals::default();
+        for (name, dev) in net_dev.0.iter() {
+            if name == "lo" {
+                continue;
+            }
+            net.rx_bytes += dev.recv_bytes;
+            net.tx_bytes += dev.sent_bytes;
+            net.rx_packets += dev.recv_packets;
+            net.tx_packets += dev.sent_packets;
+        }
+        net.tcp_active_opens = snmp.tcp_active_opens;
+        net.tcp_passive_opens = snmp.tcp_passive_opens;
+        net.tcp_attempt_fails = snmp.tcp_attempt_fails;
+        net.tcp_estab_resets = snmp.tcp_estab_resets;
+        net.tcp_curr_estab = snmp.tcp_curr_estab;
+        net.tcp_in_segs = snmp.tcp_in_segs;
+        net.tcp_out_segs = snmp.tcp_out_segs;
+        net.tcp_retrans_segs = snmp.tcp_retrans_segs;
+        net.udp_in = snmp.udp_in_datagrams;
+        net.udp_out = snmp.udp_out_datagrams;
+
+        Ok(ProcSnapshot {
+            at_s,
+            cpu_total: CpuTicks::from_cpu_time(&stat.total),
+            cpus: stat.cpu_time.iter().map(CpuTicks::from_cpu_time).collect(),
+            ctxt: stat.ctxt,
+            forks: stat.processes,
+            procs_running: stat.procs_running.unwrap_or(0) as u64,
+            procs_blocked: stat.procs_blocked.unwrap_or(0) as u64,
+            net_rx_softirqs: net_rx_softirqs(texts.stat),
+            mem_total: mem.mem_total,
+            mem_free: mem.mem_free,
+            mem_available: mem.mem_available.unwrap_or(mem.mem_free),
+            mem_cached: mem.cached,
+            mem_buffers: mem.buffers,
+            swap_total: mem.swap_total,
+            swap_free: mem.swap_free,
+            disk,
+            disk_busy_ms,
+            net,
+            threads: load.max as u64,
+            processes,
+        })
+    }
+}
+
+fn ratio(num: f64, den: f64) -> f64 {
+    if den > 0.0 {
+        num / den
+    } else {
+        0.0
+    }
+}
+
+/// Computes every procfs feature from two consecutive snapshots; `emit(name, value)` is called
+/// once per feature (names as in the schema).
+pub fn procfs_features(
+    prev: &ProcSnapshot,
+    cur: &ProcSnapshot,
+    emit: &mut dyn FnMut(&'static str, f64),
+) {
+    let dt = (cur.at_s - prev.at_s).max(1e-9);
+    let ncpu = cur.cpus.len().max(1) as f64;
+    let per_s = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
+
+    // CPU shares over all CPUs.
+    let d = cur.cpu_total.saturating_sub(&prev.cpu_total);
+    let total = d.total() as f64;
+    emit("cpu_user_share", ratio(d.user as f64, total));
+    emit("cpu_nice_share", ratio(d.nice as f64, total));
+    emit("cpu_system_share", ratio(d.system as f64, total));
+    emit("cpu_idle_share", ratio(d.idle as f64, total));
+    emit("cpu_iowait_share", ratio(d.iowait as f64, total));
+    emit("cpu_irq_share", ratio(d.irq as f64, total));
+    emit("cpu_softirq_share", ratio(d.softirq as f64, total));
+    emit("cpu_steal_share", ratio(d.steal as f64, total));
+    let hot = cur
+        .cpus
+        .iter()
+        .zip(&prev.cpus)
+        .filter(|(c, p)| {
+            let d = c.saturating_sub(p);
+            d.total() > 0 && d.busy() as f64 >= HOTSPOT_BUSY_SHARE * d.total() as f64
+        })
+        .count();
+    emit(
+        "cpu_hotspot_core_ratio",
+        ratio(hot as f64, cur.cpus.len() as f64),
+    );
+
+    // Memory (gauges, shares of the total).
+    let mem_total = cur.mem_total as f64;
+    emit("mem_free_share", ratio(cur.mem_free as f64, mem_total));
+    emit(
+        "mem_available_share",
+        ratio(cur.mem_available as f64, mem_total),
+    );
+    emit("mem_cached_share", ratio(cur.mem_cached as f64, mem_total));
+    emit(
+        "mem_buffers_share",
+        ratio(cur.mem_buffers as f64, mem_total),
+    );
+    emit(
+        "swap_used_share",
+        ratio(
+            cur.swap_total.saturating_sub(cur.swap_free) as f64,
+            cur.swap_total as f64,
+        ),
+    );
+
+    // Disks.
+    let (a, b) = (&prev.disk, &cur.disk);
+    let reads = b.reads.saturating_sub(a.reads) as f64;
+    let writes = b.writes.saturating_sub(a.writes) as f64;
+    emit("disk_read_ops_per_s", reads / dt);
+    emit("disk_write_ops_per_s", writes / dt);
+    emit(
+        "disk_read_latency_ms",
+        ratio(b.read_ms.saturating_sub(a.read_ms) as f64, reads),
+    );
+    emit(
+        "disk_write_latency_ms",
+        ratio(b.write_ms.saturating_sub(a.write_ms) as f64, writes),
+    );
+    let sectors =
+        (b.sectors_read + b.sectors_written).saturating_sub(a.sectors_read + a.sectors_written);
+    emit(
+        "disk_avg_io_kib",
+        ratio(sectors as f64 * 512.0 / 1024.0, reads + writes),
+    );
+    emit(
+        "disk_queue_len",
+        b.weighted_ms.saturating_sub(a.weighted_ms) as f64 / (dt * 1000.0),
+    );
+    let busiest_ms = cur
+        .disk_busy_ms
+        .iter()
+        .filter_map(|(name, ms)| {
+            let before = prev.disk_busy_ms.iter().find(|(n, _)| n == name)?.1;
+            Some(ms.saturating_sub(before))
+        })
+        .max()
+        .unwrap_or(0);
+    emit(
+        "disk_busy_share",
+        (busiest_ms as f64 / (dt * 1000.0)).min(1.0),
+    );
+
+    // Network.
+    let (a, b) = (&prev.net, &cur.net);
+    emit("net_rx_kib_per_s", per_s(a.rx_bytes, b.rx_bytes) / 1024.0);
+    emit("net_tx_kib_per_s", per_s(a.tx_bytes, b.tx_bytes) / 1024.0);
+    emit("net_rx_packets_per_s", per_s(a.rx_packets, b.rx_packets));
+    emit("net_tx_packets_per_s", per_s(a.tx_packets, b.tx_packets));
+    emit("tcp_established", b.tcp_curr_estab as f64);
+    let opened = (b.tcp_active_opens + b.tcp_passive_opens)
+        .saturating_sub(a.tcp_active_opens + a.tcp_passive_opens);
+    emit("tcp_new_conn_per_s", opened as f64 / dt);
+    let established =
+        opened.saturating_sub(b.tcp_attempt_fails.saturating_sub(a.tcp_attempt_fails)) as f64;
+    let closed = (established - (b.tcp_curr_estab as f64 - a.tcp_curr_estab as f64)).max(0.0);
+    emit("tcp_closed_conn_per_s", closed / dt);
+    emit(
+        "tcp_reset_per_s",
+        per_s(a.tcp_estab_resets, b.tcp_estab_resets),
+    );
+    let out_segs = b.tcp_out_segs.saturating_sub(a.tcp_out_segs) as f64;
+    emit(
+        "tcp_retrans_share",
+        ratio(
+            b.tcp_retrans_segs.saturating_sub(a.tcp_retrans_segs) as f64,
+            out_segs,
+        )
+        .min(1.0),
+    );
+    let tcp = out_segs + b.tcp_in_segs.saturating_sub(a.tcp_in_segs) as f64;
+    let udp = (b.udp_in + b.udp_out).saturating_sub(a.udp_in + a.udp_out) as f64;
+    emit("tcp_share_of_tcp_udp", ratio(tcp, tcp + udp));
+    let softirqs = match (prev.net_rx_softirqs, cur.net_rx_softirqs) {
+        (Some(a), Some(b)) => per_s(a, b),
+        _ => 0.0,
+    };
+    emit("net_rx_softirq_per_s", softirqs);
+
+    // Processes.
+    emit("procs_runnable_per_cpu", cur.procs_running as f64 / ncpu);
+    emit("procs_blocked_per_cpu", cur.procs_blocked as f64 / ncpu);
+    emit("process_count", cur.processes.count as f64);
+    emit("thread_count", cur.threads as f64);
+    let ticks_per_s = procfs::ticks_per_second() as f64;
+    emit(
+        "top_proc_cpu_share",
+        (cur.processes.top_cpu_ticks as f64 / (ticks_per_s * dt * ncpu)).min(1.0),
+    );
+    emit(
+        "top_proc_mem_share",
+        ratio(cur.processes.top_rss_bytes as f64, mem_total),
+    );
+    emit("ctxt_per_s", per_s(prev.ctxt, cur.ctxt));
+    emit("forks_per_s", per_s(prev.forks, cur.forks));
+}
+
+/// Names [`procfs_features`] emits, in emission order.
+pub const PROCFS_FEATURES: &[&str] = &[
+    "cpu_user_share",
+    "cpu_nice_share",
+    "cpu_system_share",
+    "cpu_idle_share",
+    "cpu_iowait_share",
+    "cpu_irq_share",
+    "cpu_softirq_share",
+    "cpu_steal_share",
+    "cpu_hotspot_core_ratio",
+    "mem_free_share",
+    "mem_available_share",
+    "mem_cached_share",
+    "mem_buffers_share",
+    "swap_used_share",
+    "disk_read_ops_per_s",
+    "disk_write_ops_per_s",
+    "disk_read_latency_ms",
+    "disk_write_latency_ms",
+    "disk_avg_io_kib",
+    "disk_queue_len",
+    "disk_busy_share",
+    "net_rx_kib_per_s",
+    "net_tx_kib_per_s",
+    "net_rx_packets_per_s",
+    "net_tx_packets_per_s",
+    "tcp_established",
+    "tcp_new_conn_per_s",
+    "tcp_closed_conn_per_s",
+    "tcp_reset_per_s",
+    "tcp_retrans_share",
+    "tcp_share_of_tcp_udp",
+    "net_rx_softirq_per_s",
+    "procs_runnable_per_cpu",
+    "procs_blocked_per_cpu",
+    "process_count",
+    "thread_count",
+    "top_proc_cpu_share",
+    "top_proc_mem_share",
+    "ctxt_per_s",
+    "forks_per_s",
+];
+
+/// Scans /proc/<pid>/stat once per tick and remembers each process's CPU time for the next
+/// scan (keyed by pid and start time, so a reused pid is not mistaken for the old process).
+pub struct ProcessScanner {
+    previous: HashMap<(i32, u64), u64>,
+    current: HashMap<(i32, u64), u64>,
+    buffer: Vec<u8>,
+    page_size: u64,
+}
+
+impl Default for ProcessScanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProcessScanner {
+    /// A scanner with no history (the first scan reports top CPU 0).
+    pub fn new() -> Self {
+        ProcessScanner {
+            previous: HashMap::new(),
+            current: HashMap::new(),
+            buffer: Vec::with_capacity(1024),
+            page_size: procfs::page_size(),
+        }
+    }
+
+    /// One pass over /proc: counts processes, finds the largest CPU-time delta and RSS.
+    /// Processes that vanish mid-scan are skipped.
+    pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
+        let mut tick = ProcessTick::default();
+        self.current.clear();
+        let entries = std::fs::read_dir(proc_root)
+            .with_context(|| format!("list {}", proc_root.display()))?;
+        let mut path = proc_root.to_path_buf();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            path.push(&name);
+            path.push("stat");
+            self.buffer.clear();
+            let read = File::open(&path).and_then(|mut f| f.read_to_end(&mut self.buffer));
+            path.pop();
+            path.pop();
+            if read.is_err() {
+                continue; // exited between readdir and open
+            }
+            let Ok(stat) = procfs::process::Stat::from_read(&self.buffer[..]) else {
+                continue;
+            };
+            tick.count += 1;
+            let cpu = stat.utime + stat.stime;
+            let key = (pid, stat.starttime);
+            if let Some(before) = self.previous.get(&key) {
+                tick.top_cpu_ticks = tick.top_cpu_ticks.max(cpu.saturating_sub(*before));
+            }
+            self.current.insert(key, cpu);
+            tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
+        }
+        std::mem::swap(&mut self.previous, &mut self.current);
+        Ok(tick)
+    }
+}
+
+/// Reads the system-wide /proc files into reused buffers.
+pub struct ProcReader {
+    root: std::path::PathBuf,
+    stat: String,
+    meminfo: String,
+    diskstats: String,
+    net_dev: String,
+    snmp: String,
+    loadavg: String,
+    disks: DiskFilter,
+    scanner: ProcessScanner,
+    epoch: Instant,
+}
+
+fn read_into(path: &Path, buffer: &mut String) -> Result<()> {
+    buffer.clear();
+    File::open(path)
+        .and_then(|mut f| f.read_to_string(buffer))
+        .with_context(|| format!("read {}", path.display()))?;
+    Ok(())
+}
+
+impl ProcReader {
+    /// A reader of `/proc` (physical disks detected from /sys/block).
+    pub fn new() -> Self {
+        Self::with_root(Path::new("/proc"), DiskFilter::detect())
+    }
+
+    /// A reader of another procfs mount (tests).
+    pub fn with_root(root: &Path, disks: DiskFilter) -> Self {
+        ProcReader {
+            root: root.to_path_buf(),
+            stat: String::with_capacity(4096),
+            meminfo: String::with_capacity(2048),
+            diskstats: String::with_capacity(2048),
+            net_dev: String::with_capacity(1024),
+            snmp: String::with_capacity(2048),
+            loadavg: String::with_capacity(64),
+            disks,
+            scanner: ProcessScanner::new(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Reads one snapshot.
+    pub fn snapshot(&mut self) -> Result<ProcSnapshot> {
+        let at_s = self.epoch.elapsed().as_secs_f64();
+        read_into(&self.root.join("stat"), &mut self.stat)?;
+        read_into(&self.root.join("meminfo"), &mut self.meminfo)?;
+        read_into(&self.root.join("diskstats"), &mut self.diskstats)?;
+        read_into(&self.root.join("net/dev"), &mut self.net_dev)?;
+        read_into(&self.root.join("net/snmp"), &mut self.snmp)?;
+        read_into(&self.root.join("loadavg"), &mut self.loadavg)?;
+        let processes = self.scanner.scan(&self.root)?;
+        ProcSnapshot::parse(
+            &ProcTexts {
+                stat: &self.stat,
+                meminfo: &self.meminfo,
+                diskstats: &self.diskstats,
+                net_dev: &self.net_dev,
+                snmp: &self.snmp,
+                loadavg: &self.loadavg,
+            },
+            &self.disks,
+            processes,
+            at_s,
+        )
+    }
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
