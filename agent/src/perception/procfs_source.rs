@@ -683,3 +683,186 @@ impl Default for ProcReader {
         Self::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/perception/testdata")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn snapshot(tag: &str, at_s: f64, processes: ProcessTick) -> ProcSnapshot {
+        let texts = [
+            fixture(&format!("stat_{tag}")),
+            fixture(&format!("meminfo_{tag}")),
+            fixture(&format!("diskstats_{tag}")),
+            fixture(&format!("net_dev_{tag}")),
+            fixture(&format!("snmp_{tag}")),
+            fixture(&format!("loadavg_{tag}")),
+        ];
+        let disks = DiskFilter::Names(["vda".to_string()].into_iter().collect());
+        ProcSnapshot::parse(
+            &ProcTexts {
+                stat: &texts[0],
+                meminfo: &texts[1],
+                diskstats: &texts[2],
+                net_dev: &texts[3],
+                snmp: &texts[4],
+                loadavg: &texts[5],
+            },
+            &disks,
+            processes,
+            at_s,
+        )
+        .expect("fixtures parse")
+    }
+
+    /// Two hand-written snapshots 2 s apart on 2 CPUs; every expected value is computed by
+    /// hand from the counters in testdata/*_a and *_b (see the comments).
+    #[test]
+    fn rates_and_shares_from_two_snapshots() {
+        let a = snapshot("a", 10.0, ProcessTick::default());
+        let b = snapshot(
+            "b",
+            12.0,
+            ProcessTick {
+                count: 120,
+                top_cpu_ticks: 150,
+                top_rss_bytes: 819_200_000,
+            },
+        );
+        let mut got = HashMap::new();
+        procfs_features(&a, &b, &mut |name, value| {
+            assert!(got.insert(name, value).is_none(), "{name} emitted twice");
+        });
+        let emitted: Vec<&str> = PROCFS_FEATURES.to_vec();
+        let mut names: Vec<&str> = got.keys().copied().collect();
+        names.sort();
+        let mut expected_names = emitted.clone();
+        expected_names.sort();
+        assert_eq!(names, expected_names);
+
+        let tps = procfs::ticks_per_second() as f64;
+        let expect = [
+            // CPU: deltas over both CPUs user 210, nice 10, system 35, idle 105, iowait 20,
+            // irq 5, softirq 5, steal 10 = 400 ticks; cpu0 busy 195/200 (hot), cpu1 70/200.
+            ("cpu_user_share", 210.0 / 400.0),
+            ("cpu_nice_share", 10.0 / 400.0),
+            ("cpu_system_share", 35.0 / 400.0),
+            ("cpu_idle_share", 105.0 / 400.0),
+            ("cpu_iowait_share", 20.0 / 400.0),
+            ("cpu_irq_share", 5.0 / 400.0),
+            ("cpu_softirq_share", 5.0 / 400.0),
+            ("cpu_steal_share", 10.0 / 400.0),
+            ("cpu_hotspot_core_ratio", 0.5),
+            // Memory (b): total 8e6 kB, free 2e6, available 4e6, buffers 4e5, cached 1.6e6,
+            // swap 1e6 of which 7.5e5 free.
+            ("mem_free_share", 0.25),
+            ("mem_available_share", 0.5),
+            ("mem_cached_share", 0.2),
+            ("mem_buffers_share", 0.05),
+            ("swap_used_share", 0.25),
+            // vda only (vda1 and loop0 ignored): +100 reads in +300 ms, +100 writes in +500 ms,
+            // +10000 sectors = 5000 KiB over 200 ops, +3000 weighted ms, +1000 io ms, in 2 s.
+            ("disk_read_ops_per_s", 50.0),
+            ("disk_write_ops_per_s", 50.0),
+            ("disk_read_latency_ms", 3.0),
+            ("disk_write_latency_ms", 5.0),
+            ("disk_avg_io_kib", 25.0),
+            ("disk_queue_len", 1.5),
+            ("disk_busy_share", 0.5),
+            // eth0 only (lo ignored): +2048000 B, +4000 pkts in; +1024000 B, +1000 pkts out.
+            ("net_rx_kib_per_s", 1000.0),
+            ("net_tx_kib_per_s", 500.0),
+            ("net_rx_packets_per_s", 2000.0),
+            ("net_tx_packets_per_s", 500.0),
+            // TCP: opens +30 active +10 passive, +4 failed, CurrEstab 20 -> 26, +4 resets,
+            // +50 retrans of +1000 out segs, +1000 in segs; UDP +300 in, +700 out.
+            ("tcp_established", 26.0),
+            ("tcp_new_conn_per_s", 20.0),
+            ("tcp_closed_conn_per_s", (36.0 - 6.0) / 2.0),
+            ("tcp_reset_per_s", 2.0),
+            ("tcp_retrans_share", 0.05),
+            ("tcp_share_of_tcp_udp", 2000.0 / 3000.0),
+            // softirq line: NET_RX 300 -> 700.
+            ("net_rx_softirq_per_s", 200.0),
+            // procs_running 3, procs_blocked 1 on 2 CPUs; 250 threads; 120 processes.
+            ("procs_runnable_per_cpu", 1.5),
+            ("procs_blocked_per_cpu", 0.5),
+            ("process_count", 120.0),
+            ("thread_count", 250.0),
+            // Top process: 150 ticks in 2 s on 2 CPUs; RSS 819200000 B of 8192000000 B.
+            ("top_proc_cpu_share", 150.0 / (tps * 2.0 * 2.0)),
+            ("top_proc_mem_share", 0.1),
+            // ctxt +10000, processes +10 in 2 s.
+            ("ctxt_per_s", 5000.0),
+            ("forks_per_s", 5.0),
+        ];
+        assert_eq!(expect.len(), PROCFS_FEATURES.len());
+        for (name, want) in expect {
+            let value = got[name];
+            assert!(
+                (value - want).abs() < 1e-9,
+                "{name}: got {value}, expected {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn counters_going_backwards_give_zero_not_garbage() {
+        // Swapped order: every cumulative counter decreases; rates must not wrap.
+        let a = snapshot("a", 10.0, ProcessTick::default());
+        let b = snapshot("b", 12.0, ProcessTick::default());
+        procfs_features(&b, &a, &mut |name, value| {
+            assert!(value.is_finite() && value >= 0.0, "{name} = {value}");
+        });
+    }
+
+    fn write_stat(root: &Path, pid: i32, cpu: (u64, u64), starttime: u64, rss_pages: u64) {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!(
+            "{pid} (odd ) name) S 1 1 1 0 -1 4194304 99 0 1 0 {} {} 0 0 20 0 3 0 {starttime} 3133440 {rss_pages} 18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 1 1 1 1 1 1 1 0\n",
+            cpu.0, cpu.1
+        );
+        std::fs::write(dir.join("stat"), line).unwrap();
+    }
+
+    #[test]
+    fn process_scan_takes_cpu_deltas_per_process_and_ignores_reused_pids() {
+        let root = tempfile::tempdir().unwrap();
+        let page = procfs::page_size();
+        write_stat(root.path(), 10, (60, 40), 1000, 10);
+        write_stat(root.path(), 11, (50, 0), 1001, 300);
+        write_stat(root.path(), 12, (0, 0), 1002, 5);
+        std::fs::create_dir_all(root.path().join("13")).unwrap(); // vanished: no stat file
+        std::fs::create_dir_all(root.path().join("self")).unwrap(); // not a pid
+        let mut scanner = ProcessScanner::new();
+        let first = scanner.scan(root.path()).unwrap();
+        assert_eq!(first.count, 3);
+        assert_eq!(first.top_cpu_ticks, 0, "no history yet");
+        assert_eq!(first.top_rss_bytes, 300 * page);
+
+        write_stat(root.path(), 10, (80, 50), 1000, 10); // +30
+        write_stat(root.path(), 11, (100, 20), 1001, 20); // +70
+        write_stat(root.path(), 12, (900, 0), 5000, 7); // pid reused: new process, no delta
+        let second = scanner.scan(root.path()).unwrap();
+        assert_eq!(second.count, 3);
+        assert_eq!(second.top_cpu_ticks, 70);
+        assert_eq!(second.top_rss_bytes, 20 * page);
+
+        write_stat(root.path(), 12, (1000, 0), 5000, 7); // +100 for the new process
+        let third = scanner.scan(root.path()).unwrap();
+        assert_eq!(third.top_cpu_ticks, 100);
+    }
+
+    #[test]
+    fn net_rx_softirqs_come_from_the_stat_softirq_line() {
+        assert_eq!(net_rx_softirqs("cpu 1 2\nsoftirq 9 0 1 2 77 3\n"), Some(77));
+        assert_eq!(net_rx_softirqs("cpu 1 2\n"), None);
+    }
+}
