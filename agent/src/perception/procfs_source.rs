@@ -20,6 +20,12 @@ use procfs::{DiskStats, ExplicitSystemInfo, KernelStats, LoadAverage, Meminfo};
 /// Share of a tick a CPU must be busy to count as a hot spot.
 pub const HOTSPOT_BUSY_SHARE: f64 = 0.9;
 
+/// The per-process scan (one read of every /proc/<pid>/stat, the dominant cost of a tick) runs
+/// at most about once per second: at faster ticks the process features are held between scans
+/// and `top_proc_cpu_share` is averaged over the scan interval. 0.9 s, not 1 s, so a 1 Hz
+/// sampler whose ticks jitter early still scans every tick.
+pub const PROCESS_SCAN_MIN_INTERVAL_S: f64 = 0.9;
+
 /// The texts of the system-wide /proc files one snapshot is parsed from (for tests).
 #[derive(Debug, Clone, Default)]
 pub struct ProcTexts<'a> {
@@ -164,6 +170,8 @@ pub struct ProcessTick {
     pub top_cpu_ticks: u64,
     /// Largest resident set of one process, bytes.
     pub top_rss_bytes: u64,
+    /// Seconds between this scan and the previous one (0 for the first scan).
+    pub interval_s: f64,
 }
 
 /// Everything system-wide read from /proc at one instant.
@@ -489,7 +497,11 @@ pub fn procfs_features(
     let ticks_per_s = procfs::ticks_per_second() as f64;
     emit(
         "top_proc_cpu_share",
-        (cur.processes.top_cpu_ticks as f64 / (ticks_per_s * dt * ncpu)).min(1.0),
+        ratio(
+            cur.processes.top_cpu_ticks as f64,
+            ticks_per_s * cur.processes.interval_s * ncpu,
+        )
+        .min(1.0),
     );
     emit(
         "top_proc_mem_share",
@@ -564,7 +576,7 @@ impl ProcessScanner {
         ProcessScanner {
             previous: HashMap::new(),
             current: HashMap::new(),
-            buffer: Vec::with_capacity(1024),
+            buffer: Vec::with_capacity(8192),
             page_size: procfs::page_size(),
         }
     }
@@ -584,8 +596,7 @@ impl ProcessScanner {
             };
             path.push(&name);
             path.push("stat");
-            self.buffer.clear();
-            let read = File::open(&path).and_then(|mut f| f.read_to_end(&mut self.buffer));
+            let read = read_file(&path, &mut self.buffer, true);
             path.pop();
             path.pop();
             if read.is_err() {
@@ -611,23 +622,50 @@ impl ProcessScanner {
 /// Reads the system-wide /proc files into reused buffers.
 pub struct ProcReader {
     root: std::path::PathBuf,
-    stat: String,
-    meminfo: String,
-    diskstats: String,
-    net_dev: String,
-    snmp: String,
-    loadavg: String,
+    stat: Vec<u8>,
+    meminfo: Vec<u8>,
+    diskstats: Vec<u8>,
+    net_dev: Vec<u8>,
+    snmp: Vec<u8>,
+    loadavg: Vec<u8>,
     disks: DiskFilter,
     scanner: ProcessScanner,
+    last_scan: Option<(f64, ProcessTick)>,
     epoch: Instant,
 }
 
-fn read_into(path: &Path, buffer: &mut String) -> Result<()> {
+/// Reads a /proc file into `buffer` (cleared first) with plain read(2) calls: unlike
+/// `read_to_end`, no statx/lseek probing of the size (procfs reports 0 anyway). With
+/// `single_read`, a read that does not fill the buffer ends the file: true of
+/// /proc/<pid>/stat, which the kernel formats whole into the first read's buffer.
+fn read_file(path: &Path, buffer: &mut Vec<u8>, single_read: bool) -> std::io::Result<()> {
+    const CHUNK: usize = 4096;
     buffer.clear();
-    File::open(path)
-        .and_then(|mut f| f.read_to_string(buffer))
-        .with_context(|| format!("read {}", path.display()))?;
-    Ok(())
+    let mut file = File::open(path)?;
+    loop {
+        let len = buffer.len();
+        buffer.resize(len + CHUNK, 0);
+        let n = match file.read(&mut buffer[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+            Err(e) => {
+                buffer.truncate(len);
+                return Err(e);
+            }
+        };
+        buffer.truncate(len + n);
+        if n == 0 || (single_read && n < CHUNK) {
+            return Ok(());
+        }
+    }
+}
+
+fn read_into(path: &Path, buffer: &mut Vec<u8>) -> Result<()> {
+    read_file(path, buffer, false).with_context(|| format!("read {}", path.display()))
+}
+
+fn text<'a>(path: &str, buffer: &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(buffer).with_context(|| format!("{path} is not UTF-8"))
 }
 
 impl ProcReader {
@@ -640,14 +678,15 @@ impl ProcReader {
     pub fn with_root(root: &Path, disks: DiskFilter) -> Self {
         ProcReader {
             root: root.to_path_buf(),
-            stat: String::with_capacity(4096),
-            meminfo: String::with_capacity(2048),
-            diskstats: String::with_capacity(2048),
-            net_dev: String::with_capacity(1024),
-            snmp: String::with_capacity(2048),
-            loadavg: String::with_capacity(64),
+            stat: Vec::with_capacity(8192),
+            meminfo: Vec::with_capacity(8192),
+            diskstats: Vec::with_capacity(8192),
+            net_dev: Vec::with_capacity(8192),
+            snmp: Vec::with_capacity(8192),
+            loadavg: Vec::with_capacity(4096),
             disks,
             scanner: ProcessScanner::new(),
+            last_scan: None,
             epoch: Instant::now(),
         }
     }
@@ -661,15 +700,23 @@ impl ProcReader {
         read_into(&self.root.join("net/dev"), &mut self.net_dev)?;
         read_into(&self.root.join("net/snmp"), &mut self.snmp)?;
         read_into(&self.root.join("loadavg"), &mut self.loadavg)?;
-        let processes = self.scanner.scan(&self.root)?;
+        let processes = match self.last_scan {
+            Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => tick,
+            previous => {
+                let mut tick = self.scanner.scan(&self.root)?;
+                tick.interval_s = previous.map(|(t, _)| at_s - t).unwrap_or(0.0);
+                self.last_scan = Some((at_s, tick));
+                tick
+            }
+        };
         ProcSnapshot::parse(
             &ProcTexts {
-                stat: &self.stat,
-                meminfo: &self.meminfo,
-                diskstats: &self.diskstats,
-                net_dev: &self.net_dev,
-                snmp: &self.snmp,
-                loadavg: &self.loadavg,
+                stat: text("/proc/stat", &self.stat)?,
+                meminfo: text("/proc/meminfo", &self.meminfo)?,
+                diskstats: text("/proc/diskstats", &self.diskstats)?,
+                net_dev: text("/proc/net/dev", &self.net_dev)?,
+                snmp: text("/proc/net/snmp", &self.snmp)?,
+                loadavg: text("/proc/loadavg", &self.loadavg)?,
             },
             &self.disks,
             processes,
@@ -733,6 +780,7 @@ mod tests {
                 count: 120,
                 top_cpu_ticks: 150,
                 top_rss_bytes: 819_200_000,
+                interval_s: 2.0,
             },
         );
         let mut got = HashMap::new();

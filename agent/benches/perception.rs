@@ -1,0 +1,142 @@
+//! Perception benchmark (harness = false): the sampler's own cost at 1 Hz and 10 Hz.
+//!
+//! Each rate runs in a fresh child process (so peak RSS is per rate) that builds a
+//! [`Sampler`] (BPF on when allowed) and samples for `ASA_BENCH_SECONDS` (default 60) seconds.
+//! Printed per rate:
+//! - user-space CPU: the child's user + system time during the run (getrusage) / wall time,
+//!   in % of one core; the child does nothing but sample and sleep;
+//! - tick latency p50 / p99 / max of `Sampler::sample()`;
+//! - peak RSS (VmHWM) of the child, MB;
+//! - in-kernel BPF time (as root): run time of the perception programs over the run, from the
+//!   kernel's BPF run-time statistics (enabled for the run only), in % of one core and ns per
+//!   event. This cost is paid by the tasks being switched, not by the sampler process, and it
+//!   is independent of the sampling rate.
+//!
+//! Run: `cargo bench -p asa-agent --bench perception` (`ASA_BENCH_SECONDS=10` for a short run).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use asa_agent::perception::{BpfMode, Sampler, SchemaFile};
+
+const CHILD_ENV: &str = "ASA_PERCEPTION_BENCH_HZ";
+
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// (run time ns, run count) summed over the loaded perception programs.
+fn bpf_program_stats() -> (u64, u64) {
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter(|p| p.name.to_string_lossy().starts_with("asa_sched"))
+        .fold((0, 0), |(t, n), p| (t + p.run_time_ns, n + p.run_cnt))
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn child(hz: f64, seconds: f64) {
+    // Kernel BPF run-time statistics are on while this fd is open (root only).
+    let stats_fd = unsafe {
+        libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+    };
+    let schema = SchemaFile::builtin().expect("built-in schema");
+    let mut sampler = Sampler::new(schema, BpfMode::Auto).expect("sampler");
+    let interval = Duration::from_secs_f64(1.0 / hz);
+    let (bpf_ns0, bpf_n0) = bpf_program_stats();
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let mut next = start + interval;
+    let mut tick_us = Vec::new();
+    while next <= start + Duration::from_secs_f64(seconds) {
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let t = Instant::now();
+        std::hint::black_box(sampler.sample().expect("sample"));
+        tick_us.push(t.elapsed().as_secs_f64() * 1e6);
+        next += interval;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let (bpf_ns1, bpf_n1) = bpf_program_stats();
+    tick_us.sort_by(|a, b| a.total_cmp(b));
+    let bpf = if sampler.bpf_active() && stats_fd >= 0 {
+        let ns = bpf_ns1.saturating_sub(bpf_ns0) as f64;
+        let n = bpf_n1.saturating_sub(bpf_n0) as f64;
+        format!(
+            "BPF in kernel {:.3}% of one core ({:.0} events/s, {:.0} ns/event)",
+            ns / 1e9 / wall * 100.0,
+            n / wall,
+            if n > 0.0 { ns / n } else { 0.0 }
+        )
+    } else {
+        format!(
+            "BPF off ({})",
+            sampler
+                .bpf_unavailable_reason()
+                .unwrap_or("stats unavailable")
+        )
+    };
+    println!(
+        "{hz:>4} Hz, {wall:.0} s, {} ticks: sampler CPU {:.3}% of one core, tick p50 {:.0} us p99 {:.0} us max {:.0} us, peak RSS {:.1} MB; {bpf}",
+        tick_us.len(),
+        cpu / wall * 100.0,
+        percentile(&tick_us, 0.5),
+        percentile(&tick_us, 0.99),
+        tick_us.last().copied().unwrap_or(f64::NAN),
+        peak_rss_mb(),
+    );
+    if stats_fd >= 0 {
+        unsafe { libc::close(stats_fd) };
+    }
+}
+
+fn main() {
+    let seconds: f64 = std::env::var("ASA_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60.0);
+    if let Ok(hz) = std::env::var(CHILD_ENV) {
+        child(hz.parse().expect("rate"), seconds);
+        return;
+    }
+    let procs = String::from_utf8_lossy(
+        &Command::new("sh")
+            .args(["-c", "ls -d /proc/[0-9]* | wc -l"])
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default(),
+    )
+    .trim()
+    .to_string();
+    println!(
+        "perception sampler benchmark: {seconds} s per rate, {procs} processes on this machine"
+    );
+    let exe = std::env::current_exe().expect("own path");
+    for hz in ["1", "10"] {
+        let status = Command::new(&exe)
+            .env(CHILD_ENV, hz)
+            .env("ASA_BENCH_SECONDS", seconds.to_string())
+            .status()
+            .expect("run the benchmark child");
+        assert!(status.success(), "benchmark child at {hz} Hz failed");
+    }
+}
