@@ -13,7 +13,7 @@ use std::io::{Cursor, Read};
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use procfs::prelude::*;
 use procfs::{DiskStats, ExplicitSystemInfo, KernelStats, LoadAverage, Meminfo};
 
@@ -263,6 +263,50 @@ fn net_rx_softirqs(stat: &str) -> Option<u64> {
     line.split_ascii_whitespace().nth(5)?.parse().ok()
 }
 
+/// Parses the `Proto: Name Name ...` / `Proto: value value ...` line pairs of
+/// /proc/net/snmp and returns a lookup of one counter. Own parser, not procfs-core's `Snmp`:
+/// that one requires every field of a fixed kernel version (it fails on kernels without
+/// UDP-Lite, e.g. 7.x), while this one needs only the counters used here.
+fn parse_snmp(text: &str) -> Result<impl Fn(&str, &str) -> Result<u64> + '_> {
+    let mut sections: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
+    let mut lines = text.lines();
+    while let Some(names) = lines.next() {
+        let values = lines
+            .next()
+            .with_context(|| format!("header {names:?} without a value line"))?;
+        let (Some((proto, names)), Some((proto_v, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            bail!("malformed line pair {names:?} / {values:?}");
+        };
+        if proto != proto_v {
+            bail!("header {proto:?} followed by values of {proto_v:?}");
+        }
+        sections.push((
+            proto,
+            names.split_ascii_whitespace().collect(),
+            values.split_ascii_whitespace().collect(),
+        ));
+    }
+    Ok(move |proto: &str, name: &str| -> Result<u64> {
+        let (_, names, values) = sections
+            .iter()
+            .find(|(p, _, _)| *p == proto)
+            .with_context(|| format!("no {proto} section"))?;
+        let i = names
+            .iter()
+            .position(|n| *n == name)
+            .with_context(|| format!("no {proto}:{name} counter"))?;
+        let value = values
+            .get(i)
+            .with_context(|| format!("no value for {proto}:{name}"))?;
+        // MaxConn is -1 on Linux: parse signed; the counters read here are never negative.
+        Ok(value
+            .parse::<i64>()
+            .with_context(|| format!("{proto}:{name} = {value:?}"))? as u64)
+    })
+}
+
 fn system_info() -> ExplicitSystemInfo {
     ExplicitSystemInfo {
         boot_time_secs: 0,
@@ -288,8 +332,7 @@ impl ProcSnapshot {
             DiskStats::from_read(Cursor::new(texts.diskstats)).context("parse /proc/diskstats")?;
         let net_dev = procfs::net::InterfaceDeviceStatus::from_read(Cursor::new(texts.net_dev))
             .context("parse /proc/net/dev")?;
-        let snmp = procfs::net::Snmp::from_read(Cursor::new(texts.snmp))
-            .context("parse /proc/net/snmp")?;
+        let snmp = parse_snmp(texts.snmp).context("parse /proc/net/snmp")?;
         let load =
             LoadAverage::from_read(Cursor::new(texts.loadavg)).context("parse /proc/loadavg")?;
 
@@ -315,16 +358,16 @@ impl ProcSnapshot {
             net.rx_packets += dev.recv_packets;
             net.tx_packets += dev.sent_packets;
         }
-        net.tcp_active_opens = snmp.tcp_active_opens;
-        net.tcp_passive_opens = snmp.tcp_passive_opens;
-        net.tcp_attempt_fails = snmp.tcp_attempt_fails;
-        net.tcp_estab_resets = snmp.tcp_estab_resets;
-        net.tcp_curr_estab = snmp.tcp_curr_estab;
-        net.tcp_in_segs = snmp.tcp_in_segs;
-        net.tcp_out_segs = snmp.tcp_out_segs;
-        net.tcp_retrans_segs = snmp.tcp_retrans_segs;
-        net.udp_in = snmp.udp_in_datagrams;
-        net.udp_out = snmp.udp_out_datagrams;
+        net.tcp_active_opens = snmp("Tcp", "ActiveOpens")?;
+        net.tcp_passive_opens = snmp("Tcp", "PassiveOpens")?;
+        net.tcp_attempt_fails = snmp("Tcp", "AttemptFails")?;
+        net.tcp_estab_resets = snmp("Tcp", "EstabResets")?;
+        net.tcp_curr_estab = snmp("Tcp", "CurrEstab")?;
+        net.tcp_in_segs = snmp("Tcp", "InSegs")?;
+        net.tcp_out_segs = snmp("Tcp", "OutSegs")?;
+        net.tcp_retrans_segs = snmp("Tcp", "RetransSegs")?;
+        net.udp_in = snmp("Udp", "InDatagrams")?;
+        net.udp_out = snmp("Udp", "OutDatagrams")?;
 
         Ok(ProcSnapshot {
             at_s,
@@ -906,6 +949,22 @@ mod tests {
         write_stat(root.path(), 12, (1000, 0), 5000, 7); // +100 for the new process
         let third = scanner.scan(root.path()).unwrap();
         assert_eq!(third.top_cpu_ticks, 100);
+    }
+
+    #[test]
+    fn snmp_parser_needs_only_the_counters_it_reads() {
+        // No UdpLite section and an unknown extra counter, as on 7.x kernels.
+        let text = "Tcp: RtoAlgorithm MaxConn ActiveOpens\nTcp: 1 -1 42\nUdp: InDatagrams NewThing\nUdp: 7 9\n";
+        let get = parse_snmp(text).unwrap();
+        assert_eq!(get("Tcp", "ActiveOpens").unwrap(), 42);
+        assert_eq!(get("Udp", "InDatagrams").unwrap(), 7);
+        assert!(get("Tcp", "InSegs")
+            .unwrap_err()
+            .to_string()
+            .contains("Tcp:InSegs"));
+        assert!(get("Icmp", "InMsgs").is_err());
+        assert!(parse_snmp("Tcp: A B\nUdp: 1 2\n").is_err());
+        assert!(parse_snmp("Tcp: A B\n").is_err());
     }
 
     #[test]
