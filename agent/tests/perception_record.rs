@@ -148,3 +148,46 @@ fn parquet_recording_with_bpf_as_root_has_no_missing_feature() {
         }
     }
 }
+
+/// The flags `asa record` takes, parsed as the lead's main.rs will (a subcommand holding
+/// `RecordArgs`).
+#[test]
+fn record_arguments_parse_as_a_subcommand() {
+    use clap::{Parser, Subcommand};
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+    #[derive(Subcommand)]
+    enum Command {
+        Record(RecordArgs),
+    }
+    let cli = Cli::try_parse_from([
+        "asa",
+        "record",
+        "--label",
+        "web+disk_io",
+        "--out",
+        "run.parquet",
+        "--interval-ms",
+        "200",
+        "--duration",
+        "30",
+    ])
+    .unwrap();
+    let Command::Record(a) = cli.command;
+    assert_eq!(a.label, "web+disk_io");
+    assert_eq!(a.out, Path::new("run.parquet"));
+    assert_eq!(a.interval_ms, 200);
+    assert_eq!(a.duration, Some(30.0));
+    assert!(!a.no_bpf && a.schema.is_none());
+    let defaults =
+        Cli::try_parse_from(["asa", "record", "--label", "x", "--out", "o.csv"]).unwrap();
+    let Command::Record(d) = defaults.command;
+    assert_eq!((d.interval_ms, d.duration), (1000, None));
+    assert!(
+        Cli::try_parse_from(["asa", "record", "--out", "o.csv"]).is_err(),
+        "--label is required"
+    );
+}

@@ -208,3 +208,12 @@ impl Sampler {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sampler_can_move_to_another_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<super::Sampler>();
+    }
+}
