@@ -171,3 +171,82 @@ fn unprivileged_sampler_degrades_to_procfs_only() {
         "unprivileged run failed (is the test binary readable by nobody?):\n{text}"
     );
 }
+
+/// `n` TCP connections over loopback, each accepted and then closed by both ends: TCP
+/// counters (which include loopback) see 2n opens (n active + n passive) and 2n sockets leave
+/// the established state; nothing stays established.
+#[test]
+fn tcp_connections_move_new_and_closed_counters() {
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut sampler, schema) = sampler(BpfMode::Off);
+    const CONNECTIONS: usize = 300;
+    sampler.sample().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let idle = sampler.sample().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let started = Instant::now();
+    for _ in 0..CONNECTIONS {
+        let client = std::net::TcpStream::connect(address).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        drop(client);
+        drop(server);
+    }
+    // Let the last FIN/ACKs through before reading.
+    std::thread::sleep(Duration::from_millis(700).saturating_sub(started.elapsed()));
+    let busy = sampler.sample().unwrap();
+    let moved = |name: &str| {
+        let per_s = |s: &Sample| s.get(&schema, name).unwrap();
+        (per_s(&busy) - per_s(&idle)) * busy.interval_s
+    };
+    let new = moved("tcp_new_conn_per_s");
+    let closed = moved("tcp_closed_conn_per_s");
+    eprintln!("{CONNECTIONS} loopback connections: new {new:.0}, closed {closed:.0} (background subtracted)");
+    let want = 2.0 * CONNECTIONS as f64;
+    for (name, got) in [("new", new), ("closed", closed)] {
+        assert!(
+            (got - want).abs() <= 0.1 * want,
+            "{name} connections moved by {got:.0}, expected {want:.0} ± 10%"
+        );
+    }
+    assert!(busy.get(&schema, "tcp_share_of_tcp_udp").unwrap() > 0.5);
+}
+
+/// 32 MiB written and fsync'ed to a file on the root disk: the disk features account for at
+/// least that much data in completed writes (average size × operations), with a latency.
+#[test]
+fn disk_writes_move_the_disk_features() {
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut sampler, schema) = sampler(BpfMode::Off);
+    const MIB: usize = 32;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("disk-test.bin");
+    let chunk = vec![0x5au8; 1 << 20];
+    sampler.sample().unwrap();
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&path).unwrap();
+        for _ in 0..MIB {
+            file.write_all(&chunk).unwrap();
+        }
+        file.sync_all().unwrap();
+    }
+    let busy = sampler.sample().unwrap();
+    let get = |name: &str| busy.get(&schema, name).unwrap();
+    let ops = (get("disk_read_ops_per_s") + get("disk_write_ops_per_s")) * busy.interval_s;
+    let kib = ops * get("disk_avg_io_kib");
+    eprintln!(
+        "{MIB} MiB written: {:.0} write ops, {kib:.0} KiB moved, write latency {:.2} ms, busy {:.2}",
+        get("disk_write_ops_per_s") * busy.interval_s,
+        get("disk_write_latency_ms"),
+        get("disk_busy_share")
+    );
+    assert!(get("disk_write_ops_per_s") > 0.0);
+    assert!(
+        kib >= 0.95 * (MIB * 1024) as f64,
+        "{kib:.0} KiB moved, expected at least {} KiB",
+        MIB * 1024
+    );
+    assert!(get("disk_write_latency_ms") > 0.0);
+    assert!(get("disk_busy_share") > 0.0);
+}
