@@ -26,21 +26,21 @@ pub const HOTSPOT_BUSY_SHARE: f64 = 0.9;
 /// sampler whose ticks jitter early still scans every tick.
 pub const PROCESS_SCAN_MIN_INTERVAL_S: f64 = 0.9;
 
-/// The texts of the system-wide /proc files one snapshot is parsed from (for tests).
+/// The texts of the system-wide /proc files one snapshot is parsed from (None = unreadable).
 #[derive(Debug, Clone, Default)]
 pub struct ProcTexts<'a> {
     /// /proc/stat
-    pub stat: &'a str,
+    pub stat: Option<&'a str>,
     /// /proc/meminfo
-    pub meminfo: &'a str,
+    pub meminfo: Option<&'a str>,
     /// /proc/diskstats
-    pub diskstats: &'a str,
+    pub diskstats: Option<&'a str>,
     /// /proc/net/dev
-    pub net_dev: &'a str,
+    pub net_dev: Option<&'a str>,
     /// /proc/net/snmp
-    pub snmp: &'a str,
+    pub snmp: Option<&'a str>,
     /// /proc/loadavg
-    pub loadavg: &'a str,
+    pub loadavg: Option<&'a str>,
 }
 
 /// Cumulative counters of one CPU (ticks).
@@ -127,10 +127,10 @@ pub struct DiskTotals {
     pub weighted_ms: u64,
 }
 
-/// Cumulative network counters.
+/// Cumulative interface counters (all interfaces but lo).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct NetTotals {
-    /// Bytes received (all interfaces but lo).
+pub struct NetDevTotals {
+    /// Bytes received.
     pub rx_bytes: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
@@ -138,6 +138,11 @@ pub struct NetTotals {
     pub rx_packets: u64,
     /// Packets sent.
     pub tx_packets: u64,
+}
+
+/// TCP and UDP counters of /proc/net/snmp (loopback included).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TcpUdpTotals {
     /// TCP ActiveOpens.
     pub tcp_active_opens: u64,
     /// TCP PassiveOpens.
@@ -160,6 +165,25 @@ pub struct NetTotals {
     pub udp_out: u64,
 }
 
+/// Memory gauges of /proc/meminfo, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MemTotals {
+    /// MemTotal.
+    pub total: u64,
+    /// MemFree.
+    pub free: u64,
+    /// MemAvailable (MemFree on kernels without it).
+    pub available: u64,
+    /// Cached.
+    pub cached: u64,
+    /// Buffers.
+    pub buffers: u64,
+    /// SwapTotal.
+    pub swap_total: u64,
+    /// SwapFree.
+    pub swap_free: u64,
+}
+
 /// The per-process part of a tick, computed by [`ProcessScanner`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ProcessTick {
@@ -174,7 +198,9 @@ pub struct ProcessTick {
     pub interval_s: f64,
 }
 
-/// Everything system-wide read from /proc at one instant.
+/// Everything system-wide read from /proc at one instant. /proc/stat is required; every other
+/// group is None when its file could not be read or parsed (its features are then missing
+/// instead of the sampler failing, e.g. on a kernel whose file format a parser does not know).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcSnapshot {
     /// Seconds on a monotonic clock.
@@ -188,35 +214,26 @@ pub struct ProcSnapshot {
     /// Forks since boot.
     pub forks: u64,
     /// Tasks runnable now.
-    pub procs_running: u64,
+    pub procs_running: Option<u64>,
     /// Tasks blocked on I/O now.
-    pub procs_blocked: u64,
+    pub procs_blocked: Option<u64>,
     /// NET_RX softirqs since boot (None if the kernel prints no softirq line).
     pub net_rx_softirqs: Option<u64>,
-    /// MemTotal, bytes.
-    pub mem_total: u64,
-    /// MemFree.
-    pub mem_free: u64,
-    /// MemAvailable (MemFree on kernels without it).
-    pub mem_available: u64,
-    /// Cached.
-    pub mem_cached: u64,
-    /// Buffers.
-    pub mem_buffers: u64,
-    /// SwapTotal.
-    pub swap_total: u64,
-    /// SwapFree.
-    pub swap_free: u64,
-    /// Disks.
-    pub disk: DiskTotals,
-    /// Per disk: ms with I/O in flight (io_ticks), by name.
-    pub disk_busy_ms: Vec<(String, u64)>,
-    /// Network.
-    pub net: NetTotals,
-    /// Threads in the system.
-    pub threads: u64,
+    /// /proc/meminfo.
+    pub memory: Option<MemTotals>,
+    /// /proc/diskstats: totals over the physical disks, and per disk the ms with I/O in
+    /// flight (io_ticks) by name.
+    pub disk: Option<(DiskTotals, Vec<(String, u64)>)>,
+    /// /proc/net/dev.
+    pub net_dev: Option<NetDevTotals>,
+    /// /proc/net/snmp.
+    pub tcp_udp: Option<TcpUdpTotals>,
+    /// Threads in the system (/proc/loadavg).
+    pub threads: Option<u64>,
     /// Per-process part.
-    pub processes: ProcessTick,
+    pub processes: Option<ProcessTick>,
+    /// Groups that are None in this snapshot, with the reason.
+    pub unavailable: Vec<(&'static str, String)>,
 }
 
 /// Which block devices count as disks: whole physical devices, not partitions, loop, RAM,
@@ -317,79 +334,115 @@ fn system_info() -> ExplicitSystemInfo {
 }
 
 impl ProcSnapshot {
-    /// Parses the system-wide files; `processes` comes from a [`ProcessScanner`].
+    /// Parses the system-wide files (None = the file could not be read); `processes` comes
+    /// from a [`ProcessScanner`]. Fails only if /proc/stat is missing or unparsable.
     pub fn parse(
         texts: &ProcTexts<'_>,
         disks: &DiskFilter,
-        processes: ProcessTick,
+        processes: Option<ProcessTick>,
         at_s: f64,
     ) -> Result<Self> {
         let si = system_info();
+        let stat_text = texts.stat.context("/proc/stat is unreadable")?;
         let stat =
-            KernelStats::from_read(Cursor::new(texts.stat), &si).context("parse /proc/stat")?;
-        let mem = Meminfo::from_read(Cursor::new(texts.meminfo)).context("parse /proc/meminfo")?;
-        let diskstats =
-            DiskStats::from_read(Cursor::new(texts.diskstats)).context("parse /proc/diskstats")?;
-        let net_dev = procfs::net::InterfaceDeviceStatus::from_read(Cursor::new(texts.net_dev))
-            .context("parse /proc/net/dev")?;
-        let snmp = parse_snmp(texts.snmp).context("parse /proc/net/snmp")?;
-        let load =
-            LoadAverage::from_read(Cursor::new(texts.loadavg)).context("parse /proc/loadavg")?;
-
-        let mut disk = DiskTotals::default();
-        let mut disk_busy_ms = Vec::new();
-        for d in diskstats.0.iter().filter(|d| disks.accepts(&d.name)) {
-            disk.reads += d.reads;
-            disk.writes += d.writes;
-            disk.sectors_read += d.sectors_read;
-            disk.sectors_written += d.sectors_written;
-            disk.read_ms += d.time_reading;
-            disk.write_ms += d.time_writing;
-            disk.weighted_ms += d.weighted_time_in_progress;
-            disk_busy_ms.push((d.name.clone(), d.time_in_progress));
-        }
-        let mut net = NetTotals::default();
-        for (name, dev) in net_dev.0.iter() {
-            if name == "lo" {
-                continue;
+            KernelStats::from_read(Cursor::new(stat_text), &si).context("parse /proc/stat")?;
+        let mut unavailable = Vec::new();
+        let mut group =
+            |name: &'static str, text: Option<&str>, parse: &dyn Fn(&str) -> Result<()>| {
+                let outcome = match text {
+                    None => Err(anyhow::anyhow!("unreadable")),
+                    Some(text) => parse(text),
+                };
+                if let Err(e) = outcome {
+                    unavailable.push((name, format!("{e:#}")));
+                }
+            };
+        let memory = std::cell::Cell::new(None);
+        group("/proc/meminfo", texts.meminfo, &|text| {
+            let m = Meminfo::from_read(Cursor::new(text))?;
+            memory.set(Some(MemTotals {
+                total: m.mem_total,
+                free: m.mem_free,
+                available: m.mem_available.unwrap_or(m.mem_free),
+                cached: m.cached,
+                buffers: m.buffers,
+                swap_total: m.swap_total,
+                swap_free: m.swap_free,
+            }));
+            Ok(())
+        });
+        let disk = std::cell::RefCell::new(None);
+        group("/proc/diskstats", texts.diskstats, &|text| {
+            let stats = DiskStats::from_read(Cursor::new(text))?;
+            let mut totals = DiskTotals::default();
+            let mut busy = Vec::new();
+            for d in stats.0.iter().filter(|d| disks.accepts(&d.name)) {
+                totals.reads += d.reads;
+                totals.writes += d.writes;
+                totals.sectors_read += d.sectors_read;
+                totals.sectors_written += d.sectors_written;
+                totals.read_ms += d.time_reading;
+                totals.write_ms += d.time_writing;
+                totals.weighted_ms += d.weighted_time_in_progress;
+                busy.push((d.name.clone(), d.time_in_progress));
             }
-            net.rx_bytes += dev.recv_bytes;
-            net.tx_bytes += dev.sent_bytes;
-            net.rx_packets += dev.recv_packets;
-            net.tx_packets += dev.sent_packets;
+            *disk.borrow_mut() = Some((totals, busy));
+            Ok(())
+        });
+        let net_dev = std::cell::Cell::new(None);
+        group("/proc/net/dev", texts.net_dev, &|text| {
+            let status = procfs::net::InterfaceDeviceStatus::from_read(Cursor::new(text))?;
+            let mut net = NetDevTotals::default();
+            for (_, dev) in status.0.iter().filter(|(name, _)| *name != "lo") {
+                net.rx_bytes += dev.recv_bytes;
+                net.tx_bytes += dev.sent_bytes;
+                net.rx_packets += dev.recv_packets;
+                net.tx_packets += dev.sent_packets;
+            }
+            net_dev.set(Some(net));
+            Ok(())
+        });
+        let tcp_udp = std::cell::Cell::new(None);
+        group("/proc/net/snmp", texts.snmp, &|text| {
+            let snmp = parse_snmp(text)?;
+            tcp_udp.set(Some(TcpUdpTotals {
+                tcp_active_opens: snmp("Tcp", "ActiveOpens")?,
+                tcp_passive_opens: snmp("Tcp", "PassiveOpens")?,
+                tcp_attempt_fails: snmp("Tcp", "AttemptFails")?,
+                tcp_estab_resets: snmp("Tcp", "EstabResets")?,
+                tcp_curr_estab: snmp("Tcp", "CurrEstab")?,
+                tcp_in_segs: snmp("Tcp", "InSegs")?,
+                tcp_out_segs: snmp("Tcp", "OutSegs")?,
+                tcp_retrans_segs: snmp("Tcp", "RetransSegs")?,
+                udp_in: snmp("Udp", "InDatagrams")?,
+                udp_out: snmp("Udp", "OutDatagrams")?,
+            }));
+            Ok(())
+        });
+        let threads = std::cell::Cell::new(None);
+        group("/proc/loadavg", texts.loadavg, &|text| {
+            threads.set(Some(LoadAverage::from_read(Cursor::new(text))?.max as u64));
+            Ok(())
+        });
+        if processes.is_none() {
+            unavailable.push(("/proc/<pid>/stat", "process scan failed".to_string()));
         }
-        net.tcp_active_opens = snmp("Tcp", "ActiveOpens")?;
-        net.tcp_passive_opens = snmp("Tcp", "PassiveOpens")?;
-        net.tcp_attempt_fails = snmp("Tcp", "AttemptFails")?;
-        net.tcp_estab_resets = snmp("Tcp", "EstabResets")?;
-        net.tcp_curr_estab = snmp("Tcp", "CurrEstab")?;
-        net.tcp_in_segs = snmp("Tcp", "InSegs")?;
-        net.tcp_out_segs = snmp("Tcp", "OutSegs")?;
-        net.tcp_retrans_segs = snmp("Tcp", "RetransSegs")?;
-        net.udp_in = snmp("Udp", "InDatagrams")?;
-        net.udp_out = snmp("Udp", "OutDatagrams")?;
-
         Ok(ProcSnapshot {
             at_s,
             cpu_total: CpuTicks::from_cpu_time(&stat.total),
             cpus: stat.cpu_time.iter().map(CpuTicks::from_cpu_time).collect(),
             ctxt: stat.ctxt,
             forks: stat.processes,
-            procs_running: stat.procs_running.unwrap_or(0) as u64,
-            procs_blocked: stat.procs_blocked.unwrap_or(0) as u64,
-            net_rx_softirqs: net_rx_softirqs(texts.stat),
-            mem_total: mem.mem_total,
-            mem_free: mem.mem_free,
-            mem_available: mem.mem_available.unwrap_or(mem.mem_free),
-            mem_cached: mem.cached,
-            mem_buffers: mem.buffers,
-            swap_total: mem.swap_total,
-            swap_free: mem.swap_free,
-            disk,
-            disk_busy_ms,
-            net,
-            threads: load.max as u64,
+            procs_running: stat.procs_running.map(u64::from),
+            procs_blocked: stat.procs_blocked.map(u64::from),
+            net_rx_softirqs: net_rx_softirqs(stat_text),
+            memory: memory.get(),
+            disk: disk.into_inner(),
+            net_dev: net_dev.get(),
+            tcp_udp: tcp_udp.get(),
+            threads: threads.get(),
             processes,
+            unavailable,
         })
     }
 }
@@ -402,8 +455,8 @@ fn ratio(num: f64, den: f64) -> f64 {
     }
 }
 
-/// Computes every procfs feature from two consecutive snapshots; `emit(name, value)` is called
-/// once per feature (names as in the schema).
+/// Computes the procfs features from two consecutive snapshots; `emit(name, value)` is called
+/// once per feature (names as in the schema) whose inputs are present in both snapshots.
 pub fn procfs_features(
     prev: &ProcSnapshot,
     cur: &ProcSnapshot,
@@ -437,124 +490,127 @@ pub fn procfs_features(
         "cpu_hotspot_core_ratio",
         ratio(hot as f64, cur.cpus.len() as f64),
     );
-
-    // Memory (gauges, shares of the total).
-    let mem_total = cur.mem_total as f64;
-    emit("mem_free_share", ratio(cur.mem_free as f64, mem_total));
-    emit(
-        "mem_available_share",
-        ratio(cur.mem_available as f64, mem_total),
-    );
-    emit("mem_cached_share", ratio(cur.mem_cached as f64, mem_total));
-    emit(
-        "mem_buffers_share",
-        ratio(cur.mem_buffers as f64, mem_total),
-    );
-    emit(
-        "swap_used_share",
-        ratio(
-            cur.swap_total.saturating_sub(cur.swap_free) as f64,
-            cur.swap_total as f64,
-        ),
-    );
-
-    // Disks.
-    let (a, b) = (&prev.disk, &cur.disk);
-    let reads = b.reads.saturating_sub(a.reads) as f64;
-    let writes = b.writes.saturating_sub(a.writes) as f64;
-    emit("disk_read_ops_per_s", reads / dt);
-    emit("disk_write_ops_per_s", writes / dt);
-    emit(
-        "disk_read_latency_ms",
-        ratio(b.read_ms.saturating_sub(a.read_ms) as f64, reads),
-    );
-    emit(
-        "disk_write_latency_ms",
-        ratio(b.write_ms.saturating_sub(a.write_ms) as f64, writes),
-    );
-    let sectors =
-        (b.sectors_read + b.sectors_written).saturating_sub(a.sectors_read + a.sectors_written);
-    emit(
-        "disk_avg_io_kib",
-        ratio(sectors as f64 * 512.0 / 1024.0, reads + writes),
-    );
-    emit(
-        "disk_queue_len",
-        b.weighted_ms.saturating_sub(a.weighted_ms) as f64 / (dt * 1000.0),
-    );
-    let busiest_ms = cur
-        .disk_busy_ms
-        .iter()
-        .filter_map(|(name, ms)| {
-            let before = prev.disk_busy_ms.iter().find(|(n, _)| n == name)?.1;
-            Some(ms.saturating_sub(before))
-        })
-        .max()
-        .unwrap_or(0);
-    emit(
-        "disk_busy_share",
-        (busiest_ms as f64 / (dt * 1000.0)).min(1.0),
-    );
-
-    // Network.
-    let (a, b) = (&prev.net, &cur.net);
-    emit("net_rx_kib_per_s", per_s(a.rx_bytes, b.rx_bytes) / 1024.0);
-    emit("net_tx_kib_per_s", per_s(a.tx_bytes, b.tx_bytes) / 1024.0);
-    emit("net_rx_packets_per_s", per_s(a.rx_packets, b.rx_packets));
-    emit("net_tx_packets_per_s", per_s(a.tx_packets, b.tx_packets));
-    emit("tcp_established", b.tcp_curr_estab as f64);
-    let opened = (b.tcp_active_opens + b.tcp_passive_opens)
-        .saturating_sub(a.tcp_active_opens + a.tcp_passive_opens);
-    emit("tcp_new_conn_per_s", opened as f64 / dt);
-    let established =
-        opened.saturating_sub(b.tcp_attempt_fails.saturating_sub(a.tcp_attempt_fails)) as f64;
-    let closed = (established - (b.tcp_curr_estab as f64 - a.tcp_curr_estab as f64)).max(0.0);
-    emit("tcp_closed_conn_per_s", closed / dt);
-    emit(
-        "tcp_reset_per_s",
-        per_s(a.tcp_estab_resets, b.tcp_estab_resets),
-    );
-    let out_segs = b.tcp_out_segs.saturating_sub(a.tcp_out_segs) as f64;
-    emit(
-        "tcp_retrans_share",
-        ratio(
-            b.tcp_retrans_segs.saturating_sub(a.tcp_retrans_segs) as f64,
-            out_segs,
-        )
-        .min(1.0),
-    );
-    let tcp = out_segs + b.tcp_in_segs.saturating_sub(a.tcp_in_segs) as f64;
-    let udp = (b.udp_in + b.udp_out).saturating_sub(a.udp_in + a.udp_out) as f64;
-    emit("tcp_share_of_tcp_udp", ratio(tcp, tcp + udp));
-    let softirqs = match (prev.net_rx_softirqs, cur.net_rx_softirqs) {
-        (Some(a), Some(b)) => per_s(a, b),
-        _ => 0.0,
-    };
-    emit("net_rx_softirq_per_s", softirqs);
-
-    // Processes.
-    emit("procs_runnable_per_cpu", cur.procs_running as f64 / ncpu);
-    emit("procs_blocked_per_cpu", cur.procs_blocked as f64 / ncpu);
-    emit("process_count", cur.processes.count as f64);
-    emit("thread_count", cur.threads as f64);
-    let ticks_per_s = procfs::ticks_per_second() as f64;
-    emit(
-        "top_proc_cpu_share",
-        ratio(
-            cur.processes.top_cpu_ticks as f64,
-            ticks_per_s * cur.processes.interval_s * ncpu,
-        )
-        .min(1.0),
-    );
-    emit(
-        "top_proc_mem_share",
-        ratio(cur.processes.top_rss_bytes as f64, mem_total),
-    );
     emit("ctxt_per_s", per_s(prev.ctxt, cur.ctxt));
     emit("forks_per_s", per_s(prev.forks, cur.forks));
+    if let Some(running) = cur.procs_running {
+        emit("procs_runnable_per_cpu", running as f64 / ncpu);
+    }
+    if let Some(blocked) = cur.procs_blocked {
+        emit("procs_blocked_per_cpu", blocked as f64 / ncpu);
+    }
+    if let (Some(a), Some(b)) = (prev.net_rx_softirqs, cur.net_rx_softirqs) {
+        emit("net_rx_softirq_per_s", per_s(a, b));
+    }
+
+    // Memory (gauges, shares of the total).
+    if let Some(m) = &cur.memory {
+        let total = m.total as f64;
+        emit("mem_free_share", ratio(m.free as f64, total));
+        emit("mem_available_share", ratio(m.available as f64, total));
+        emit("mem_cached_share", ratio(m.cached as f64, total));
+        emit("mem_buffers_share", ratio(m.buffers as f64, total));
+        emit(
+            "swap_used_share",
+            ratio(
+                m.swap_total.saturating_sub(m.swap_free) as f64,
+                m.swap_total as f64,
+            ),
+        );
+    }
+
+    // Disks.
+    if let (Some((a, a_busy)), Some((b, b_busy))) = (&prev.disk, &cur.disk) {
+        let reads = b.reads.saturating_sub(a.reads) as f64;
+        let writes = b.writes.saturating_sub(a.writes) as f64;
+        emit("disk_read_ops_per_s", reads / dt);
+        emit("disk_write_ops_per_s", writes / dt);
+        emit(
+            "disk_read_latency_ms",
+            ratio(b.read_ms.saturating_sub(a.read_ms) as f64, reads),
+        );
+        emit(
+            "disk_write_latency_ms",
+            ratio(b.write_ms.saturating_sub(a.write_ms) as f64, writes),
+        );
+        let sectors =
+            (b.sectors_read + b.sectors_written).saturating_sub(a.sectors_read + a.sectors_written);
+        emit(
+            "disk_avg_io_kib",
+            ratio(sectors as f64 * 512.0 / 1024.0, reads + writes),
+        );
+        emit(
+            "disk_queue_len",
+            b.weighted_ms.saturating_sub(a.weighted_ms) as f64 / (dt * 1000.0),
+        );
+        let busiest_ms = b_busy
+            .iter()
+            .filter_map(|(name, ms)| {
+                let before = a_busy.iter().find(|(n, _)| n == name)?.1;
+                Some(ms.saturating_sub(before))
+            })
+            .max()
+            .unwrap_or(0);
+        emit(
+            "disk_busy_share",
+            (busiest_ms as f64 / (dt * 1000.0)).min(1.0),
+        );
+    }
+
+    // Network.
+    if let (Some(a), Some(b)) = (&prev.net_dev, &cur.net_dev) {
+        emit("net_rx_kib_per_s", per_s(a.rx_bytes, b.rx_bytes) / 1024.0);
+        emit("net_tx_kib_per_s", per_s(a.tx_bytes, b.tx_bytes) / 1024.0);
+        emit("net_rx_packets_per_s", per_s(a.rx_packets, b.rx_packets));
+        emit("net_tx_packets_per_s", per_s(a.tx_packets, b.tx_packets));
+    }
+    if let (Some(a), Some(b)) = (&prev.tcp_udp, &cur.tcp_udp) {
+        emit("tcp_established", b.tcp_curr_estab as f64);
+        let opened = (b.tcp_active_opens + b.tcp_passive_opens)
+            .saturating_sub(a.tcp_active_opens + a.tcp_passive_opens);
+        emit("tcp_new_conn_per_s", opened as f64 / dt);
+        let established =
+            opened.saturating_sub(b.tcp_attempt_fails.saturating_sub(a.tcp_attempt_fails)) as f64;
+        let closed = (established - (b.tcp_curr_estab as f64 - a.tcp_curr_estab as f64)).max(0.0);
+        emit("tcp_closed_conn_per_s", closed / dt);
+        emit(
+            "tcp_reset_per_s",
+            per_s(a.tcp_estab_resets, b.tcp_estab_resets),
+        );
+        let out_segs = b.tcp_out_segs.saturating_sub(a.tcp_out_segs) as f64;
+        emit(
+            "tcp_retrans_share",
+            ratio(
+                b.tcp_retrans_segs.saturating_sub(a.tcp_retrans_segs) as f64,
+                out_segs,
+            )
+            .min(1.0),
+        );
+        let tcp = out_segs + b.tcp_in_segs.saturating_sub(a.tcp_in_segs) as f64;
+        let udp = (b.udp_in + b.udp_out).saturating_sub(a.udp_in + a.udp_out) as f64;
+        emit("tcp_share_of_tcp_udp", ratio(tcp, tcp + udp));
+    }
+
+    // Processes.
+    if let Some(threads) = cur.threads {
+        emit("thread_count", threads as f64);
+    }
+    if let Some(p) = &cur.processes {
+        emit("process_count", p.count as f64);
+        let ticks_per_s = procfs::ticks_per_second() as f64;
+        emit(
+            "top_proc_cpu_share",
+            ratio(p.top_cpu_ticks as f64, ticks_per_s * p.interval_s * ncpu).min(1.0),
+        );
+        if let Some(m) = &cur.memory {
+            emit(
+                "top_proc_mem_share",
+                ratio(p.top_rss_bytes as f64, m.total as f64),
+            );
+        }
+    }
 }
 
-/// Names [`procfs_features`] emits, in emission order.
+/// Every name [`procfs_features`] can emit.
 pub const PROCFS_FEATURES: &[&str] = &[
     "cpu_user_share",
     "cpu_nice_share",
@@ -665,17 +721,23 @@ impl ProcessScanner {
 /// Reads the system-wide /proc files into reused buffers.
 pub struct ProcReader {
     root: std::path::PathBuf,
-    stat: Vec<u8>,
-    meminfo: Vec<u8>,
-    diskstats: Vec<u8>,
-    net_dev: Vec<u8>,
-    snmp: Vec<u8>,
-    loadavg: Vec<u8>,
+    buffers: [Vec<u8>; 6],
     disks: DiskFilter,
     scanner: ProcessScanner,
     last_scan: Option<(f64, ProcessTick)>,
+    warned: HashSet<&'static str>,
     epoch: Instant,
 }
+
+/// The files of [`ProcReader`], in buffer order.
+const SYSTEM_FILES: [&str; 6] = [
+    "stat",
+    "meminfo",
+    "diskstats",
+    "net/dev",
+    "net/snmp",
+    "loadavg",
+];
 
 /// Reads a /proc file into `buffer` (cleared first) with plain read(2) calls: unlike
 /// `read_to_end`, no statx/lseek probing of the size (procfs reports 0 anyway). With
@@ -703,14 +765,6 @@ fn read_file(path: &Path, buffer: &mut Vec<u8>, single_read: bool) -> std::io::R
     }
 }
 
-fn read_into(path: &Path, buffer: &mut Vec<u8>) -> Result<()> {
-    read_file(path, buffer, false).with_context(|| format!("read {}", path.display()))
-}
-
-fn text<'a>(path: &str, buffer: &'a [u8]) -> Result<&'a str> {
-    std::str::from_utf8(buffer).with_context(|| format!("{path} is not UTF-8"))
-}
-
 impl ProcReader {
     /// A reader of `/proc` (physical disks detected from /sys/block).
     pub fn new() -> Self {
@@ -721,50 +775,71 @@ impl ProcReader {
     pub fn with_root(root: &Path, disks: DiskFilter) -> Self {
         ProcReader {
             root: root.to_path_buf(),
-            stat: Vec::with_capacity(8192),
-            meminfo: Vec::with_capacity(8192),
-            diskstats: Vec::with_capacity(8192),
-            net_dev: Vec::with_capacity(8192),
-            snmp: Vec::with_capacity(8192),
-            loadavg: Vec::with_capacity(4096),
+            buffers: std::array::from_fn(|_| Vec::with_capacity(8192)),
             disks,
             scanner: ProcessScanner::new(),
             last_scan: None,
+            warned: HashSet::new(),
             epoch: Instant::now(),
         }
     }
 
-    /// Reads one snapshot.
+    /// Reads one snapshot. Fails only when /proc/stat cannot be read; any other file that
+    /// cannot be read or parsed leaves its features missing, with one warning per file.
     pub fn snapshot(&mut self) -> Result<ProcSnapshot> {
         let at_s = self.epoch.elapsed().as_secs_f64();
-        read_into(&self.root.join("stat"), &mut self.stat)?;
-        read_into(&self.root.join("meminfo"), &mut self.meminfo)?;
-        read_into(&self.root.join("diskstats"), &mut self.diskstats)?;
-        read_into(&self.root.join("net/dev"), &mut self.net_dev)?;
-        read_into(&self.root.join("net/snmp"), &mut self.snmp)?;
-        read_into(&self.root.join("loadavg"), &mut self.loadavg)?;
-        let processes = match self.last_scan {
-            Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => tick,
-            previous => {
-                let mut tick = self.scanner.scan(&self.root)?;
-                tick.interval_s = previous.map(|(t, _)| at_s - t).unwrap_or(0.0);
-                self.last_scan = Some((at_s, tick));
-                tick
+        let mut readable = [false; 6];
+        for (i, name) in SYSTEM_FILES.iter().enumerate() {
+            match read_file(&self.root.join(name), &mut self.buffers[i], false) {
+                Ok(()) => readable[i] = std::str::from_utf8(&self.buffers[i]).is_ok(),
+                Err(e) if i == 0 => {
+                    return Err(e).with_context(|| format!("read {}/stat", self.root.display()))
+                }
+                Err(_) => {}
             }
+        }
+        let processes = match self.last_scan {
+            Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => {
+                Some(tick)
+            }
+            previous => match self.scanner.scan(&self.root) {
+                Ok(mut tick) => {
+                    tick.interval_s = previous.map(|(t, _)| at_s - t).unwrap_or(0.0);
+                    self.last_scan = Some((at_s, tick));
+                    Some(tick)
+                }
+                Err(e) => {
+                    if self.warned.insert("process scan") {
+                        log::warn!(
+                            "perception: process scan failed, process features missing: {e:#}"
+                        );
+                    }
+                    None
+                }
+            },
         };
-        ProcSnapshot::parse(
+        let text = |i: usize| {
+            readable[i].then(|| std::str::from_utf8(&self.buffers[i]).unwrap_or_default())
+        };
+        let snapshot = ProcSnapshot::parse(
             &ProcTexts {
-                stat: text("/proc/stat", &self.stat)?,
-                meminfo: text("/proc/meminfo", &self.meminfo)?,
-                diskstats: text("/proc/diskstats", &self.diskstats)?,
-                net_dev: text("/proc/net/dev", &self.net_dev)?,
-                snmp: text("/proc/net/snmp", &self.snmp)?,
-                loadavg: text("/proc/loadavg", &self.loadavg)?,
+                stat: text(0),
+                meminfo: text(1),
+                diskstats: text(2),
+                net_dev: text(3),
+                snmp: text(4),
+                loadavg: text(5),
             },
             &self.disks,
             processes,
             at_s,
-        )
+        )?;
+        for (group, reason) in &snapshot.unavailable {
+            if self.warned.insert(group) {
+                log::warn!("perception: {group} unusable ({reason}); its features are missing");
+            }
+        }
+        Ok(snapshot)
     }
 }
 
@@ -786,6 +861,7 @@ mod tests {
     }
 
     fn snapshot(tag: &str, at_s: f64, processes: ProcessTick) -> ProcSnapshot {
+        let processes = Some(processes);
         let texts = [
             fixture(&format!("stat_{tag}")),
             fixture(&format!("meminfo_{tag}")),
@@ -797,12 +873,12 @@ mod tests {
         let disks = DiskFilter::Names(["vda".to_string()].into_iter().collect());
         ProcSnapshot::parse(
             &ProcTexts {
-                stat: &texts[0],
-                meminfo: &texts[1],
-                diskstats: &texts[2],
-                net_dev: &texts[3],
-                snmp: &texts[4],
-                loadavg: &texts[5],
+                stat: Some(&texts[0]),
+                meminfo: Some(&texts[1]),
+                diskstats: Some(&texts[2]),
+                net_dev: Some(&texts[3]),
+                snmp: Some(&texts[4]),
+                loadavg: Some(&texts[5]),
             },
             &disks,
             processes,
@@ -901,6 +977,66 @@ mod tests {
                 "{name}: got {value}, expected {want}"
             );
         }
+    }
+
+    #[test]
+    fn unusable_files_leave_only_their_features_missing() {
+        let a = snapshot("a", 10.0, ProcessTick::default());
+        let stat = fixture("stat_b");
+        let b = ProcSnapshot::parse(
+            &ProcTexts {
+                stat: Some(&stat),
+                meminfo: None,
+                diskstats: Some("garbage"),
+                net_dev: None,
+                snmp: Some("Tcp: ActiveOpens\nTcp: 1\n"),
+                loadavg: None,
+            },
+            &DiskFilter::NotVirtual,
+            None,
+            12.0,
+        )
+        .unwrap();
+        let groups: Vec<&str> = b.unavailable.iter().map(|(g, _)| *g).collect();
+        assert_eq!(
+            groups,
+            [
+                "/proc/meminfo",
+                "/proc/diskstats",
+                "/proc/net/dev",
+                "/proc/net/snmp",
+                "/proc/loadavg",
+                "/proc/<pid>/stat"
+            ]
+        );
+        let mut got = HashMap::new();
+        procfs_features(&a, &b, &mut |name, value| {
+            got.insert(name, value);
+        });
+        let mut names: Vec<&str> = got.keys().copied().collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "cpu_hotspot_core_ratio",
+                "cpu_idle_share",
+                "cpu_iowait_share",
+                "cpu_irq_share",
+                "cpu_nice_share",
+                "cpu_softirq_share",
+                "cpu_steal_share",
+                "cpu_system_share",
+                "cpu_user_share",
+                "ctxt_per_s",
+                "forks_per_s",
+                "net_rx_softirq_per_s",
+                "procs_blocked_per_cpu",
+                "procs_runnable_per_cpu",
+            ]
+        );
+        assert!(
+            ProcSnapshot::parse(&ProcTexts::default(), &DiskFilter::NotVirtual, None, 0.0).is_err()
+        );
     }
 
     #[test]
