@@ -12,6 +12,10 @@
 //!   event. This cost is paid by the tasks being switched, not by the sampler process, and it
 //!   is independent of the sampling rate.
 //!
+//! Then the probe's cost to a scheduling-heavy workload: a pinned two-thread ping-pong
+//! (100 000 round trips, 5 interleaved rounds) without and with the BPF probe loaded, and the
+//! programs' in-kernel time per event during it.
+//!
 //! Run: `cargo bench -p asa-agent --bench perception` (`ASA_BENCH_SECONDS=10` for a short run).
 
 use std::process::Command;
@@ -20,6 +24,59 @@ use std::time::{Duration, Instant};
 use asa_agent::perception::{BpfMode, Sampler, SchemaFile};
 
 const CHILD_ENV: &str = "ASA_PERCEPTION_BENCH_HZ";
+
+#[path = "../tests/perception_common/mod.rs"]
+#[allow(dead_code)]
+mod perception_common;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Ping-pong time without and with the probe (the probe's cost to the workload), interleaved
+/// over 5 rounds (the probe is loaded and dropped each round) so drifts hit both sides.
+fn workload_overhead() {
+    const ROUND_TRIPS: usize = 100_000;
+    const ROUNDS: usize = 5;
+    let stats_fd = unsafe {
+        libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+    };
+    let schema = SchemaFile::builtin().expect("built-in schema");
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let (mut bpf_ns, mut bpf_events) = (0u64, 0u64);
+    perception_common::ping_pong(ROUND_TRIPS / 10); // warm-up
+    for _ in 0..ROUNDS {
+        without.push(perception_common::ping_pong(ROUND_TRIPS));
+        let sampler = Sampler::new(schema.clone(), BpfMode::Auto).expect("sampler");
+        if !sampler.bpf_active() {
+            println!(
+                "workload overhead: skipped, BPF unavailable ({:?})",
+                sampler.bpf_unavailable_reason()
+            );
+            return;
+        }
+        let (ns0, n0) = bpf_program_stats();
+        with.push(perception_common::ping_pong(ROUND_TRIPS));
+        let (ns1, n1) = bpf_program_stats();
+        bpf_ns += ns1.saturating_sub(ns0);
+        bpf_events += n1.saturating_sub(n0);
+    }
+    let (without, with) = (median(without), median(with));
+    let per_trip = |d: Duration| d.as_secs_f64() * 1e6 / ROUND_TRIPS as f64;
+    println!(
+        "ping-pong {ROUND_TRIPS} round trips (median of {ROUNDS}, interleaved): {:.2} us/round trip without the probe, {:.2} us with ({:+.1}%); BPF {:.0} ns/event, {:.1} events/round trip{}",
+        per_trip(without),
+        per_trip(with),
+        (with.as_secs_f64() / without.as_secs_f64() - 1.0) * 100.0,
+        if bpf_events > 0 { bpf_ns as f64 / bpf_events as f64 } else { f64::NAN },
+        bpf_events as f64 / (ROUND_TRIPS * ROUNDS) as f64,
+        if stats_fd < 0 { " (BPF stats unavailable)" } else { "" }
+    );
+    if stats_fd >= 0 {
+        unsafe { libc::close(stats_fd) };
+    }
+}
 
 fn cpu_seconds() -> f64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -115,7 +172,11 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(60.0);
     if let Ok(hz) = std::env::var(CHILD_ENV) {
-        child(hz.parse().expect("rate"), seconds);
+        if hz == "workload" {
+            workload_overhead();
+        } else {
+            child(hz.parse().expect("rate"), seconds);
+        }
         return;
     }
     let procs = String::from_utf8_lossy(
@@ -131,7 +192,7 @@ fn main() {
         "perception sampler benchmark: {seconds} s per rate, {procs} processes on this machine"
     );
     let exe = std::env::current_exe().expect("own path");
-    for hz in ["1", "10"] {
+    for hz in ["1", "10", "workload"] {
         let status = Command::new(&exe)
             .env(CHILD_ENV, hz)
             .env("ASA_BENCH_SECONDS", seconds.to_string())
