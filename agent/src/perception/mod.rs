@@ -76,6 +76,11 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// The values as the classifier takes them (`f32`, schema order, NaN = missing).
+    pub fn to_f32(&self) -> Vec<f32> {
+        self.values.iter().map(|&v| v as f32).collect()
+    }
+
     /// The value of a feature by name (None if the schema has no such feature).
     pub fn get(&self, schema: &SchemaFile, name: &str) -> Option<f64> {
         schema
