@@ -250,3 +250,62 @@ fn disk_writes_move_the_disk_features() {
     assert!(get("disk_write_latency_ms") > 0.0);
     assert!(get("disk_busy_share") > 0.0);
 }
+
+/// Twice as many spinning threads as CPUs: on average one per CPU waits in a run queue, so the
+/// Little's-law feature reads 1 waiting task per CPU (±25 %), the sampled runnable count is at
+/// least 2 per CPU, and the spinners are switched involuntarily.
+#[test]
+fn oversubscription_moves_the_run_queue_features() {
+    assert!(
+        is_root(),
+        "run the perception host tests as root (BPF probe)"
+    );
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut sampler, schema) = sampler(BpfMode::Auto);
+    assert!(sampler.bpf_active());
+    let ncpu = std::thread::available_parallelism().unwrap().get();
+    let spinners_count = 2 * ncpu;
+    sampler.sample().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let idle = sampler.sample().unwrap();
+
+    let until = Instant::now() + Duration::from_millis(2500);
+    let spinners: Vec<_> = (0..spinners_count)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    sampler.sample().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let busy = sampler.sample().unwrap();
+    for s in spinners {
+        s.join().unwrap();
+    }
+    let get = |s: &Sample, n: &str| s.get(&schema, n).unwrap();
+    let waiting =
+        get(&busy, "sched_runq_waiting_per_cpu") - get(&idle, "sched_runq_waiting_per_cpu");
+    let runnable = get(&busy, "procs_runnable_per_cpu");
+    let involuntary = get(&busy, "sched_involuntary_switches_per_s")
+        - get(&idle, "sched_involuntary_switches_per_s");
+    let expected = 1.0;
+    eprintln!(
+        "{spinners_count} spinners on {ncpu} CPUs: waiting per CPU +{waiting:.2} (expected {expected:.2}), runnable per CPU {runnable:.2}, \
+         involuntary +{involuntary:.0}/s, run-queue wait mean {:.0} us",
+        get(&busy, "sched_runq_wait_mean_us")
+    );
+    assert!(
+        (waiting - expected).abs() <= 0.25 * expected,
+        "waiting tasks per CPU moved by {waiting:.2}, expected {expected:.2} ± 25%"
+    );
+    assert!(runnable >= 2.0, "runnable per CPU {runnable}");
+    assert!(
+        involuntary > 10.0,
+        "spinners must be preempted: {involuntary}/s"
+    );
+}
