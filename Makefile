@@ -19,6 +19,7 @@ test: kernel
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace -- --include-ignored
+	cd classifier && .venv/bin/python -m pytest -q
 
 # Long run, not in CI: switch time of every ordered pair of experts (README table).
 bench-switch: setup

@@ -5,7 +5,8 @@
 #     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
-#     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>).
+#     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>);
+#   - ONNX Runtime's library (pinned wheel) into the cache, and classifier/.venv (pip, pinned).
 # The sched_ext kernel is fetched by `asa-lab kernel` (the Makefile runs it after the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,4 +65,11 @@ while read -r crate version binary; do
   log "$crate $version built in $((SECONDS - start)) s"
 done < /tmp/asa-experts.$$
 rm -f /tmp/asa-experts.$$
+
+# ONNX Runtime for scx_gru and the agent's classifier (one shared library in the cache), and the
+# classifier's Python environment (training, export, pytest) in classifier/.venv.
+log "ONNX Runtime: $(gru_expert/setup_ort.sh)"
+start=$SECONDS
+classifier/setup.sh >/dev/null
+log "classifier venv ready ($((SECONDS - start)) s)"
 log "done"

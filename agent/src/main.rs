@@ -59,6 +59,10 @@ enum Command {
     Run,
     /// List the experts and whether their binaries are installed.
     Experts,
+    /// Record the feature vector every tick to Parquet or CSV (training data for the classifier).
+    Record(asa_agent::perception::RecordArgs),
+    /// Scenario runner: interactive probes against background loads, scored under each expert.
+    Scenario(asa_scenarios::ScenarioArgs),
     /// Benchmark: switch time for every ordered pair of experts (needs root and sched_ext).
     BenchSwitch {
         /// Experts, comma-separated.
@@ -131,6 +135,14 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Pin { expert } => pin(&cli, expert),
+        Command::Record(args) => {
+            asa_agent::perception::record(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Scenario(args) => {
+            asa_scenarios::scenario_command(args.clone())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Unpin => {
             let resp = control::request(&cli.socket, &Request::Unpin, Duration::from_secs(300))?
                 .context("no agent is running (`asa run`); nothing is pinned")?;
@@ -314,13 +326,27 @@ fn ago(at_unix_ms: u64) -> String {
 fn print_status(agent: Option<&AgentStatus>) {
     let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
     match scx.check_present().and_then(|_| scx.snapshot()) {
-        Ok(k) => println!(
-            "kernel:      sched_ext {}{} (enable_seq {}, nr_rejected {})",
-            k.state,
-            k.ops.map(|o| format!(", ops {o}")).unwrap_or_default(),
-            k.enable_seq,
-            k.nr_rejected.map(|n| n.to_string()).unwrap_or("?".into())
-        ),
+        Ok(k) => {
+            println!(
+                "kernel:      sched_ext {}{} (enable_seq {}, nr_rejected {})",
+                k.state,
+                k.ops
+                    .as_deref()
+                    .map(|o| format!(", ops {o}"))
+                    .unwrap_or_default(),
+                k.enable_seq,
+                k.nr_rejected.map(|n| n.to_string()).unwrap_or("?".into())
+            );
+            let events: Vec<String> = k
+                .events
+                .iter()
+                .filter(|(_, v)| **v != 0)
+                .map(|(name, v)| format!("{}={v}", name.trim_start_matches("SCX_EV_")))
+                .collect();
+            if !events.is_empty() {
+                println!("events:      {}", events.join(" "));
+            }
+        }
         Err(e) => println!("kernel:      {e:#}"),
     }
     let Some(st) = agent else {
