@@ -78,6 +78,10 @@ enum Command {
         /// Write the full result as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Stop the old expert before starting the new one (no attach gate): the baseline the
+        /// gate is measured against.
+        #[arg(long)]
+        break_before_make: bool,
     },
 }
 
@@ -180,13 +184,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             experts,
             rounds,
             json,
+            break_before_make,
         } => {
             require_root("the switch benchmark")?;
-            let mut sup = Supervisor::new(
-                catalogue(&cli)?,
-                SchedExt::system()?,
-                supervisor_config(&cli),
-            )?;
+            let config = SupervisorConfig {
+                gate_attach: !break_before_make,
+                ..supervisor_config(&cli)
+            };
+            let mut sup = Supervisor::new(catalogue(&cli)?, SchedExt::system()?, config)?;
             let bench = switch_bench::run(&mut sup, experts, *rounds)?;
             if let Some(path) = json {
                 std::fs::write(path, serde_json::to_string_pretty(&bench)?)

@@ -360,3 +360,49 @@ rec socket_left $(ls /run/asa | wc -w)
     assert_eq!(r["final_state"], "disabled");
     assert_eq!(r["socket_left"], "0");
 }
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn expert_ejected_by_the_kernel_is_reported_as_eevdf() {
+    // SysRq-S makes the kernel disable the BPF scheduler itself, while its process lives:
+    // the same path as a watchdog ejection (runnable task stall) or a scheduler error exit.
+    let script = format!(
+        r#"{RECORD}
+asa pin bpfland > /lab/out/pin.log 2>&1 &
+P=$!
+asa status --wait-for bpfland --timeout 120 > /dev/null; rec up $?
+echo S > /proc/sysrq-trigger
+asa status --wait-for eevdf --timeout 2 --json > /lab/out/after_eject.json; rec noticed $?
+sleep 1
+asa status --json > /lab/out/settled.json
+rec scx_processes $(pidof scx_bpfland | wc -w)
+kill -INT $P
+wait $P; rec foreground_exit $?
+rec final_state $(state)
+"#
+    );
+    let out = guest("eject", &script, &["bpfland"], vec![]);
+    assert_eq!(out.exit_code, 0);
+    let r = results(&out);
+    assert_eq!(r["up"], "0", "{r:?}");
+    assert_eq!(
+        r["noticed"], "0",
+        "the ejection was not reported within 2 s: {r:?}"
+    );
+    let after = json(&out, "after_eject.json");
+    assert_running(&after, "eevdf", None);
+    let settled = json(&out, "settled.json");
+    assert_running(&settled, "eevdf", None);
+    let event = settled["agent"]["last_event"]["message"].as_str().unwrap();
+    assert!(
+        event.contains("bpfland") && event.contains("the machine is on EEVDF"),
+        "{event}"
+    );
+    let dmesg = out.read_out("dmesg.txt").unwrap();
+    assert!(
+        dmesg.contains("sysrq"),
+        "the kernel logged the SysRq ejection"
+    );
+    assert_eq!(r["foreground_exit"], "0");
+    assert_eq!(r["final_state"], "disabled");
+}

@@ -80,6 +80,9 @@ enum Command {
         /// Write the JSON result here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Measure the baseline without the attach gate (stop old, then start new).
+        #[arg(long)]
+        break_before_make: bool,
     },
 }
 
@@ -231,11 +234,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             experts,
             rounds,
             json,
+            break_before_make,
         } => {
             let lab = Lab::new()?;
             let names: Vec<String> = experts.split(',').map(str::to_owned).collect();
+            let mode = if break_before_make {
+                " --break-before-make"
+            } else {
+                ""
+            };
             let script = format!(
-                "asa bench-switch --experts {experts} --rounds {rounds} --json /lab/out/switch.json > /lab/out/switch.md\n"
+                "asa bench-switch --experts {experts} --rounds {rounds}{mode} --json /lab/out/switch.json > /lab/out/switch.md\n"
             );
             let mut run = GuestRun::new("bench-switch", &script).with_asa(&asa_binary(&asa)?);
             run.experts = names;
@@ -253,7 +262,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 std::fs::write(&path, outcome.read_out("switch.json")?)?;
             }
             println!(
-                "Switch times in one lab VM run (kernel {}, qemu TCG, 2 vCPUs), median of {rounds} switches per pair:\n\n{table}",
+                "Switch times in one lab VM run ({}; kernel {}, qemu TCG, 2 vCPUs), median of {rounds} switches per pair:\n\n{table}",
+                if break_before_make { "break before make" } else { "attach gate" },
                 lab.kernel.release
             );
             Ok(ExitCode::SUCCESS)
