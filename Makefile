@@ -24,4 +24,8 @@ test: kernel
 # Long run, not in CI: switch time of every ordered pair of experts (README table).
 bench-switch: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab
-	target/release/asa-lab bench-switch --rounds 3 --json lab/results/switch-times.json
+	target/release/asa-lab bench-switch --rounds 3 --json lab/results/switch-times.json \
+	  | tee lab/results/switch-times.md
+	target/release/asa-lab bench-switch --rounds 3 --break-before-make \
+	  --json lab/results/switch-times-break-before-make.json \
+	  | tee lab/results/switch-times-break-before-make.md
