@@ -63,6 +63,10 @@ enum Command {
     Record(asa_agent::perception::RecordArgs),
     /// Scenario runner: interactive probes against background loads, scored under each expert.
     Scenario(asa_scenarios::ScenarioArgs),
+    /// Calibrate this machine's mapping table (workload class -> best expert) from scenario scores.
+    Calibrate(asa_mapping::cli::CalibrateArgs),
+    /// Mapping tables: `asa mapping show [FILE]`.
+    Mapping(asa_mapping::cli::MappingArgs),
     /// Benchmark: switch time for every ordered pair of experts (needs root and sched_ext).
     BenchSwitch {
         /// Experts, comma-separated.
@@ -145,6 +149,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Scenario(args) => {
             asa_scenarios::scenario_command(args.clone())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Calibrate(args) => {
+            asa_mapping::cli::calibrate_command(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mapping(args) => {
+            asa_mapping::cli::mapping_command(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Unpin => {

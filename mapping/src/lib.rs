@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod calibrate;
+pub mod cli;
+
 /// Schema name every mapping table must declare.
 pub const MAPPING_SCHEMA: &str = "asa.mapping";
 /// The mapping table version this build understands.
@@ -108,6 +111,37 @@ pub struct MachineFingerprint {
     pub expert_versions: std::collections::BTreeMap<String, String>,
 }
 
+impl MachineFingerprint {
+    /// The fingerprint of the machine a scenario result set was measured on, with the versions
+    /// of the catalogue's experts (`eevdf` is the kernel itself; our own experts carry the
+    /// workspace version).
+    pub fn of(
+        machine: &asa_scenarios::runner::MachineInfo,
+        experts: &asa_experts::Catalogue,
+    ) -> Self {
+        let expert_versions = experts
+            .experts()
+            .iter()
+            .filter(|e| !e.is_kernel_default())
+            .map(|e| {
+                let version = e
+                    .version
+                    .clone()
+                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+                (e.name.clone(), version)
+            })
+            .collect();
+        Self {
+            cpu_model: machine.cpu_model.clone(),
+            cores: machine.cpus as u32,
+            smt: machine.smt,
+            memory_mib: machine.memory_mib,
+            kernel_release: machine.kernel.clone(),
+            expert_versions,
+        }
+    }
+}
+
 /// One expert's standing for one workload class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -128,8 +162,17 @@ pub struct RankedExpert {
 pub struct ClassMapping {
     /// Workload class name, as the classifier's model names it.
     pub name: String,
-    /// Experts, best first (scores must not increase down the list).
+    /// Experts, best first (scores must not increase down the list by more than `noise`).
     pub ranked: Vec<RankedExpert>,
+    /// Score differences up to this were judged noise by calibration: the ranking may then put
+    /// the kernel default (a switch costs something) above an expert that scored up to `noise`
+    /// more. 0 (the default, omitted) in a hand-written table.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl ClassMapping {
@@ -237,6 +280,12 @@ impl MappingTable {
             if class.ranked.is_empty() {
                 return Err(invalid(format!("class {:?} ranks no expert", class.name)));
             }
+            if !class.noise.is_finite() || class.noise < 0.0 {
+                return Err(invalid(format!(
+                    "class {:?}: noise must be finite and >= 0 (noise {})",
+                    class.name, class.noise
+                )));
+            }
             let mut seen_experts = BTreeSet::new();
             let mut previous_score = f64::INFINITY;
             for ranked in &class.ranked {
@@ -252,10 +301,10 @@ impl MappingTable {
                         class.name, ranked.expert, ranked.score, ranked.spread
                     )));
                 }
-                if ranked.score > previous_score {
+                if ranked.score > previous_score + class.noise {
                     return Err(invalid(format!(
-                        "class {:?}: experts must be ranked best first, but {:?} scores {} after a score of {}",
-                        class.name, ranked.expert, ranked.score, previous_score
+                        "class {:?}: experts must be ranked best first, but {:?} scores {} after a score of {} (noise {})",
+                        class.name, ranked.expert, ranked.score, previous_score, class.noise
                     )));
                 }
                 previous_score = ranked.score;
@@ -309,6 +358,18 @@ impl MappingTable {
         self.validate(origin, &catalogue.names(), classes)
     }
 
+    /// The table as TOML text (what `asa calibrate` writes).
+    pub fn to_toml(&self) -> Result<String, MappingError> {
+        let body = toml::to_string(self).map_err(|e| MappingError::Invalid {
+            origin: "table".into(),
+            message: format!("cannot be written as TOML: {e}"),
+        })?;
+        Ok(format!(
+            "# ASA mapping table (schema {MAPPING_SCHEMA} v{MAPPING_VERSION}), written by asa calibrate; \
+             see mapping/README.md.\n{body}"
+        ))
+    }
+
     /// The entry of one class.
     pub fn class(&self, name: &str) -> Option<&ClassMapping> {
         self.classes.iter().find(|c| c.name == name)
@@ -348,7 +409,16 @@ impl MappingTable {
                 .iter()
                 .map(|r| format!("{} {:.3}±{:.3} ({})", r.expert, r.score, r.spread, r.runs))
                 .collect();
-            out.push_str(&format!("{:width$}  {}\n", class.name, ranked.join(" > ")));
+            let noise = if class.noise > 0.0 {
+                format!("  (noise {:.3})", class.noise)
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "{:width$}  {}{noise}\n",
+                class.name,
+                ranked.join(" > ")
+            ));
         }
         out
     }

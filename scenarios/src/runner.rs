@@ -212,6 +212,12 @@ pub struct MachineInfo {
     pub cpus: usize,
     /// CPU model from /proc/cpuinfo.
     pub cpu_model: String,
+    /// MemTotal in MiB (0 in results written before it was recorded).
+    #[serde(default)]
+    pub memory_mib: u64,
+    /// Whether SMT is active (/sys/devices/system/cpu/smt/active).
+    #[serde(default)]
+    pub smt: bool,
 }
 
 impl MachineInfo {
@@ -230,11 +236,19 @@ impl MachineInfo {
                     .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
             })
             .unwrap_or_default();
+        let memory_mib = read("/proc/meminfo")
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| kib / 1024)
+            .unwrap_or(0);
         Self {
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
             cpus: crate::loads::cpus(),
             cpu_model,
+            memory_mib,
+            smt: read("/sys/devices/system/cpu/smt/active") == "1",
         }
     }
 }

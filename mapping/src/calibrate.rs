@@ -1,0 +1,681 @@
+//! Stage 1 of calibration ("prototype", ASA paper §4.3): run the scenario catalogue under every
+//! expert, score each run with the user-experience score, and rank the experts per workload
+//! class. A difference from the kernel default that is not larger than the measured noise keeps
+//! the kernel default first, because a switch costs something.
+//!
+//! [`run_or_resume`] measures (resumable: results are saved after every scenario and a rerun
+//! with the same options continues where the last one stopped); [`prototype`] turns result sets
+//! into a [`MappingTable`] plus the evidence behind every row ([`ClassEvidence`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
+use asa_scenarios::report::score_scenario;
+use asa_scenarios::runner::{run_scenario, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult};
+use asa_scenarios::work::WorkUnit;
+use log::{info, warn};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    workload_class_name, ClassMapping, MachineFingerprint, MappingTable, RankedExpert,
+    MAPPING_SCHEMA, MAPPING_VERSION,
+};
+
+/// Noise floor used when no (scenario, expert) cell was measured twice, so no spread is known.
+/// Run-to-run spreads of the UX score in the lab VM were 0.01–0.05 (scenarios/results); 0.03
+/// sits in that range. Measure with `--reps 2` or more to replace it with the data's own.
+pub const DEFAULT_NOISE_FLOOR: f64 = 0.03;
+
+/// How scenario runs are grouped into workload classes (must match the classifier's labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClassScheme {
+    /// `<probe>+<load>`: one class per scenario of the paper's catalogue.
+    ProbeLoad,
+    /// `<load>`: the background load alone (every probe pooled).
+    Load,
+}
+
+impl ClassScheme {
+    /// The class of a single-phase scenario run.
+    pub fn class_of(self, probe: &str, load: &str) -> String {
+        match self {
+            ClassScheme::ProbeLoad => workload_class_name(probe, load),
+            ClassScheme::Load => load.to_string(),
+        }
+    }
+}
+
+/// Options of the prototype stage.
+#[derive(Debug, Clone)]
+pub struct PrototypeOptions {
+    /// The expert kept when nothing beats it by more than the noise (the kernel default).
+    pub baseline: String,
+    /// Score differences up to this are noise; `None`: estimated from the data.
+    pub noise_floor: Option<f64>,
+    /// Class grouping.
+    pub scheme: ClassScheme,
+}
+
+impl Default for PrototypeOptions {
+    fn default() -> Self {
+        Self {
+            baseline: asa_experts::EEVDF.to_string(),
+            noise_floor: None,
+            scheme: ClassScheme::ProbeLoad,
+        }
+    }
+}
+
+/// Mean, spread and count of one expert's scores in one class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellStats {
+    /// Expert.
+    pub expert: String,
+    /// Mean UX score.
+    pub mean: f64,
+    /// Sample standard deviation (0 with one run).
+    pub spread: f64,
+    /// Runs.
+    pub runs: u32,
+}
+
+/// Why a class maps where it maps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassEvidence {
+    /// Class name.
+    pub class: String,
+    /// Scenarios pooled into it.
+    pub scenarios: Vec<String>,
+    /// Every expert's scores, best mean first.
+    pub cells: Vec<CellStats>,
+    /// Best mean minus the baseline's mean (None when the baseline was not measured).
+    pub gain_over_baseline: Option<f64>,
+    /// The gain an expert needs to be chosen over the baseline: max(noise floor, 2 standard
+    /// errors of the difference).
+    pub threshold: f64,
+    /// The expert ranked first.
+    pub chosen: String,
+    /// True when the best expert was not chosen because its gain was within the noise.
+    pub kept_baseline: bool,
+}
+
+/// How the noise floor was obtained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseEstimate {
+    /// The floor used.
+    pub floor: f64,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// The prototype table and the evidence behind it.
+#[derive(Debug, Clone)]
+pub struct Prototype {
+    /// The table (source `prototype`).
+    pub table: MappingTable,
+    /// One entry per class, in table order.
+    pub evidence: Vec<ClassEvidence>,
+    /// The noise floor used.
+    pub noise: NoiseEstimate,
+    /// Scenarios left out (phased, failed or without valid runs), with the reason.
+    pub left_out: Vec<(String, String)>,
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Sample standard deviation; 0 for fewer than two values.
+fn spread(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(xs);
+    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
+}
+
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    Some(if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    })
+}
+
+/// Scores of every valid run, grouped by class and expert, from result sets.
+type ClassScores = BTreeMap<String, (Vec<String>, BTreeMap<String, Vec<f64>>)>;
+
+fn collect_scores(
+    sets: &[ResultSet],
+    scheme: ClassScheme,
+    left_out: &mut Vec<(String, String)>,
+) -> Result<ClassScores> {
+    let mut classes: ClassScores = BTreeMap::new();
+    for (i, set) in sets.iter().enumerate() {
+        let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, &format!("result set {i}"))
+            .context("the scenario catalogue stored in a result set")?;
+        for result in &set.scenarios {
+            if let Some(e) = &result.error {
+                left_out.push((result.scenario.clone(), format!("failed: {e}")));
+                continue;
+            }
+            let spec = catalogue.scenario(&result.scenario)?;
+            let phases = spec.phases();
+            if phases.len() != 1 {
+                left_out.push((
+                    result.scenario.clone(),
+                    "phased: its background changes, so it is no single class (stage 3)".into(),
+                ));
+                continue;
+            }
+            let scored = score_scenario(&catalogue, result)?;
+            if scored.runs.is_empty() {
+                left_out.push((result.scenario.clone(), "no valid run".into()));
+                continue;
+            }
+            let class = scheme.class_of(&result.probe, &phases[0].load);
+            let entry = classes.entry(class).or_default();
+            if !entry.0.contains(&result.scenario) {
+                entry.0.push(result.scenario.clone());
+            }
+            for run in scored.runs {
+                entry.1.entry(run.expert).or_default().push(run.score);
+            }
+        }
+    }
+    Ok(classes)
+}
+
+/// One class's experts ranked by the noise rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    /// Cells by mean score, best first.
+    pub cells: Vec<CellStats>,
+    /// The table's order: `cells`, or the baseline moved first when the best one's gain over
+    /// it is within the threshold.
+    pub ordered: Vec<CellStats>,
+    /// Best mean minus the baseline's (None without a baseline cell).
+    pub gain: Option<f64>,
+    /// max(noise floor, 2 standard errors of the difference best − baseline); a cell measured
+    /// once borrows the noise floor as its spread.
+    pub threshold: f64,
+    /// True when the baseline was moved first.
+    pub kept_baseline: bool,
+}
+
+/// Ranks one class's experts: by mean score, except that the baseline stays first unless the
+/// best expert beats it by more than the threshold.
+pub fn rank(mut cells: Vec<CellStats>, baseline: &str, noise_floor: f64) -> Ranking {
+    cells.sort_by(|a, b| b.mean.total_cmp(&a.mean).then(a.expert.cmp(&b.expert)));
+    let base = cells.iter().position(|c| c.expert == baseline);
+    let variance_of_mean = |c: &CellStats| {
+        let s = if c.runs >= 2 { c.spread } else { noise_floor };
+        s * s / c.runs.max(1) as f64
+    };
+    let (gain, threshold) = match base {
+        Some(b) => {
+            let gain = cells[0].mean - cells[b].mean;
+            let se = (variance_of_mean(&cells[0]) + variance_of_mean(&cells[b])).sqrt();
+            (Some(gain), noise_floor.max(2.0 * se))
+        }
+        None => (None, noise_floor),
+    };
+    let kept_baseline = matches!((base, gain), (Some(b), Some(g)) if b != 0 && g <= threshold);
+    let mut ordered = cells.clone();
+    if let (true, Some(b)) = (kept_baseline, base) {
+        let moved = ordered.remove(b);
+        ordered.insert(0, moved);
+    }
+    Ranking {
+        cells,
+        ordered,
+        gain,
+        threshold,
+        kept_baseline,
+    }
+}
+
+/// Builds the prototype table from result sets measured on the machine `machine` describes.
+pub fn prototype(
+    sets: &[ResultSet],
+    machine: MachineFingerprint,
+    created: String,
+    opts: &PrototypeOptions,
+) -> Result<Prototype> {
+    let mut left_out = Vec::new();
+    let classes = collect_scores(sets, opts.scheme, &mut left_out)?;
+    if classes.is_empty() {
+        bail!("no scenario run could be scored: nothing to calibrate from");
+    }
+    let noise = match opts.noise_floor {
+        Some(floor) => NoiseEstimate {
+            floor,
+            source: "given (--noise-floor)".into(),
+        },
+        None => {
+            let spreads: Vec<f64> = classes
+                .values()
+                .flat_map(|(_, experts)| experts.values())
+                .filter(|xs| xs.len() >= 2)
+                .map(|xs| spread(xs))
+                .collect();
+            let cells = spreads.len();
+            match median(spreads) {
+                Some(m) => NoiseEstimate {
+                    floor: m,
+                    source: format!(
+                        "median run-to-run spread of the {cells} (class, expert) cells with 2+ runs"
+                    ),
+                },
+                None => NoiseEstimate {
+                    floor: DEFAULT_NOISE_FLOOR,
+                    source: "default: no cell was measured twice, so no spread is known".into(),
+                },
+            }
+        }
+    };
+    let mut table_classes = Vec::new();
+    let mut evidence = Vec::new();
+    for (class, (scenarios, experts)) in classes {
+        let cells: Vec<CellStats> = experts
+            .iter()
+            .map(|(expert, xs)| CellStats {
+                expert: expert.clone(),
+                mean: mean(xs),
+                spread: spread(xs),
+                runs: xs.len() as u32,
+            })
+            .collect();
+        let Ranking {
+            cells,
+            ordered,
+            gain,
+            threshold,
+            kept_baseline,
+        } = rank(cells, &opts.baseline, noise.floor);
+        let chosen = ordered[0].expert.clone();
+        table_classes.push(ClassMapping {
+            name: class.clone(),
+            ranked: ordered
+                .iter()
+                .map(|c| RankedExpert {
+                    expert: c.expert.clone(),
+                    score: c.mean,
+                    spread: c.spread,
+                    runs: c.runs,
+                })
+                .collect(),
+            noise: if kept_baseline { threshold } else { 0.0 },
+        });
+        evidence.push(ClassEvidence {
+            class,
+            scenarios,
+            cells,
+            gain_over_baseline: gain,
+            threshold,
+            chosen,
+            kept_baseline,
+        });
+    }
+    let table = MappingTable {
+        schema: MAPPING_SCHEMA.to_string(),
+        version: MAPPING_VERSION,
+        source: "prototype".to_string(),
+        created,
+        machine: Some(machine),
+        classes: table_classes,
+    };
+    // The same checks a loaded file gets.
+    let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
+    Ok(Prototype {
+        table,
+        evidence,
+        noise,
+        left_out,
+    })
+}
+
+/// What a calibration run measures.
+#[derive(Debug, Clone)]
+pub struct CalibrationPlan {
+    /// Scenario names, in order.
+    pub scenarios: Vec<String>,
+    /// Experts (the baseline among them).
+    pub experts: Vec<String>,
+    /// Repetitions per (scenario, expert).
+    pub reps: u32,
+    /// Probe duration.
+    pub duration: Duration,
+    /// Load start before the probe.
+    pub settle: Duration,
+    /// Pause after each run.
+    pub cooldown: Duration,
+    /// Inputs of the loads.
+    pub work_dir: PathBuf,
+}
+
+/// File of the raw results inside a calibration folder.
+pub fn results_path(dir: &Path) -> PathBuf {
+    dir.join("results.json")
+}
+
+fn complete(result: &ScenarioResult, plan: &CalibrationPlan) -> bool {
+    result.error.is_none()
+        && result.runs.len() + result.skipped.len() == plan.reps as usize * plan.experts.len()
+}
+
+/// Runs every scenario of `plan` that `dir` does not already hold complete results for, saving
+/// after each scenario, and returns the whole result set. A folder measured with other
+/// options is refused (mixing them would make the scores incomparable).
+pub fn run_or_resume(
+    dir: &Path,
+    catalogue_text: &str,
+    plan: &CalibrationPlan,
+    switcher: &mut dyn ExpertSwitcher,
+) -> Result<ResultSet> {
+    let catalogue = ScenarioCatalogue::parse(catalogue_text, "scenario catalogue")?;
+    for name in &plan.scenarios {
+        catalogue.scenario(name)?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = results_path(dir);
+    let mut set = if path.exists() {
+        let set = ResultSet::load(&path)?;
+        let o = &set.options;
+        if o.experts != plan.experts
+            || o.reps != plan.reps
+            || o.duration != plan.duration
+            || o.settle != plan.settle
+        {
+            bail!(
+                "{} was measured with other options (experts {}, reps {}, duration {:?}, settle {:?}): \
+                 rerun with those, or calibrate into another --dir",
+                path.display(),
+                o.experts.join(","),
+                o.reps,
+                o.duration,
+                o.settle
+            );
+        }
+        let done = set.scenarios.iter().filter(|r| complete(r, plan)).count();
+        info!(
+            "resuming {}: {done} scenario(s) already measured",
+            path.display()
+        );
+        set
+    } else {
+        // Calibrate the work unit once, on the default scheduler and an idle machine; a resumed
+        // run reuses the stored one so every run stays comparable.
+        switcher.pin(asa_experts::EEVDF).ok();
+        let options = RunOptions {
+            experts: plan.experts.clone(),
+            reps: plan.reps,
+            duration: plan.duration,
+            settle: plan.settle,
+            cooldown: plan.cooldown,
+            work_dir: plan.work_dir.clone(),
+            work_unit: WorkUnit::calibrate(),
+        };
+        ResultSet::new(options, catalogue_text.to_string())
+    };
+    // The stored options win (work unit above all); only the input folder may move.
+    let mut options = set.options.clone();
+    options.work_dir = plan.work_dir.clone();
+    options.cooldown = plan.cooldown;
+    let total = plan.scenarios.len();
+    for (i, name) in plan.scenarios.iter().enumerate() {
+        if set
+            .scenarios
+            .iter()
+            .any(|r| &r.scenario == name && complete(r, plan))
+        {
+            continue;
+        }
+        set.scenarios.retain(|r| &r.scenario != name);
+        let spec = catalogue.scenario(name)?;
+        info!(
+            "calibration scenario {}/{total}: {name} — {}",
+            i + 1,
+            spec.title
+        );
+        let result = match run_scenario(&catalogue, spec, switcher, &options) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("scenario {name} failed: {e:#}");
+                ScenarioResult {
+                    scenario: name.clone(),
+                    title: spec.title.clone(),
+                    probe: spec.probe.clone(),
+                    runs: Vec::new(),
+                    error: Some(format!("{e:#}")),
+                    skipped: Vec::new(),
+                }
+            }
+        };
+        set.scenarios.push(result);
+        set.save(&path)?;
+    }
+    switcher.release()?;
+    Ok(set)
+}
+
+/// A markdown report of a prototype: the table's reasons, class by class.
+pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
+    let mut out = String::from("# Mapping calibration, stage 1 (prototype)\n\n");
+    if let Some(m) = &proto.table.machine {
+        out.push_str(&format!(
+            "Machine: {} · {} CPUs{} · {} MiB · kernel {} · experts {}\n\n",
+            m.cpu_model,
+            m.cores,
+            if m.smt { " (SMT)" } else { "" },
+            m.memory_mib,
+            m.kernel_release,
+            m.expert_versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for set in sets {
+        let o = &set.options;
+        out.push_str(&format!(
+            "Runs: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle (measured on {}, {} CPUs, kernel {}).\n",
+            set.scenarios.len(),
+            o.experts.join(", "),
+            o.reps,
+            o.duration.as_secs_f64(),
+            o.settle.as_secs_f64(),
+            set.machine.cpu_model,
+            set.machine.cpus,
+            set.machine.kernel
+        ));
+    }
+    out.push_str(&format!(
+        "\nNoise floor: {:.3} ({}). An expert replaces the kernel default only when its mean \
+         score beats the default's by more than max(noise floor, 2 standard errors of the \
+         difference).\n\n",
+        proto.noise.floor, proto.noise.source
+    ));
+    out.push_str("| class | scenarios | chosen | gain over baseline | threshold | scores (mean ± spread, runs) |\n|---|---|---|---:|---:|---|\n");
+    for e in &proto.evidence {
+        out.push_str(&format!(
+            "| {} | {} | {}{} | {} | {:.3} | {} |\n",
+            e.class,
+            e.scenarios.join(", "),
+            e.chosen,
+            if e.kept_baseline {
+                " (kept: within noise)"
+            } else {
+                ""
+            },
+            e.gain_over_baseline
+                .map(|g| format!("{g:+.3}"))
+                .unwrap_or("n/a".into()),
+            e.threshold,
+            e.cells
+                .iter()
+                .map(|c| format!("{} {:.3}±{:.3} ({})", c.expert, c.mean, c.spread, c.runs))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut chosen: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in &proto.evidence {
+        *chosen.entry(e.chosen.as_str()).or_default() += 1;
+    }
+    out.push_str(&format!(
+        "\nChosen per class: {}.\n",
+        chosen
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if !proto.left_out.is_empty() {
+        out.push_str("\nLeft out:\n\n");
+        for (s, why) in &proto.left_out {
+            out.push_str(&format!("- {s}: {why}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(expert: &str, mean: f64, spread: f64, runs: u32) -> CellStats {
+        CellStats {
+            expert: expert.into(),
+            mean,
+            spread,
+            runs,
+        }
+    }
+
+    fn names(cells: &[CellStats]) -> Vec<&str> {
+        cells.iter().map(|c| c.expert.as_str()).collect()
+    }
+
+    #[test]
+    fn a_clear_winner_is_ranked_first() {
+        // gain 0.20; se = sqrt(0.02²/4 + 0.02²/4) = 0.01414, threshold = max(0.03, 0.0283).
+        let r = rank(
+            vec![
+                cell("eevdf", 0.60, 0.02, 4),
+                cell("bpfland", 0.80, 0.02, 4),
+                cell("lavd", 0.70, 0.02, 4),
+            ],
+            "eevdf",
+            0.03,
+        );
+        assert_eq!(names(&r.ordered), ["bpfland", "lavd", "eevdf"]);
+        assert!(!r.kept_baseline);
+        assert!((r.gain.unwrap() - 0.20).abs() < 1e-12);
+        assert!((r.threshold - 0.03).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_gain_within_two_standard_errors_keeps_the_baseline() {
+        // gain 0.05; se = sqrt(0.06²/2 + 0.04²/2) = 0.05099, threshold = 0.10198 > 0.05.
+        let r = rank(
+            vec![cell("eevdf", 0.60, 0.04, 2), cell("lavd", 0.65, 0.06, 2)],
+            "eevdf",
+            0.01,
+        );
+        assert_eq!(names(&r.ordered), ["eevdf", "lavd"]);
+        assert!(r.kept_baseline);
+        assert!((r.threshold - 0.10198).abs() < 1e-4, "{}", r.threshold);
+    }
+
+    #[test]
+    fn single_runs_borrow_the_noise_floor() {
+        // One run each: se = sqrt(0.03² + 0.03²) = 0.04243, threshold 0.0849 > gain 0.08.
+        let r = rank(
+            vec![cell("eevdf", 0.50, 0.0, 1), cell("rusty", 0.58, 0.0, 1)],
+            "eevdf",
+            0.03,
+        );
+        assert!(r.kept_baseline);
+        // With a gain of 0.09 it wins.
+        let r = rank(
+            vec![cell("eevdf", 0.50, 0.0, 1), cell("rusty", 0.59, 0.0, 1)],
+            "eevdf",
+            0.03,
+        );
+        assert!(!r.kept_baseline);
+        assert_eq!(r.ordered[0].expert, "rusty");
+    }
+
+    #[test]
+    fn baseline_best_or_missing() {
+        let r = rank(
+            vec![cell("eevdf", 0.9, 0.0, 3), cell("lavd", 0.5, 0.0, 3)],
+            "eevdf",
+            0.03,
+        );
+        assert_eq!(names(&r.ordered), ["eevdf", "lavd"]);
+        assert!(!r.kept_baseline);
+        assert_eq!(r.gain, Some(0.0));
+        let r = rank(
+            vec![cell("bpfland", 0.4, 0.0, 3), cell("lavd", 0.5, 0.0, 3)],
+            "eevdf",
+            0.03,
+        );
+        assert_eq!(names(&r.ordered), ["lavd", "bpfland"]);
+        assert_eq!(r.gain, None);
+    }
+
+    #[test]
+    fn a_kept_baseline_table_passes_the_format_check() {
+        let r = rank(
+            vec![cell("eevdf", 0.60, 0.04, 2), cell("lavd", 0.65, 0.06, 2)],
+            "eevdf",
+            0.01,
+        );
+        let table = MappingTable {
+            schema: MAPPING_SCHEMA.into(),
+            version: MAPPING_VERSION,
+            source: "prototype".into(),
+            created: "2026-11-22T00:00:00Z".into(),
+            machine: Some(MachineFingerprint {
+                cpu_model: "test".into(),
+                cores: 2,
+                smt: false,
+                memory_mib: 1024,
+                kernel_release: "7.2".into(),
+                expert_versions: BTreeMap::new(),
+            }),
+            classes: vec![ClassMapping {
+                name: "game+kernel_build".into(),
+                ranked: r
+                    .ordered
+                    .iter()
+                    .map(|c| RankedExpert {
+                        expert: c.expert.clone(),
+                        score: c.mean,
+                        spread: c.spread,
+                        runs: c.runs,
+                    })
+                    .collect(),
+                noise: r.threshold,
+            }],
+        };
+        let text = table.to_toml().unwrap();
+        let back = MappingTable::parse(&text, "t").unwrap();
+        assert_eq!(back, table);
+        // Without the noise field the same order is refused.
+        let bad = text.replace(&format!("noise = {}", r.threshold), "");
+        assert!(MappingTable::parse(&bad, "t").is_err());
+    }
+}

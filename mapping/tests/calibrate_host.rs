@@ -1,0 +1,185 @@
+//! Host test of calibration (stage 1) on real scenario runs. The host has no sched_ext, so the
+//! two "experts" are the kernel's own scheduler alone (`eevdf`) and the same scheduler with a
+//! CPU hog competing with the probe (`hog`, a stand-in for a bad expert): the calibrated table
+//! must rank `eevdf` first for every class, measure a noise floor from the repetitions, and a
+//! calibration interrupted after one scenario must resume without re-running it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Result;
+use asa_mapping::calibrate::{self, CalibrationPlan, PrototypeOptions};
+use asa_mapping::MachineFingerprint;
+use asa_scenarios::catalogue::BUILTIN_SCENARIOS;
+use asa_scenarios::ExpertSwitcher;
+
+/// The built-in catalogue with a small xz corpus and two single-phase smoke scenarios.
+fn catalogue_text() -> String {
+    let mut text = BUILTIN_SCENARIOS.replace(
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
+    );
+    assert!(text.contains("megabytes = 1 }"), "the xz load changed");
+    text.push_str(
+        r#"
+[[scenario]]
+name = "CAL-GAME"
+title = "Game Play & xz Compression (calibration test)"
+probe = "game"
+load = "xz_compress"
+
+[[scenario]]
+name = "CAL-AUDIO"
+title = "Audio & xz Compression (calibration test)"
+probe = "audio"
+load = "xz_compress"
+"#,
+    );
+    text
+}
+
+/// `eevdf`: nothing added. `hog`: one busy thread per CPU at the probe's priority while pinned.
+#[derive(Default)]
+struct HogSwitcher {
+    pins: Vec<String>,
+    hogs: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HogSwitcher {
+    fn stop_hogs(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.hogs.drain(..) {
+            h.join().unwrap();
+        }
+        self.stop = Arc::new(AtomicBool::new(false));
+    }
+}
+
+impl ExpertSwitcher for HogSwitcher {
+    fn pin(&mut self, expert: &str) -> Result<String> {
+        self.stop_hogs();
+        self.pins.push(expert.to_string());
+        if expert == "hog" {
+            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+            for _ in 0..cpus * 2 {
+                let stop = self.stop.clone();
+                self.hogs.push(std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }));
+            }
+        }
+        Ok(expert.to_string())
+    }
+
+    fn still_pinned(&mut self, _expert: &str) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.stop_hogs();
+        Ok(())
+    }
+}
+
+fn plan(scenarios: &[&str], reps: u32, work: &std::path::Path) -> CalibrationPlan {
+    CalibrationPlan {
+        scenarios: scenarios.iter().map(|s| s.to_string()).collect(),
+        experts: vec!["eevdf".into(), "hog".into()],
+        reps,
+        duration: Duration::from_secs(2),
+        settle: Duration::from_millis(300),
+        cooldown: Duration::from_millis(100),
+        work_dir: work.to_owned(),
+    }
+}
+
+#[test]
+fn calibration_ranks_the_better_scheduler_first_and_resumes() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let text = catalogue_text();
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+
+    // "Interrupted" after the first scenario: only CAL-GAME is measured.
+    let mut first = HogSwitcher::default();
+    let set = calibrate::run_or_resume(
+        dir.path(),
+        &text,
+        &plan(&["CAL-GAME"], 2, work.path()),
+        &mut first,
+    )
+    .unwrap();
+    assert_eq!(set.scenarios.len(), 1);
+    // The work-unit calibration pin, then 2 reps × 2 experts.
+    assert_eq!(first.pins.len(), 1 + 4, "{:?}", first.pins);
+
+    // Rerun with the whole plan: CAL-GAME is kept, only CAL-AUDIO runs.
+    let mut second = HogSwitcher::default();
+    let set = calibrate::run_or_resume(
+        dir.path(),
+        &text,
+        &plan(&["CAL-GAME", "CAL-AUDIO"], 2, work.path()),
+        &mut second,
+    )
+    .unwrap();
+    assert_eq!(second.pins.len(), 4, "{:?}", second.pins);
+    let names: Vec<&str> = set.scenarios.iter().map(|s| s.scenario.as_str()).collect();
+    assert_eq!(names, ["CAL-GAME", "CAL-AUDIO"]);
+
+    // Other options on the same folder are refused, with advice.
+    let err = calibrate::run_or_resume(
+        dir.path(),
+        &text,
+        &plan(&["CAL-GAME"], 3, work.path()),
+        &mut HogSwitcher::default(),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("other options"), "{err:#}");
+
+    let machine = MachineFingerprint::of(&set.machine, &asa_experts::Catalogue::builtin());
+    let proto = calibrate::prototype(
+        std::slice::from_ref(&set),
+        machine,
+        "2026-11-22T00:00:00Z".into(),
+        &PrototypeOptions::default(),
+    )
+    .unwrap();
+    assert!(proto.noise.source.contains("2+ runs"), "{:?}", proto.noise);
+    assert!(proto.noise.floor.is_finite() && proto.noise.floor >= 0.0);
+    let classes: Vec<&str> = proto
+        .table
+        .classes
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(classes, ["audio+xz_compress", "game+xz_compress"]);
+    for class in &proto.table.classes {
+        assert_eq!(class.ranked[0].expert, "eevdf", "{}", proto.table.render());
+        assert!(class.ranked.iter().all(|r| r.runs == 2));
+    }
+    // The probes felt the hog: the game's score dropped by more than the noise.
+    let game = proto
+        .evidence
+        .iter()
+        .find(|e| e.class == "game+xz_compress")
+        .unwrap();
+    let score = |expert: &str| game.cells.iter().find(|c| c.expert == expert).unwrap().mean;
+    assert!(
+        score("eevdf") - score("hog") > game.threshold,
+        "{}",
+        calibrate::markdown(&proto, std::slice::from_ref(&set))
+    );
+    let report = calibrate::markdown(&proto, std::slice::from_ref(&set));
+    assert!(
+        report.contains("| game+xz_compress | CAL-GAME | eevdf |"),
+        "{report}"
+    );
+}
