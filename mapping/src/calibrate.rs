@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::report::score_scenario;
 use asa_scenarios::runner::{run_scenario, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult};
+use asa_scenarios::stats;
 use asa_scenarios::work::WorkUnit;
 use log::{info, warn};
 use serde::{Deserialize, Serialize};
@@ -125,30 +126,13 @@ pub struct Prototype {
     pub left_out: Vec<(String, String)>,
 }
 
-fn mean(xs: &[f64]) -> f64 {
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
-
-/// Sample standard deviation; 0 for fewer than two values.
-fn spread(xs: &[f64]) -> f64 {
+/// Sample standard deviation (n − 1: the spread of repeated runs); 0 for fewer than two.
+fn sample_spread(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
     if xs.len() < 2 {
         return 0.0;
     }
-    let m = mean(xs);
-    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
-}
-
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    Some(if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    })
+    stats::std_dev(xs).unwrap_or(0.0) * (n / (n - 1.0)).sqrt()
 }
 
 /// Scores of every valid run, grouped by class and expert, from result sets.
@@ -266,10 +250,10 @@ pub fn prototype(
                 .values()
                 .flat_map(|(_, experts)| experts.values())
                 .filter(|xs| xs.len() >= 2)
-                .map(|xs| spread(xs))
+                .map(|xs| sample_spread(xs))
                 .collect();
             let cells = spreads.len();
-            match median(spreads) {
+            match stats::median(&spreads) {
                 Some(m) => NoiseEstimate {
                     floor: m,
                     source: format!(
@@ -290,8 +274,8 @@ pub fn prototype(
             .iter()
             .map(|(expert, xs)| CellStats {
                 expert: expert.clone(),
-                mean: mean(xs),
-                spread: spread(xs),
+                mean: stats::mean(xs).expect("a cell holds at least one run"),
+                spread: sample_spread(xs),
                 runs: xs.len() as u32,
             })
             .collect();
@@ -565,6 +549,13 @@ mod tests {
 
     fn names(cells: &[CellStats]) -> Vec<&str> {
         cells.iter().map(|c| c.expert.as_str()).collect()
+    }
+
+    #[test]
+    fn spread_is_the_sample_standard_deviation() {
+        // [1, 3]: mean 2, Σ(x−m)² = 2, n − 1 = 1 → √2.
+        assert!((sample_spread(&[1.0, 3.0]) - 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(sample_spread(&[0.7]), 0.0);
     }
 
     #[test]
