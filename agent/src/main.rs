@@ -269,8 +269,15 @@ fn daemon(cli: &Cli) -> Result<ExitCode> {
     require_root("asa run")?;
     let scx = SchedExt::system()?;
     let stop = stop_flag()?;
-    let supervisor = Supervisor::new(catalogue(cli)?, scx, supervisor_config(cli))?;
+    // The socket first: a second `asa run` is told that an agent already serves it.
     let listener = control::bind(&cli.socket)?;
+    let supervisor = match Supervisor::new(catalogue(cli)?, scx, supervisor_config(cli)) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&cli.socket);
+            return Err(e);
+        }
+    };
     let mut controller = Controller::new(
         supervisor,
         "daemon",

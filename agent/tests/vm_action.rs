@@ -334,7 +334,7 @@ asa pin bpfland; rec pin_again $?
 kill -TERM $D
 wait $D; rec daemon_exit $?
 rec final_state $(state)
-rec socket_left $(ls /run/asa | wc -w)
+rec socket_left $(ls /run/asa/control.sock 2>/dev/null | wc -w)
 "#
     );
     let out = guest("daemon", &script, &["bpfland"], vec![]);

@@ -6,6 +6,7 @@
 
 pub mod attach_gate;
 pub mod catalogue;
+pub mod control_lock;
 pub mod locate;
 pub mod sched_ext;
 pub mod supervisor;

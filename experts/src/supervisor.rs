@@ -1,9 +1,11 @@
 //! The expert supervisor: the only code that starts and stops sched_ext schedulers.
 //!
-//! It keeps one invariant: at most one expert process exists, and the supervisor always knows
-//! which scheduler the kernel is running. A switch stops the old expert (SIGINT, then SIGKILL
-//! after a timeout) and waits for `state=disabled` before it starts the new one, then waits for
-//! `state=enabled` with the new expert's ops name and a higher `enable_seq`. When the new expert
+//! It keeps one invariant: at most one expert is attached, and the supervisor always knows
+//! which scheduler the kernel is running; one supervisor per machine ([`ControlLock`]). A switch
+//! starts the new expert behind the attach gate while the old one runs, then stops the old one
+//! (SIGINT, then SIGKILL after a timeout), waits for `state=disabled`, opens the gate and waits
+//! for `state=enabled` with the new expert's ops name and a higher `enable_seq` (without the
+//! gate: stop old, then start new). When the new expert
 //! fails, the previous one is restored (or, when that fails too, the machine stays on EEVDF),
 //! and the error says which scheduler is running. [`Supervisor::check`] notices an expert that
 //! exited, was killed or was ejected by the kernel's watchdog.
@@ -24,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::attach_gate::{self, AttachGate, GatePolicy};
 use crate::catalogue::{Catalogue, Expert, EEVDF};
+use crate::control_lock::{ControlLock, CONTROL_LOCK};
 use crate::locate::locate_binary;
 use crate::sched_ext::{SchedExt, ScxState};
 
@@ -291,13 +294,17 @@ pub struct Supervisor {
     running: Option<RunningExpert>,
     active: Active,
     verified: HashSet<PathBuf>,
+    /// Held for the supervisor's life (dropped after `Drop::drop` has stopped the expert).
+    _lock: ControlLock,
 }
 
 impl Supervisor {
     /// A supervisor for a machine that must be on EEVDF now; anything else is an error that
     /// names the scheduler attached by someone else.
+    /// Only one supervisor per machine: a second one is refused, naming the first's process.
     pub fn new(catalogue: Catalogue, scx: SchedExt, config: SupervisorConfig) -> Result<Self> {
         scx.check_present()?;
+        let lock = ControlLock::acquire(Path::new(CONTROL_LOCK))?;
         let snap = scx.snapshot()?;
         if snap.state != ScxState::Disabled {
             bail!(
@@ -318,6 +325,7 @@ impl Supervisor {
                 pid: None,
             },
             verified: HashSet::new(),
+            _lock: lock,
         })
     }
 

@@ -12,33 +12,10 @@ use std::time::Duration;
 use anyhow::Result;
 use asa_mapping::calibrate::{self, CalibrationPlan, PrototypeOptions};
 use asa_mapping::MachineFingerprint;
-use asa_scenarios::catalogue::BUILTIN_SCENARIOS;
 use asa_scenarios::ExpertSwitcher;
 
-/// The built-in catalogue with a small xz corpus and two single-phase smoke scenarios.
-fn catalogue_text() -> String {
-    let mut text = BUILTIN_SCENARIOS.replace(
-        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
-        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
-    );
-    assert!(text.contains("megabytes = 1 }"), "the xz load changed");
-    text.push_str(
-        r#"
-[[scenario]]
-name = "CAL-GAME"
-title = "Game Play & xz Compression (calibration test)"
-probe = "game"
-load = "xz_compress"
-
-[[scenario]]
-name = "CAL-AUDIO"
-title = "Audio & xz Compression (calibration test)"
-probe = "audio"
-load = "xz_compress"
-"#,
-    );
-    text
-}
+mod common;
+use common::calibration_catalogue_text;
 
 /// `eevdf`: nothing added. `hog`: one busy thread per CPU at the probe's priority while pinned.
 #[derive(Default)]
@@ -104,7 +81,7 @@ fn plan(scenarios: &[&str], reps: u32, work: &std::path::Path) -> CalibrationPla
 #[test]
 fn calibration_ranks_the_better_scheduler_first_and_resumes() {
     let _ = env_logger::builder().is_test(true).try_init();
-    let text = catalogue_text();
+    let text = calibration_catalogue_text();
     let dir = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
 
