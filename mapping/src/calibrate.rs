@@ -171,7 +171,12 @@ fn collect_scores(
             if !entry.0.contains(&result.scenario) {
                 entry.0.push(result.scenario.clone());
             }
-            for run in scored.runs {
+            // Mid-run switch runs (`a>b`, stage 2) are no expert of their own.
+            for run in scored
+                .runs
+                .into_iter()
+                .filter(|r| crate::overhead::parse_switch(&r.expert).is_none())
+            {
                 entry.1.entry(run.expert).or_default().push(run.score);
             }
         }
@@ -317,6 +322,7 @@ pub fn prototype(
         created,
         machine: Some(machine),
         classes: table_classes,
+        switches: Vec::new(),
     };
     // The same checks a loaded file gets.
     let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
@@ -661,6 +667,7 @@ mod tests {
                     .collect(),
                 noise: r.threshold,
             }],
+            switches: Vec::new(),
         };
         let text = table.to_toml().unwrap();
         let back = MappingTable::parse(&text, "t").unwrap();

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use log::info;
 
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
+use crate::overhead::{self, MidRunSwitcher};
 use crate::{MachineFingerprint, MappingTable};
 
 /// Calibration stages (ASA paper §4.3).
@@ -72,6 +73,12 @@ pub struct CalibrateArgs {
     /// The expert kept when nothing beats it by more than the noise.
     #[arg(long, default_value = "eevdf")]
     pub baseline: String,
+    /// Stage overhead: the table to add switch costs to (a prototype table of this machine).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Stage overhead: the switches to measure, FROM>TO, comma-separated.
+    #[arg(long, default_value = "eevdf>bpfland,bpfland>eevdf")]
+    pub pairs: String,
 }
 
 /// Arguments of `asa mapping`.
@@ -132,12 +139,16 @@ fn now_utc() -> String {
 /// Runs `asa calibrate`.
 pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
     match args.stage {
-        Stage::Prototype => {}
-        Stage::Overhead | Stage::Live => bail!(
-            "calibration stage {:?} is not built yet (issue 6): only --stage prototype works",
-            args.stage
+        Stage::Prototype => prototype_stage(args),
+        Stage::Overhead => overhead_stage(args),
+        Stage::Live => bail!(
+            "calibration stage live is not built yet (issue 6): it needs `asa run` with a \
+             classifier trained on this machine's classes"
         ),
     }
+}
+
+fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     let experts = asa_experts::Catalogue::builtin();
     for e in &args.experts {
         experts.require(e)?;
@@ -150,28 +161,19 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
         );
     }
     let sets = if args.from_results.is_empty() {
-        vec![measure(args)?]
+        let plan = plan(args, args.experts.clone())?;
+        let mut switcher =
+            SupervisorSwitcher::system().context("starting the expert supervisor")?;
+        vec![calibrate::run_or_resume(
+            &args.dir,
+            &plan.1,
+            &plan.0,
+            &mut switcher,
+        )?]
     } else {
-        args.from_results
-            .iter()
-            .map(|p| ResultSet::load(p))
-            .collect::<Result<Vec<_>>>()?
+        load_results(&args.from_results)?
     };
     let machine = MachineFingerprint::of(&sets[0].machine, &experts);
-    for (set, path) in sets.iter().zip(&args.from_results).skip(1) {
-        if set.machine.cpu_model != sets[0].machine.cpu_model
-            || set.machine.cpus != sets[0].machine.cpus
-            || set.machine.kernel != sets[0].machine.kernel
-        {
-            bail!(
-                "{} was measured on another machine ({} CPUs {}, kernel {}) than the first result set: a table is per machine",
-                path.display(),
-                set.machine.cpus,
-                set.machine.cpu_model,
-                set.machine.kernel
-            );
-        }
-    }
     let opts = PrototypeOptions {
         baseline: args.baseline.clone(),
         noise_floor: args.noise_floor,
@@ -195,12 +197,110 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
+/// Result files, all measured on one machine.
+fn load_results(paths: &[PathBuf]) -> Result<Vec<ResultSet>> {
+    let sets = paths
+        .iter()
+        .map(|p| ResultSet::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    for (set, path) in sets.iter().zip(paths).skip(1) {
+        if !same_machine(&set.machine, &sets[0].machine) {
+            bail!(
+                "{} was measured on another machine ({} CPUs {}, kernel {}) than the first result set: a table is per machine",
+                path.display(),
+                set.machine.cpus,
+                set.machine.cpu_model,
+                set.machine.kernel
+            );
+        }
+    }
+    Ok(sets)
+}
+
+fn same_machine(
+    a: &asa_scenarios::runner::MachineInfo,
+    b: &asa_scenarios::runner::MachineInfo,
+) -> bool {
+    a.cpu_model == b.cpu_model && a.cpus == b.cpus && a.kernel == b.kernel
+}
+
+fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
+    let table_path = args.table.as_ref().context(
+        "--stage overhead adds switch costs to a table: pass the prototype table with --table",
+    )?;
+    let mut table = MappingTable::load(table_path)?;
+    let machine = table.machine.clone().with_context(|| {
+        format!(
+            "{} carries no machine fingerprint: calibrate a prototype table on this machine first",
+            table_path.display()
+        )
+    })?;
+    let pairs = overhead::parse_pairs(&args.pairs)?;
+    let catalogue = asa_experts::Catalogue::builtin();
+    for (a, b) in &pairs {
+        catalogue.require(a)?;
+        catalogue.require(b)?;
+    }
+    let set = match args.from_results.as_slice() {
+        [] => {
+            let (plan, text) = plan(args, overhead::experts_for(&pairs))?;
+            let supervisor = asa_experts::Supervisor::new(
+                catalogue.clone(),
+                asa_experts::SchedExt::system()?,
+                asa_experts::SupervisorConfig::default(),
+            )
+            .context("starting the expert supervisor")?;
+            let mut switcher = MidRunSwitcher::new(supervisor, plan.settle + plan.duration / 2);
+            calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?
+        }
+        [one] => ResultSet::load(one)?,
+        _ => bail!("--stage overhead reads one result file"),
+    };
+    if set.machine.cpu_model != machine.cpu_model
+        || set.machine.cpus as u32 != machine.cores
+        || set.machine.kernel != machine.kernel_release
+    {
+        bail!(
+            "{} was calibrated on another machine ({} CPUs {}, kernel {}) than these switch runs \
+             ({} CPUs {}, kernel {})",
+            table_path.display(),
+            machine.cores,
+            machine.cpu_model,
+            machine.kernel_release,
+            set.machine.cpus,
+            set.machine.cpu_model,
+            set.machine.kernel
+        );
+    }
+    let costs = overhead::switch_costs(&set)?;
+    if costs.is_empty() {
+        bail!("no switch run could be scored: nothing to add");
+    }
+    table.source = "overhead".into();
+    table.created = now_utc();
+    table.switches = costs;
+    let text = table.to_toml()?;
+    MappingTable::parse(&text, "the calibrated table")?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let out = args.dir.join("mapping.toml");
+    write(&out, &text)?;
+    write(
+        &args.dir.join("overhead.md"),
+        &overhead::markdown(&table, &set),
+    )?;
+    print!("{}", overhead::markdown(&table, &set));
+    println!("table: {}", out.display());
+    Ok(())
+}
+
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Runs (or resumes) the scenario catalogue under every expert into `--dir`.
-fn measure(args: &CalibrateArgs) -> Result<ResultSet> {
+/// The calibration plan of `args` for `experts`, and the scenario catalogue's text. Measuring
+/// needs sched_ext.
+fn plan(args: &CalibrateArgs, experts: Vec<String>) -> Result<(CalibrationPlan, String)> {
     if !Path::new(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT).exists() {
         bail!(
             "calibration runs every expert, which needs a kernel with sched_ext ({} is missing): \
@@ -240,7 +340,7 @@ fn measure(args: &CalibrateArgs) -> Result<ResultSet> {
     }
     let plan = CalibrationPlan {
         scenarios,
-        experts: args.experts.clone(),
+        experts,
         reps: args.reps,
         duration: secs(args.duration, "duration")?,
         settle: secs(args.settle, "settle")?,
@@ -257,6 +357,5 @@ fn measure(args: &CalibrateArgs) -> Result<ResultSet> {
         plan.reps,
         args.dir.display()
     );
-    let mut switcher = SupervisorSwitcher::system().context("starting the expert supervisor")?;
-    calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)
+    Ok((plan, text))
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod calibrate;
 pub mod cli;
+pub mod overhead;
 
 /// Schema name every mapping table must declare.
 pub const MAPPING_SCHEMA: &str = "asa.mapping";
@@ -200,6 +201,10 @@ pub struct MappingTable {
     /// One entry per workload class.
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassMapping>,
+    /// Measured cost of switching between experts (calibration stage 2); empty: switches are
+    /// taken as free.
+    #[serde(rename = "switch", default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<overhead::SwitchCost>,
 }
 
 /// Allowed values of [`MappingTable::source`].
@@ -310,6 +315,22 @@ impl MappingTable {
                 previous_score = ranked.score;
             }
         }
+        let mut seen_switches = BTreeSet::new();
+        for sw in &self.switches {
+            if !seen_switches.insert((sw.from.as_str(), sw.to.as_str())) {
+                return Err(invalid(format!(
+                    "switch {} -> {} appears twice",
+                    sw.from, sw.to
+                )));
+            }
+            let finite = sw.score_cost.is_finite() && sw.spread.is_finite() && sw.run_s.is_finite();
+            if !finite || sw.spread < 0.0 || sw.run_s <= 0.0 || sw.from == sw.to {
+                return Err(invalid(format!(
+                    "switch {} -> {}: needs two different experts, a finite score_cost, spread >= 0 and run_s > 0",
+                    sw.from, sw.to
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -336,6 +357,18 @@ impl MappingTable {
                         origin: origin.to_string(),
                         class: class.name.clone(),
                         expert: ranked.expert.clone(),
+                        known: experts.join(", "),
+                    });
+                }
+            }
+        }
+        for sw in &self.switches {
+            for expert in [&sw.from, &sw.to] {
+                if !experts.contains(&expert.as_str()) {
+                    return Err(MappingError::UnknownExpert {
+                        origin: origin.to_string(),
+                        class: format!("switch {} -> {}", sw.from, sw.to),
+                        expert: expert.clone(),
                         known: experts.join(", "),
                     });
                 }
@@ -368,6 +401,16 @@ impl MappingTable {
             "# ASA mapping table (schema {MAPPING_SCHEMA} v{MAPPING_VERSION}), written by asa calibrate; \
              see mapping/README.md.\n{body}"
         ))
+    }
+
+    /// The measured cost of switching `from` → `to`, in UX score lost by one switch in a
+    /// scenario run of [`overhead::SwitchCost::run_s`] seconds, with that run length; `None`
+    /// when this switch was not measured. A negative measured cost counts as 0.
+    pub fn switch_cost(&self, from: &str, to: &str) -> Option<(f64, f64)> {
+        self.switches
+            .iter()
+            .find(|s| s.from == from && s.to == to)
+            .map(|s| (s.score_cost.max(0.0), s.run_s))
     }
 
     /// The entry of one class.
@@ -470,6 +513,47 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
             )
             .unwrap();
         assert_eq!(unmapped, vec!["idle".to_string()]);
+    }
+
+    #[test]
+    fn switch_costs_are_checked_and_looked_up() {
+        let with = |switches: &str| {
+            format!(
+                "schema = \"asa.mapping\"\nversion = 1\nsource = \"overhead\"\ncreated = \"2026-11-22\"\n\
+                 [machine]\ncpu_model = \"x\"\ncores = 2\nsmt = false\nmemory_mib = 1\nkernel_release = \"7\"\n\
+                 {TWO_CLASSES}{switches}"
+            )
+        };
+        let good = "[[switch]]\nfrom = \"eevdf\"\nto = \"bpfland\"\nscore_cost = 0.04\nspread = 0.01\nruns = 2\nrun_s = 20.0\n\
+                    [[switch]]\nfrom = \"bpfland\"\nto = \"eevdf\"\nscore_cost = -0.01\nspread = 0.02\nruns = 2\nrun_s = 20.0\n";
+        let t = MappingTable::parse(&with(good), "t").unwrap();
+        assert_eq!(t.switch_cost("eevdf", "bpfland"), Some((0.04, 20.0)));
+        assert_eq!(
+            t.switch_cost("bpfland", "eevdf"),
+            Some((0.0, 20.0)),
+            "a gain counts as free"
+        );
+        assert_eq!(t.switch_cost("eevdf", "lavd"), None);
+        assert!(t.validate("t", &EXPERTS, &CLASSES).is_ok());
+        assert!(matches!(
+            t.validate("t", &["eevdf", "lavd"], &CLASSES),
+            Err(MappingError::UnknownExpert { .. })
+        ));
+        let twice = good.replace(
+            "from = \"bpfland\"\nto = \"eevdf\"",
+            "from = \"eevdf\"\nto = \"bpfland\"",
+        );
+        let err = MappingTable::parse(&with(&twice), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("appears twice"), "{err}");
+        let bad = good.replace("run_s = 20.0\n[[switch]]", "run_s = 0.0\n[[switch]]");
+        let err = MappingTable::parse(&with(&bad), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("run_s > 0"), "{err}");
+        // Round trip keeps them.
+        assert_eq!(MappingTable::parse(&t.to_toml().unwrap(), "t").unwrap(), t);
     }
 
     #[test]

@@ -56,6 +56,12 @@ echo "second_exit=$?" >> /lab/out/results
 echo "state_at_end=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
 asa mapping show /lab/out/cal/mapping.toml > /lab/out/show.txt 2>&1
 echo "show_exit=$?" >> /lab/out/results
+# Stage 2: the cost of a switch half way through a run, added to the prototype table.
+asa calibrate --stage overhead --dir /lab/out/ovh --table /lab/out/cal/mapping.toml \
+  --pairs 'eevdf>bpfland,bpfland>eevdf' --catalogue /lab/cal.toml --scenarios CAL-GAME \
+  --reps 2 --duration 4 --settle 0.5 --cooldown 0.2 --work-dir /tmp/work > /lab/out/overhead.log 2>&1
+echo "overhead_exit=$?" >> /lab/out/results
+echo "state_after_overhead=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
 "#;
 
 #[test]
@@ -72,7 +78,13 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
     run.vm.timeout = Duration::from_secs(900);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!("---- guest console ----\n{}", out.script_output());
-    for log in ["first.log", "second-pin.log", "second.log", "show.txt"] {
+    for log in [
+        "first.log",
+        "second-pin.log",
+        "second.log",
+        "show.txt",
+        "overhead.log",
+    ] {
         eprintln!("---- {log} ----\n{}", out.read_out(log).unwrap_or_default());
     }
     assert_eq!(out.exit_code, 0);
