@@ -102,6 +102,35 @@ def load_manifest(path: str | Path, live: FeatureSchema) -> Dataset:
     return dataset
 
 
+def merge(datasets: list[Dataset]) -> Dataset:
+    """One dataset from several manifests (already checked against the same live schema); run
+    names must stay unique."""
+    if not datasets:
+        raise ValueError("no dataset to merge")
+    merged = Dataset(datasets[0].schema, "; ".join(dict.fromkeys(d.machine for d in datasets)))
+    seen = set()
+    for d in datasets:
+        for run in d.runs:
+            if run.name in seen:
+                raise ValueError(f"run name {run.name!r} appears in two manifests")
+            seen.add(run.name)
+            merged.runs.append(run)
+    return merged
+
+
+CLASS_SETS = ("label", "load")
+
+
+def relabel(runs: list[Run], class_set: str) -> None:
+    """Applies a class set in place: `label` keeps the recorded labels; `load` keeps only the
+    background load of a `<probe>+<load>` label (a label without `+` is a load already)."""
+    if class_set not in CLASS_SETS:
+        raise ValueError(f"unknown class set {class_set!r} (known: {', '.join(CLASS_SETS)})")
+    if class_set == "load":
+        for run in runs:
+            run.labels = [label.split("+", 1)[1] if "+" in label else label for label in run.labels]
+
+
 def split_by_run(runs: list[Run], heldout_fraction: float = 0.25, seed: int = 0) -> tuple[list[Run], list[Run]]:
     """Splits whole runs (never ticks of one run) into (train, held-out).
 

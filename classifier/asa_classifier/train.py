@@ -1,7 +1,10 @@
 """Train, evaluate on held-out runs, export.
 
-    python -m asa_classifier.train --manifest DATA/manifest.toml \
-        --feature-schema ../agent/feature_schema.toml --out OUT [--heldout-fraction 0.25] [--seed 0]
+    python -m asa_classifier.train --manifest DATA/manifest.toml [--manifest MORE/manifest.toml] \
+        --feature-schema ../agent/feature_schema.toml --out OUT [--heldout-fraction 0.25] [--seed 0] \
+        [--classes label|load]
+
+`--classes load` trains on the background load only (`game+xz_compress` -> `xz_compress`).
 
 Writes OUT/classifier.onnx (trained on the training runs only, so the report describes it),
 OUT/report.md and OUT/report.json (held-out runs: raw and voted metrics, the split, the
@@ -20,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .dataset import load_manifest, split_by_run, stack
+from .dataset import CLASS_SETS, load_manifest, merge, relabel, split_by_run, stack
 from .ensemble import MEMBERS, train
 from .export import OnnxClassifier, to_onnx
 from .report import evaluate, markdown
@@ -43,9 +46,12 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
     return {"p50": float(np.percentile(samples, 50)), "p99": float(np.percentile(samples, 99))}
 
 
-def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
-        small: bool = False, members: tuple[str, ...] = MEMBERS) -> dict:
-    dataset = load_manifest(manifest, schema)
+def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
+        small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label") -> dict:
+    manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
+    dataset = merge([load_manifest(m, schema) for m in manifests])
+    relabel(dataset.runs, class_set)
+    manifest = ", ".join(str(m) for m in manifests)
     classes = dataset.classes()
     train_runs, heldout_runs = split_by_run(dataset.runs, heldout_fraction, seed)
     if not heldout_runs:
@@ -56,7 +62,7 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "classifier.onnx"
-    onnx.save(to_onnx(ensemble, schema, trained_on=f"{manifest} ({len(train_runs)} runs, machine: {dataset.machine})",
+    onnx.save(to_onnx(ensemble, schema, trained_on=f"{manifest} ({len(train_runs)} runs, classes by {class_set}, machine: {dataset.machine})",
                       training_date=date), str(model_path))
     python_probs = ensemble.predict_proba(x_test)
     onnx_probs = OnnxClassifier(model_path, schema).predict_proba(x_test)
@@ -71,12 +77,13 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
         "schema": "asa.classifier-report", "version": 1, "training_date": date,
         "manifest": str(manifest), "machine": dataset.machine,
         "feature_schema": schema.name, "feature_schema_version": schema.version,
-        "classes": classes, "weights": ensemble.weights, "voting": voting,
+        "classes": classes, "class_set": class_set, "weights": ensemble.weights, "voting": voting,
         "train_runs": [r.name for r in train_runs], "heldout_runs": [r.name for r in heldout_runs],
         "export_max_abs_diff": export_diff, "model_bytes": model_path.stat().st_size,
         "python_onnxruntime_latency_us": cost, "member_raw_accuracy": members,
         **evaluate(python_probs, y_test, test_runs, classes, voting),
     }
+    result["per_run"] = per_run(python_probs, y_test, test_runs, classes, voting)
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
@@ -86,22 +93,41 @@ def run(manifest: Path, schema: FeatureSchema, out: Path, heldout_fraction: floa
               + f". ONNX vs Python max |diff| {export_diff:.1e}. Model {result['model_bytes'] / 1e6:.1f} MB; one-row "
               f"inference in Python onnxruntime p50 {cost['p50']:.0f} us, p99 {cost['p99']:.0f} us "
               "(the Rust figure: cargo bench -p asa-agent --bench decision with ASA_BENCH_MODEL).")
-    (out / "report.md").write_text(markdown(result, classes, header))
+    per_run_lines = ["## Held-out runs", "", "| run | class | ticks | raw accuracy | voted accuracy |", "|---|---|---|---|---|"]
+    per_run_lines += [f"| {r['run']} | {r['class']} | {r['ticks']} | {r['raw']:.3f} | {r['voted']:.3f} |"
+                      for r in result["per_run"]]
+    (out / "report.md").write_text(markdown(result, classes, header) + "\n".join(per_run_lines) + "\n")
     return result
+
+
+def per_run(probabilities: np.ndarray, y_true: np.ndarray, runs: list[str], classes: list[str], voting: dict) -> list[dict]:
+    """Raw and voted accuracy of each held-out run (the window restarts at each run)."""
+    out = []
+    names = np.array(runs)
+    for name in dict.fromkeys(runs):
+        mask = names == name
+        m = evaluate(probabilities[mask], y_true[mask], [name] * int(mask.sum()), classes, voting)
+        majority = int(np.bincount(y_true[mask]).argmax())
+        out.append({"run": name, "class": classes[majority], "ticks": int(mask.sum()),
+                    "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"]})
+    return out
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", type=Path, required=True)
+    parser.add_argument("--manifest", type=Path, required=True, action="append",
+                        help="a dataset manifest; repeat to merge several")
     parser.add_argument("--feature-schema", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--classes", choices=CLASS_SETS, default="label",
+                        help="label: the recorded labels; load: the background load only")
     parser.add_argument("--members", default=",".join(MEMBERS),
                         help=f"comma-separated subset of {','.join(MEMBERS)} (default: all)")
     args = parser.parse_args(argv)
     result = run(args.manifest, FeatureSchema.load(args.feature_schema), args.out, args.heldout_fraction, args.seed,
-                 members=tuple(m for m in args.members.split(",") if m))
+                 members=tuple(m for m in args.members.split(",") if m), class_set=args.classes)
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "
           f"voted {result['voted']['accuracy']:.4f} (coverage {result['voted']['coverage']:.4f}); wrote {args.out}")
 

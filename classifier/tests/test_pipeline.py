@@ -112,3 +112,30 @@ def test_member_subset_exports_and_renormalises(dataset_dir, schema, tmp_path):
     assert json.loads(read_metadata(path)["asa.ensemble"])["members"] == ["xgboost", "random_forest"]
     with pytest.raises(ValueError):
         train(x, y, dataset.classes(), small=True, members=("lstm",))
+
+
+def test_load_class_set_and_two_manifests(dataset_dir, schema, tmp_path):
+    """`--classes load` keeps the background load of `<probe>+<load>` labels; a second manifest
+    (here: the same runs under other names) is merged; the report lists each held-out run."""
+    from asa_classifier.dataset import merge, relabel
+
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    relabel(dataset.runs, "load")
+    assert dataset.classes() == ["disk_io", "idle", "kernel_build"]
+    with pytest.raises(ValueError, match="unknown class set"):
+        relabel(dataset.runs, "probe")
+    with pytest.raises(ValueError, match="appears in two manifests"):
+        merge([dataset, load_manifest(dataset_dir / "manifest.toml", schema)])
+    second = (dataset_dir / "manifest.toml").read_text().replace('name = "', 'name = "again-')
+    (dataset_dir / "second.toml").write_text(second)
+    out = tmp_path / "out"
+    result = train_cli.run([dataset_dir / "manifest.toml", dataset_dir / "second.toml"], schema, out,
+                           small=True, class_set="load")
+    assert result["classes"] == ["disk_io", "idle", "kernel_build"] and result["class_set"] == "load"
+    assert len(result["train_runs"]) + len(result["heldout_runs"]) == 18
+    assert {r["run"] for r in result["per_run"]} == set(result["heldout_runs"])
+    assert all(0.0 <= r["voted"] <= 1.0 and r["ticks"] == 30 for r in result["per_run"])
+    assert "## Held-out runs" in (out / "report.md").read_text()
+    meta = read_metadata(out / "classifier.onnx")
+    assert json.loads(meta["asa.class_names"]) == ["disk_io", "idle", "kernel_build"]
+    assert "classes by load" in meta["asa.trained_on"]
