@@ -1,0 +1,108 @@
+#!/bin/sh
+# A small classifier dataset recorded in the lab VM (qemu TCG, the sched_ext kernel), with the
+# loads available in the cached xz-utils root filesystem: the background "idle" and
+# "xz_compress" (the scenario catalogue's load), each
+#   - with each foreground probe (game, office, web, audio) through the scenario runner
+#     (`asa scenario run --record-features`), labels "<probe>+<load>", and
+#   - with no probe at all (`asa record` next to a bare load loop), labels "<load>",
+# under EEVDF and under bpfland. The agent's own VM test (agent/tests/vm_decision.rs) runs the
+# same loads without a probe.
+#
+#   classifier/lab/collect-vm.sh OUT_DIR        (BIN=target/release, REPS, DURATION, TIMEOUT)
+set -eu
+OUT=${1:?usage: $0 OUT_DIR}
+BIN=${BIN:-target/release}
+REPS=${REPS:-2}
+DURATION=${DURATION:-30}
+NOPROBE_S=${NOPROBE_S:-40}
+TIMEOUT=${TIMEOUT:-5400}
+for b in asa asa-lab; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+SCEN=$(mktemp)
+GUEST=$(mktemp)
+trap 'rm -f "$SCEN" "$GUEST"' EXIT
+# The built-in catalogue's probes and loads, with our own scenarios.
+sed '/^\[\[scenario\]\]/,$d' "$HERE/../../scenarios/catalogue/scenarios.toml" > "$SCEN"
+for probe in game office web audio; do
+  cat >> "$SCEN" <<EOF
+[[scenario]]
+name = "D-$probe-idle"
+title = "$probe, no background load"
+probe = "$probe"
+phase = [{ load = "idle", share = 1.0 }]
+
+[[scenario]]
+name = "D-$probe-xz"
+title = "$probe and xz compression"
+probe = "$probe"
+load = "xz_compress"
+
+EOF
+done
+{
+  echo 'set -u'
+  echo "cat > /tmp/scenarios.toml <<'SCENARIOS_EOF'"
+  cat "$SCEN"
+  echo 'SCENARIOS_EOF'
+  cat <<EOF
+W=/var/tmp/asa-work; D=/tmp/ds
+mkdir -p \$W \$D/noprobe
+start=\$(date +%s)
+asa scenario run all --file /tmp/scenarios.toml --experts eevdf,bpfland --order by-expert \\
+  --reps $REPS --duration $DURATION --settle 3 --cooldown 2 --keep-going --work-dir \$W \\
+  --out /tmp/sc --record-features \$D/probe --record-interval-ms 1000 \\
+  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, 2048 MiB"
+echo "ASA-COLLECT: scenario runs exited \$? after \$((\$(date +%s) - start)) s"
+# No probe: the bare loads. A text corpus like the catalogue's (8 MiB of real text).
+i=0; while [ \$i -lt 400 ]; do cat /usr/share/common-licenses/*; i=\$((i+1)); done | head -c 8388608 > \$W/noprobe-corpus.txt
+noprobe() {
+  expert=\$1; rep=\$2
+  asa record --label idle --out \$D/noprobe/idle-\$expert-r\$rep.parquet --duration $NOPROBE_S > /dev/null 2>&1
+  echo "ASA-COLLECT: idle \$expert r\$rep \$?"
+  setsid sh -c 'while :; do xz -T0 -3 --block-size=1MiB -c '\$W'/noprobe-corpus.txt > /dev/null; done' &
+  L=\$!
+  sleep 3
+  asa record --label xz_compress --out \$D/noprobe/xz_compress-\$expert-r\$rep.parquet --duration $NOPROBE_S > /dev/null 2>&1
+  echo "ASA-COLLECT: xz_compress \$expert r\$rep \$?"
+  kill -TERM -\$L 2>/dev/null; sleep 1; pkill -x xz; sleep 2
+}
+rep=1; while [ \$rep -le $REPS ]; do noprobe eevdf \$rep; rep=\$((rep+1)); done
+asa pin bpfland > /tmp/pin.log 2>&1 &
+P=\$!
+asa status --wait-for bpfland --timeout 120 > /dev/null && {
+  rep=1; while [ \$rep -le $REPS ]; do noprobe bpfland \$rep; rep=\$((rep+1)); done
+}
+kill -INT \$P; sleep 3
+{
+  echo 'schema = "asa.dataset"'
+  echo 'version = 1'
+  echo 'feature_schema = "asa.features"'
+  echo 'feature_schema_version = 1'
+  echo 'machine = "lab VM: qemu TCG (thread=single), 2 vCPUs, 2048 MiB; no foreground probe"'
+  for f in \$D/noprobe/*.parquet; do
+    b=\$(basename \$f .parquet); load=\${b%%-*}; rest=\${b#*-}; expert=\${rest%%-*}
+    printf '[[run]]\nname = "noprobe-%s"\nfile = "%s"\nlabel = "%s"\nscenario = "noprobe-%s"\nexpert = "%s"\n\n' \$b \$(basename \$f) \$load \$load \$expert
+  done
+} > \$D/noprobe/manifest.toml
+cp /tmp/sc/results.json \$D/probe/scenario-results.json 2>/dev/null
+tar -C \$D -cf /lab/out/ds.tar .
+echo "ASA-COLLECT: done after \$((\$(date +%s) - start)) s"
+EOF
+} > "$GUEST"
+echo "collecting: probes x {idle, xz_compress} x {eevdf, bpfland} x $REPS reps of ${DURATION}s, and no-probe runs of ${NOPROBE_S}s" >&2
+started=$(date +%s)
+set +e
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert bpfland --rootfs xz-utils --timeout "$TIMEOUT" \
+  --script "$GUEST" --out "$OUT/guest" 2> "$OUT/console.log"
+rc=$?
+set -e
+echo "collect: VM exited $rc after $(( $(date +%s) - started )) s" | tee -a "$OUT/console.log" >&2
+if [ -f "$OUT/guest/ds.tar" ]; then
+  tar -C "$OUT" -xf "$OUT/guest/ds.tar" && rm -f "$OUT/guest/ds.tar"
+fi
+grep -a 'ASA-COLLECT\|asa-lab:' "$OUT/console.log" >&2 || true
+exit $rc
