@@ -658,7 +658,10 @@ rank = []"#,
                 classes.insert(phase.load.clone());
             }
         }
-        assert!(classes.contains("idle") && classes.len() >= 10, "{classes:?}");
+        assert!(
+            classes.contains("idle") && classes.len() >= 10,
+            "{classes:?}"
+        );
         let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
         let table = MappingTable::builtin_default().unwrap();
         assert_eq!(table.source, "hand-written");
