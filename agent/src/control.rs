@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_experts::{Active, ScxSnapshot, SwitchReport};
+
+use crate::decision::engine::{EngineInfo, TickRecord};
 use serde::{Deserialize, Serialize};
 
 /// Default socket path.
@@ -75,6 +77,23 @@ pub struct AgentStatus {
     pub kernel: Option<ScxSnapshot>,
     /// True when the kernel runs what the agent believes.
     pub consistent: Option<bool>,
+    /// The decision engine (`asa run`): its settings and latest decision. None for a
+    /// foreground `asa pin`.
+    #[serde(default)]
+    pub decision: Option<DecisionStatus>,
+}
+
+/// The decision engine's part of the status.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DecisionStatus {
+    /// Model, mapping, parameters.
+    pub engine: EngineInfo,
+    /// Ticks decided so far.
+    pub ticks: u64,
+    /// The latest tick.
+    pub last: Option<TickRecord>,
+    /// The latest tick on which the policy chose to switch (whatever became of it).
+    pub last_switch: Option<TickRecord>,
 }
 
 /// The agent's answer.

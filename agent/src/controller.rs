@@ -13,7 +13,7 @@ use asa_experts::supervisor::unix_ms;
 use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SwitchError, EEVDF};
 use log::{info, warn};
 
-use crate::control::{self, AgentStatus, Request, Response, TimedEvent};
+use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
 
 /// How often the controller looks at the running expert between requests.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -21,6 +21,8 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 enum Job {
     Pin(String, Sender<Response>),
     Unpin(Sender<Response>),
+    /// A switch the decision engine chose (refused while pinned).
+    Decide(String, Sender<Response>),
 }
 
 /// What the socket server needs to answer requests.
@@ -38,6 +40,9 @@ pub struct Controller {
     status: Arc<Mutex<AgentStatus>>,
     jobs: Receiver<Job>,
     handle: ControllerHandle,
+    /// The expert the agent itself chose last (EEVDF until the decision engine switches):
+    /// `asa unpin` returns to it.
+    agent_choice: String,
 }
 
 fn event(message: String) -> TimedEvent {
@@ -63,6 +68,7 @@ impl Controller {
             note: note.to_owned(),
             kernel: None,
             consistent: None,
+            decision: None,
         }));
         let handle = ControllerHandle {
             status: status.clone(),
@@ -75,6 +81,7 @@ impl Controller {
             status,
             jobs: rx,
             handle,
+            agent_choice: EEVDF.to_owned(),
         }
     }
 
@@ -85,6 +92,24 @@ impl Controller {
 
     /// Pin `expert` now (on the controller's thread).
     pub fn pin(&mut self, expert: &str) -> Response {
+        self.switch(expert, true)
+    }
+
+    /// A switch the decision engine asked for: refused while an expert is pinned.
+    fn decide(&mut self, expert: &str) -> Response {
+        if let Some(pinned) = self.status.lock().unwrap().pinned.clone() {
+            return failure(format!(
+                "{pinned} is pinned (`asa unpin` hands the choice back to the agent)"
+            ));
+        }
+        let response = self.switch(expert, false);
+        if response.ok {
+            self.agent_choice = expert.to_owned();
+        }
+        response
+    }
+
+    fn switch(&mut self, expert: &str, pin: bool) -> Response {
         self.status.lock().unwrap().switching_to = Some(expert.to_owned());
         let result = self.supervisor.switch_to(expert);
         let mut st = self.status.lock().unwrap();
@@ -92,7 +117,9 @@ impl Controller {
         st.active = self.supervisor.active().clone();
         let response = match result {
             Ok(report) => {
-                st.pinned = Some(expert.to_owned());
+                if pin {
+                    st.pinned = Some(expert.to_owned());
+                }
                 st.last_switch = Some(report.clone());
                 Response {
                     ok: true,
@@ -130,9 +157,14 @@ impl Controller {
                     let r = self.pin(&expert);
                     let _ = reply.send(r);
                 }
+                Ok(Job::Decide(expert, reply)) => {
+                    let r = self.decide(&expert);
+                    let _ = reply.send(r);
+                }
                 Ok(Job::Unpin(reply)) => {
-                    // No decision engine yet: unpinned means the kernel default.
-                    let mut r = self.pin(EEVDF);
+                    // Back to what the agent chose last (EEVDF when it never switched).
+                    let choice = self.agent_choice.clone();
+                    let mut r = self.pin(&choice);
                     self.status.lock().unwrap().pinned = None;
                     r.status = Some(self.handle.status_now());
                     let _ = reply.send(r);
@@ -187,12 +219,46 @@ impl ControllerHandle {
             Request::Pin { expert } => Job::Pin(expert, tx),
             Request::Unpin => Job::Unpin(tx),
         };
+        self.submit(job, rx)
+    }
+
+    fn submit(&self, job: Job, rx: Receiver<Response>) -> Response {
         if self.jobs.send(job).is_err() {
             return failure("the agent is shutting down".into());
         }
         // Two full enable timeouts (switch + rollback) and some.
-        rx.recv_timeout(Duration::from_secs(300))
-            .unwrap_or_else(|_| failure("the agent did not finish the switch in 300 s".into()))
+        match rx.recv_timeout(Duration::from_secs(300)) {
+            Ok(response) => response,
+            Err(RecvTimeoutError::Timeout) => {
+                failure("the agent did not finish the switch in 300 s".into())
+            }
+            Err(RecvTimeoutError::Disconnected) => failure("the agent is shutting down".into()),
+        }
+    }
+
+    /// The status as last recorded, without reading the kernel (cheap: for the decision
+    /// engine's every tick).
+    pub fn status_cached(&self) -> AgentStatus {
+        self.status.lock().unwrap().clone()
+    }
+
+    /// Publish the decision engine's state for `asa status`.
+    pub fn set_decision(&self, decision: DecisionStatus) {
+        self.status.lock().unwrap().decision = Some(decision);
+    }
+
+    /// Update the decision engine's state for `asa status` in place.
+    pub fn update_decision(&self, update: impl FnOnce(&mut DecisionStatus)) {
+        if let Some(d) = self.status.lock().unwrap().decision.as_mut() {
+            update(d);
+        }
+    }
+
+    /// Switch to `expert` for the decision engine; waits for the switch. Fails (changing
+    /// nothing) while an expert is pinned, and when the controller has stopped.
+    pub fn decide(&self, expert: &str) -> Response {
+        let (tx, rx) = mpsc::channel();
+        self.submit(Job::Decide(expert.to_owned(), tx), rx)
     }
 
     /// Accept connections on `listener` on a background thread, serving root (or the agent's

@@ -55,8 +55,9 @@ enum Command {
         #[arg(long, default_value_t = 90)]
         timeout: u64,
     },
-    /// Run the agent daemon: serves the control socket and owns the scheduler.
-    Run,
+    /// Run the agent daemon: every tick perception -> classifier -> vote -> mapping -> switch;
+    /// serves the control socket (`asa pin` overrides, `asa unpin` hands back).
+    Run(asa_agent::daemon::RunArgs),
     /// List the experts and whether their binaries are installed.
     Experts,
     /// Record the feature vector every tick to Parquet or CSV (training data for the classifier).
@@ -169,7 +170,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             wait_for,
             timeout,
         } => status(&cli, *json, wait_for.as_deref(), *timeout),
-        Command::Run => daemon(&cli),
+        Command::Run(args) => daemon(&cli, args),
         Command::Experts => {
             let cat = catalogue(&cli)?;
             println!("{:<8} {:<15} {:<10} binary", "name", "kind", "version");
@@ -265,29 +266,14 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn daemon(cli: &Cli) -> Result<ExitCode> {
-    require_root("asa run")?;
-    let scx = SchedExt::system()?;
+fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
     let stop = stop_flag()?;
-    // The socket first: a second `asa run` is told that an agent already serves it.
-    let listener = control::bind(&cli.socket)?;
-    let supervisor = match Supervisor::new(catalogue(cli)?, scx, supervisor_config(cli)) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&cli.socket);
-            return Err(e);
-        }
+    let ctx = asa_agent::daemon::DaemonContext {
+        socket: cli.socket.clone(),
+        catalogue: catalogue(cli)?,
+        supervisor: supervisor_config(cli),
     };
-    let mut controller = Controller::new(
-        supervisor,
-        "daemon",
-        "no decision engine yet (issue 5): EEVDF unless pinned",
-    );
-    controller.handle().serve(listener);
-    log::info!("agent serving {}", cli.socket.display());
-    let result = controller.run(&stop);
-    let _ = std::fs::remove_file(&cli.socket);
-    result?;
+    asa_agent::daemon::run(args, ctx, stop)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -418,10 +404,64 @@ fn print_status(agent: Option<&AgentStatus>) {
     if let Some(e) = &st.last_error {
         println!("last error:  {} ({})", e.message, ago(e.at_unix_ms));
     }
+    if let Some(d) = &st.decision {
+        print_decision(d);
+    }
     println!("note:        {}", st.note);
     match st.consistent {
         Some(true) => println!("consistent:  yes (the kernel runs what the agent believes)"),
         Some(false) => println!("consistent:  NO (the kernel disagrees with the agent)"),
+        None if st.mode == "dry-run" => println!("consistent:  (dry run: nothing is switched)"),
         None => println!("consistent:  (switch in progress)"),
+    }
+}
+
+fn print_decision(d: &asa_agent::control::DecisionStatus) {
+    let e = &d.engine;
+    println!(
+        "decision:    {}every {} ms, {} ticks; model {} (trained {}, {} classes), mapping {}{}",
+        if e.dry_run { "DRY RUN, " } else { "" },
+        e.interval_ms,
+        d.ticks,
+        e.model.display(),
+        e.model_info.training_date,
+        e.model_info.class_names.len(),
+        e.mapping,
+        if e.bpf { "" } else { ", no BPF features" }
+    );
+    let line = |what: &str, r: &asa_agent::decision::engine::TickRecord| {
+        let outcome = serde_json::to_value(&r.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        println!(
+            "{what:<13}{} [{outcome}{}] {}",
+            r.decision.summary(),
+            r.detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default(),
+            ago(r.unix_ms)
+        );
+    };
+    if let Some(r) = &d.last {
+        line("last tick:", r);
+        let mut top: Vec<(&String, &f32)> = r.decision.probabilities.iter().collect();
+        top.sort_by(|a, b| b.1.total_cmp(a.1));
+        let top: Vec<String> = top
+            .iter()
+            .take(3)
+            .map(|(c, p)| format!("{c} {p:.2}"))
+            .collect();
+        println!(
+            "             top classes {}; tick cost {:.0} us (perception {:.0}, inference {:.0})",
+            top.join(", "),
+            r.cost.total_us(),
+            r.cost.sample_us,
+            r.cost.infer_us
+        );
+    }
+    if let Some(r) = &d.last_switch {
+        line("last choice:", r);
     }
 }

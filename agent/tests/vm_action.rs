@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod daemon_common;
+
 use asa_lab::{GuestRun, Lab, VmOutcome};
 use serde_json::Value;
 
@@ -20,11 +22,22 @@ fn asa() -> PathBuf {
 }
 
 fn guest(name: &str, script: &str, experts: &[&str], files: Vec<(PathBuf, PathBuf)>) -> VmOutcome {
+    guest_with(name, script, experts, files, vec![])
+}
+
+fn guest_with(
+    name: &str,
+    script: &str,
+    experts: &[&str],
+    files: Vec<(PathBuf, PathBuf)>,
+    executables: Vec<(PathBuf, PathBuf)>,
+) -> VmOutcome {
     let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let mut run = GuestRun::new(name, script).with_asa(&asa());
     run.experts = experts.iter().map(|s| s.to_string()).collect();
     run.files = files;
+    run.executables.extend(executables);
     run.vm.timeout = Duration::from_secs(600);
     let outcome = lab.run(&run).expect("the lab VM ran");
     eprintln!(
@@ -319,13 +332,23 @@ rec final_state $(state)
 #[test]
 #[ignore = "boots the lab VM"]
 fn daemon_serves_pin_unpin_and_restores_eevdf_on_sigterm() {
+    // The decision engine runs with the default model and a mapping that keeps every class on
+    // EEVDF, so every switch here is a pin (the decisions themselves: tests/vm_decision.rs).
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = dir.path().join("mapping.toml");
+    std::fs::write(
+        &mapping,
+        daemon_common::mapping_table(&daemon_common::default_model_classes(), |_| "eevdf"),
+    )
+    .unwrap();
+    let (executables, files, args) = daemon_common::guest_decision_files(&mapping);
     let script = format!(
         r#"{RECORD}
-asa run > /lab/out/daemon.log 2>&1 &
+asa run {args} > /lab/out/daemon.log 2>&1 &
 D=$!
-i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 asa status --json > /lab/out/idle.json; rec idle $?
-asa run > /lab/out/second.out 2> /lab/out/second.err; rec second_daemon $?
+asa run {args} > /lab/out/second.out 2> /lab/out/second.err; rec second_daemon $?
 asa pin bpfland; rec pin $?
 asa status --json > /lab/out/pinned.json
 asa unpin; rec unpin $?
@@ -337,7 +360,7 @@ rec final_state $(state)
 rec socket_left $(ls /run/asa/control.sock 2>/dev/null | wc -w)
 "#
     );
-    let out = guest("daemon", &script, &["bpfland"], vec![]);
+    let out = guest_with("daemon", &script, &["bpfland"], files, executables);
     assert_eq!(out.exit_code, 0);
     let r = results(&out);
     for key in ["idle", "pin", "unpin", "pin_again", "daemon_exit"] {

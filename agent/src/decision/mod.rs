@@ -10,6 +10,7 @@
 //! only needs its name, version and ordered feature names, see [`FeatureSchema`].
 
 pub mod classifier;
+pub mod engine;
 pub mod policy;
 pub mod voting;
 

@@ -1,0 +1,766 @@
+//! `asa run`: the daemon. Perception → decision → action, once per tick:
+//! sample the machine, classify it, vote (Algorithm 1), look the class up in the mapping table,
+//! and switch through the controller when the policy says so, unless an `asa pin` holds the
+//! scheduler. `--dry-run` decides and logs without a supervisor (no sched_ext and, procfs-only,
+//! no root needed).
+//!
+//! Settings come from the command line, else the config file (TOML, `/etc/asa/asa.toml` when it
+//! exists, or `--config`), else the defaults. Everything the decision needs (schema, ONNX
+//! Runtime, model, mapping) is loaded and checked before the scheduler is touched: a bad model
+//! is one error at start and nothing is switched. SIGINT/SIGTERM/SIGHUP stop the loop and the
+//! controller returns the machine to EEVDF.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use asa_experts::supervisor::unix_ms;
+use asa_experts::{Active, Catalogue, SchedExt, ScxState, Supervisor, SupervisorConfig, EEVDF};
+use serde::Deserialize;
+
+use crate::control::{self, AgentStatus, DecisionStatus, Request, Response};
+use crate::controller::{Controller, ControllerHandle};
+use crate::decision::engine::{
+    default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
+};
+use crate::decision::policy::{PolicyConfig, Reason};
+use crate::decision::voting::VotingConfig;
+
+/// The config file read when it exists and `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
+/// Default tick length.
+pub const DEFAULT_INTERVAL_MS: u64 = 1000;
+/// Shortest tick (perception's process scan runs at most ~1/s anyway).
+pub const MIN_INTERVAL_MS: u64 = 100;
+/// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
+/// restored; a service manager may restart it).
+pub const MAX_FAILED_TICKS: u32 = 60;
+
+/// `asa run` options. Each overrides the config file's setting of the same name.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// Config file (TOML). Default: /etc/asa/asa.toml when it exists.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Classifier model (ONNX, exported by classifier/). Default: $ASA_MODEL, else
+    /// /etc/asa/classifier.onnx, /usr/local/share/asa/classifier.onnx,
+    /// /usr/share/asa/classifier.onnx, else the source tree's classifier/models/default/.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Mapping table (workload class -> experts). Default: the built-in mapping/default.toml.
+    #[arg(long)]
+    pub mapping: Option<PathBuf>,
+    /// Feature schema. Default: the built-in agent/feature_schema.toml.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// libonnxruntime.so. Default: $ORT_DYLIB_PATH, else the project cache.
+    #[arg(long)]
+    pub onnxruntime: Option<PathBuf>,
+    /// Tick length in ms (default 1000; the voting window is counted in ticks).
+    #[arg(long)]
+    pub interval_ms: Option<u64>,
+    /// Minimum seconds between two switches (default 15).
+    #[arg(long)]
+    pub cooldown_s: Option<f64>,
+    /// Append every tick's decision as one JSON line to this file.
+    #[arg(long)]
+    pub decision_log: Option<PathBuf>,
+    /// Decide and log, never switch (no sched_ext needed; no root needed without BPF).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not load the BPF probe (BPF features are missing).
+    #[arg(long)]
+    pub no_bpf: bool,
+    /// Stop after this many seconds, as on SIGTERM (benchmarks, tests).
+    #[arg(long)]
+    pub duration_s: Option<f64>,
+}
+
+/// The config file (all keys optional; relative paths are relative to the file).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Classifier model.
+    pub model: Option<PathBuf>,
+    /// Mapping table.
+    pub mapping: Option<PathBuf>,
+    /// Feature schema.
+    pub schema: Option<PathBuf>,
+    /// libonnxruntime.so.
+    pub onnxruntime: Option<PathBuf>,
+    /// Tick length in ms.
+    pub interval_ms: Option<u64>,
+    /// JSON-lines decision log.
+    pub decision_log: Option<PathBuf>,
+    /// Do not load the BPF probe.
+    pub no_bpf: Option<bool>,
+    /// Decision parameters.
+    #[serde(default)]
+    pub policy: PolicySection,
+}
+
+/// `[policy]` of the config file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Algorithm 1 window W, in ticks.
+    pub window: Option<usize>,
+    /// Algorithm 1 threshold θ.
+    pub threshold: Option<f64>,
+    /// Algorithm 1 decay α.
+    pub decay: Option<f64>,
+    /// Minimum seconds between two switches.
+    pub cooldown_s: Option<f64>,
+    /// Minimum vote margin.
+    pub min_margin: Option<f64>,
+    /// Minimum vote support.
+    pub min_support: Option<f64>,
+}
+
+impl ConfigFile {
+    /// Reads and parses `path`; relative paths in it become relative to its folder.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the config file {}", path.display()))?;
+        let mut config: ConfigFile = toml::from_str(&text)
+            .with_context(|| format!("parsing the config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [
+            &mut config.model,
+            &mut config.mapping,
+            &mut config.schema,
+            &mut config.onnxruntime,
+            &mut config.decision_log,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// Everything `asa run` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Model, mapping, schema, ONNX Runtime, BPF.
+    pub sources: EngineSources,
+    /// Tick length.
+    pub interval: Duration,
+    /// Policy parameters.
+    pub policy: PolicyConfig,
+    /// JSON-lines decision log.
+    pub decision_log: Option<PathBuf>,
+    /// Never switch.
+    pub dry_run: bool,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// The config file read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+impl RunSettings {
+    /// Command line over config file over defaults.
+    pub fn resolve(args: &RunArgs) -> Result<Self> {
+        let (config, config_file) = match &args.config {
+            Some(path) => (ConfigFile::load(path)?, Some(path.clone())),
+            None if Path::new(DEFAULT_CONFIG).is_file() => (
+                ConfigFile::load(Path::new(DEFAULT_CONFIG))?,
+                Some(PathBuf::from(DEFAULT_CONFIG)),
+            ),
+            None => (ConfigFile::default(), None),
+        };
+        Self::merge(args, config, config_file)
+    }
+
+    fn merge(args: &RunArgs, config: ConfigFile, config_file: Option<PathBuf>) -> Result<Self> {
+        let model = match args.model.clone().or(config.model) {
+            Some(path) => path,
+            None => default_model_path().with_context(|| {
+                format!(
+                    "no classifier model: give --model, `model` in the config file or ASA_MODEL, or install one at {}",
+                    DEFAULT_MODEL_PATHS.join(", ")
+                )
+            })?,
+        };
+        let interval_ms = args
+            .interval_ms
+            .or(config.interval_ms)
+            .unwrap_or(DEFAULT_INTERVAL_MS);
+        if interval_ms < MIN_INTERVAL_MS {
+            bail!("the tick length must be at least {MIN_INTERVAL_MS} ms (got {interval_ms})");
+        }
+        let defaults = PolicyConfig::default();
+        let p = &config.policy;
+        let cooldown_s = args
+            .cooldown_s
+            .or(p.cooldown_s)
+            .unwrap_or(defaults.cooldown.as_secs_f64());
+        if !cooldown_s.is_finite() || cooldown_s < 0.0 {
+            bail!("the cooldown must be a number of seconds >= 0 (got {cooldown_s})");
+        }
+        let policy = PolicyConfig {
+            voting: VotingConfig {
+                window: p.window.unwrap_or(defaults.voting.window),
+                threshold: p.threshold.unwrap_or(defaults.voting.threshold),
+                decay: p.decay.unwrap_or(defaults.voting.decay),
+            },
+            cooldown: Duration::from_secs_f64(cooldown_s),
+            min_margin: p.min_margin.unwrap_or(defaults.min_margin),
+            min_support: p.min_support.unwrap_or(defaults.min_support),
+        };
+        policy
+            .voting
+            .check()
+            .context("[policy] in the config file")?;
+        let duration = match args.duration_s {
+            Some(s) if !s.is_finite() || s <= 0.0 => bail!("--duration-s must be > 0"),
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        Ok(Self {
+            sources: EngineSources {
+                model,
+                mapping: args.mapping.clone().or(config.mapping),
+                schema: args.schema.clone().or(config.schema),
+                onnxruntime: args.onnxruntime.clone().or(config.onnxruntime),
+                no_bpf: args.no_bpf || config.no_bpf.unwrap_or(false),
+            },
+            interval: Duration::from_millis(interval_ms),
+            policy,
+            decision_log: args.decision_log.clone().or(config.decision_log),
+            dry_run: args.dry_run,
+            duration,
+            config_file,
+        })
+    }
+}
+
+/// What `asa run` takes from the global command line.
+#[derive(Debug, Clone)]
+pub struct DaemonContext {
+    /// The control socket.
+    pub socket: PathBuf,
+    /// The expert catalogue.
+    pub catalogue: Catalogue,
+    /// Supervisor settings.
+    pub supervisor: SupervisorConfig,
+}
+
+/// `asa run`: runs until `stop` is set (or `--duration-s`), then restores EEVDF.
+pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
+    let settings = RunSettings::resolve(args)?;
+    if let Some(path) = &settings.config_file {
+        log::info!("config file {}", path.display());
+    }
+    if settings.dry_run {
+        return dry_run(settings, ctx, stop);
+    }
+    if !nix::unistd::geteuid().is_root() {
+        bail!(
+            "asa run needs root (attaching a sched_ext scheduler needs CAP_SYS_ADMIN and CAP_BPF): run it with sudo, or use --dry-run to decide without switching"
+        );
+    }
+    // Everything the decision needs, before the scheduler is touched.
+    let engine = DecisionEngine::load(
+        &settings.sources,
+        &ctx.catalogue,
+        settings.policy,
+        settings.interval,
+        false,
+        EEVDF,
+    )?;
+    let scx = SchedExt::system()?;
+    // The socket before the supervisor: a second `asa run` is told an agent already serves it.
+    let listener = control::bind(&ctx.socket)?;
+    let supervisor = match Supervisor::new(ctx.catalogue.clone(), scx, ctx.supervisor) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&ctx.socket);
+            return Err(e);
+        }
+    };
+    let mut controller = Controller::new(
+        supervisor,
+        "daemon",
+        "the decision engine chooses the expert; `asa pin` overrides it until `asa unpin`",
+    );
+    let handle = controller.handle();
+    handle.set_decision(DecisionStatus {
+        engine: engine.info().clone(),
+        ticks: 0,
+        last: None,
+        last_switch: None,
+    });
+    handle.clone().serve(listener);
+    log::info!(
+        "agent serving {}; deciding every {} ms",
+        ctx.socket.display(),
+        settings.interval.as_millis()
+    );
+    let decisions = {
+        let stop = stop.clone();
+        let sink = Sink::Controller(handle);
+        std::thread::Builder::new()
+            .name("decision".into())
+            .spawn(move || {
+                let result = decision_loop(engine, sink, &settings, &stop);
+                stop.store(true, Ordering::Relaxed);
+                result
+            })
+            .context("spawning the decision thread")?
+    };
+    let result = controller.run(&stop);
+    // Dropping the controller drops its job queue: a decision waiting for a switch returns.
+    drop(controller);
+    let decided = decisions
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the decision thread panicked")));
+    let _ = std::fs::remove_file(&ctx.socket);
+    result?;
+    log::info!("stopped; the machine is on EEVDF");
+    decided
+}
+
+/// `--dry-run`: no supervisor; `asa status` is served when the socket can be bound.
+fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
+    let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
+    let current = running_expert(&ctx.catalogue, &scx);
+    let engine = DecisionEngine::load(
+        &settings.sources,
+        &ctx.catalogue,
+        settings.policy,
+        settings.interval,
+        true,
+        &current,
+    )?;
+    let status = Arc::new(Mutex::new(AgentStatus {
+        pid: std::process::id(),
+        mode: "dry-run".into(),
+        active: Active {
+            expert: current.clone(),
+            since_unix_ms: unix_ms(SystemTime::now()),
+            pid: None,
+        },
+        pinned: None,
+        switching_to: None,
+        last_switch: None,
+        last_error: None,
+        last_event: None,
+        note: "dry run: decisions are logged, nothing is switched".into(),
+        kernel: None,
+        consistent: None,
+        decision: Some(DecisionStatus {
+            engine: engine.info().clone(),
+            ticks: 0,
+            last: None,
+            last_switch: None,
+        }),
+    }));
+    let served = match control::bind(&ctx.socket) {
+        Ok(listener) => {
+            serve_dry_run(listener, status.clone(), scx);
+            log::info!("dry run: `asa status` served on {}", ctx.socket.display());
+            true
+        }
+        Err(e) => {
+            log::warn!("dry run: no control socket, `asa status` will not see this run: {e:#}");
+            false
+        }
+    };
+    log::info!(
+        "dry run: deciding every {} ms, switching nothing (the kernel runs {current})",
+        settings.interval.as_millis()
+    );
+    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop);
+    if served {
+        let _ = std::fs::remove_file(&ctx.socket);
+    }
+    result
+}
+
+/// The expert the kernel runs now, by its ops name (EEVDF when none or no sched_ext).
+fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
+    match scx.snapshot() {
+        Ok(snap) if snap.state == ScxState::Enabled => snap
+            .ops
+            .as_deref()
+            .and_then(|ops| catalogue.by_ops(ops))
+            .map(|e| e.name.clone())
+            .unwrap_or_else(|| format!("unknown ({})", snap.ops.unwrap_or_default())),
+        _ => EEVDF.to_string(),
+    }
+}
+
+fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: SchedExt) {
+    std::thread::Builder::new()
+        .name("control-socket".into())
+        .spawn(move || {
+            let me = nix::unistd::geteuid().as_raw();
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let response = match control::peer_uid(&stream) {
+                    Ok(uid) if uid == 0 || uid == me => match control::read_request(&stream) {
+                        Ok(Request::Status) => {
+                            let mut st = status.lock().unwrap().clone();
+                            st.kernel = scx.snapshot().ok();
+                            Response {
+                                ok: true,
+                                error: None,
+                                status: Some(st),
+                                switch: None,
+                            }
+                        }
+                        Ok(_) => refuse("this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin"),
+                        Err(e) => refuse(&format!("{e:#}")),
+                    },
+                    Ok(uid) => refuse(&format!("uid {uid} may not control the agent")),
+                    Err(e) => refuse(&format!("{e:#}")),
+                };
+                if let Err(e) = control::write_response(&stream, &response) {
+                    log::warn!("answering a control request: {e:#}");
+                }
+            }
+        })
+        .expect("spawning the control socket thread");
+}
+
+fn refuse(error: &str) -> Response {
+    Response {
+        ok: false,
+        error: Some(error.to_string()),
+        status: None,
+        switch: None,
+    }
+}
+
+/// Where the decision loop gets the agent's state from and publishes its decisions.
+enum Sink {
+    Controller(ControllerHandle),
+    DryRun(Arc<Mutex<AgentStatus>>),
+}
+
+impl Sink {
+    fn status(&self) -> AgentStatus {
+        match self {
+            Sink::Controller(h) => h.status_cached(),
+            Sink::DryRun(s) => s.lock().unwrap().clone(),
+        }
+    }
+
+    fn publish(&self, record: &TickRecord) {
+        let update = |d: &mut DecisionStatus| {
+            d.ticks += 1;
+            d.last = Some(record.clone());
+            if record.outcome != Outcome::Stay {
+                d.last_switch = Some(record.clone());
+            }
+        };
+        match self {
+            Sink::Controller(h) => h.update_decision(update),
+            Sink::DryRun(s) => {
+                let mut st = s.lock().unwrap();
+                if let Some(d) = st.decision.as_mut() {
+                    update(d);
+                }
+                if record.outcome == Outcome::WouldSwitch {
+                    if let Some(target) = &record.decision.target_expert {
+                        st.note = format!(
+                            "dry run: decisions are logged, nothing is switched (the agent would run {target})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline` or until `stop` is set; true when stopped.
+fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+    }
+}
+
+/// The kind of a decision, for logging changes at info level.
+fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'static str) {
+    let kind = match record.decision.reason {
+        Reason::NoDecision => "no_decision",
+        Reason::NotConfident { .. } => "not_confident",
+        Reason::ClassNotMapped => "class_not_mapped",
+        Reason::AlreadyRunning => "already_running",
+        Reason::CoolingDown { .. } => "cooling_down",
+        Reason::Switch => "switch",
+    };
+    (
+        record.decision.voted_class.clone(),
+        record.decision.target_expert.clone(),
+        kind,
+    )
+}
+
+fn decision_loop(
+    mut engine: DecisionEngine,
+    sink: Sink,
+    settings: &RunSettings,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let mut log_file = match &settings.decision_log {
+        Some(path) => Some(BufWriter::new(
+            File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening the decision log {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let started = Instant::now();
+    let mut next = started + settings.interval;
+    let mut last_pinned: Option<String> = None;
+    let mut previous_key = None;
+    let mut failed_in_a_row = 0u32;
+    loop {
+        if sleep_until(next, stop) {
+            return Ok(());
+        }
+        if settings.duration.is_some_and(|d| started.elapsed() >= d) {
+            log::info!("--duration-s reached: stopping");
+            return Ok(());
+        }
+        next += settings.interval;
+        let now_instant = Instant::now();
+        if next < now_instant + settings.interval / 2 {
+            // A switch or a stall made this tick late: skip the missed ticks and re-phase, so
+            // no tick covers less than half an interval.
+            next = now_instant + settings.interval;
+        }
+        let now = started.elapsed();
+        // What the controller did since the last tick: pins, unpins, an expert that died.
+        let status = sink.status();
+        if let Sink::Controller(_) = sink {
+            if status.pinned != last_pinned {
+                engine
+                    .policy_mut()
+                    .note_external_switch(&status.active.expert, now);
+                last_pinned = status.pinned.clone();
+            } else if status.switching_to.is_none()
+                && engine.policy().current_expert() != Some(status.active.expert.as_str())
+            {
+                log::info!(
+                    "the controller reports {} running (the policy believed {}): following it, cooldown restarted",
+                    status.active.expert,
+                    engine.policy().current_expert().unwrap_or("?")
+                );
+                engine
+                    .policy_mut()
+                    .note_external_switch(&status.active.expert, now);
+            }
+        }
+        let mut record = match engine.tick(now) {
+            Ok(r) => {
+                failed_in_a_row = 0;
+                r
+            }
+            Err(e) => {
+                failed_in_a_row += 1;
+                if failed_in_a_row == 1 || failed_in_a_row.is_multiple_of(10) {
+                    log::warn!("tick failed ({failed_in_a_row} in a row): {e:#}");
+                }
+                if failed_in_a_row >= MAX_FAILED_TICKS {
+                    return Err(e.context(format!(
+                        "{MAX_FAILED_TICKS} ticks in a row failed: the decision engine stops"
+                    )));
+                }
+                continue;
+            }
+        };
+        record.pinned = status.pinned.clone();
+        if record.outcome == Outcome::Switched {
+            let target = record
+                .decision
+                .target_expert
+                .clone()
+                .expect("a switch has a target");
+            match &sink {
+                Sink::DryRun(_) => record.outcome = Outcome::WouldSwitch,
+                Sink::Controller(_) if status.pinned.is_some() => {
+                    record.outcome = Outcome::HeldByPin;
+                    engine
+                        .policy_mut()
+                        .set_current_expert(Some(&status.active.expert));
+                }
+                Sink::Controller(handle) => {
+                    log::info!("switching to {target}: {}", record.decision.summary());
+                    let response = handle.decide(&target);
+                    let after = handle.status_cached();
+                    if response.ok {
+                        record.detail = response
+                            .switch
+                            .as_ref()
+                            .map(|s| format!("{} -> {} in {:.0} ms", s.from, s.to, s.total_ms));
+                    } else {
+                        record.outcome = if after.pinned.is_some() {
+                            Outcome::HeldByPin
+                        } else {
+                            Outcome::SwitchFailed
+                        };
+                        record.detail = response.error.clone();
+                        if record.outcome == Outcome::SwitchFailed {
+                            log::warn!(
+                                "switch to {target} failed, {} runs: {}",
+                                after.active.expert,
+                                response.error.as_deref().unwrap_or("?")
+                            );
+                        }
+                        engine
+                            .policy_mut()
+                            .set_current_expert(Some(&after.active.expert));
+                    }
+                    last_pinned = after.pinned.clone();
+                }
+            }
+        }
+        let line = serde_json::to_string(&record)?;
+        if let Some(f) = log_file.as_mut() {
+            writeln!(f, "{line}")
+                .and_then(|_| f.flush())
+                .context("writing the decision log")?;
+        }
+        let key = decision_key(&record);
+        if record.outcome != Outcome::Stay || previous_key.as_ref() != Some(&key) {
+            log::info!(target: "asa::decision", "{line}");
+        } else {
+            log::debug!(target: "asa::decision", "{line}");
+        }
+        previous_key = Some(key);
+        sink.publish(&record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> RunArgs {
+        RunArgs {
+            model: Some("/m.onnx".into()),
+            ..RunArgs::default()
+        }
+    }
+
+    #[test]
+    fn command_line_overrides_the_config_file_which_overrides_defaults() {
+        let config: ConfigFile = toml::from_str(
+            r#"
+model = "/etc/asa/other.onnx"
+mapping = "/etc/asa/mapping.toml"
+interval_ms = 500
+[policy]
+window = 8
+cooldown_s = 30
+"#,
+        )
+        .unwrap();
+        let mut a = args();
+        a.cooldown_s = Some(5.0);
+        let s = RunSettings::merge(&a, config, None).unwrap();
+        assert_eq!(s.sources.model, PathBuf::from("/m.onnx"));
+        assert_eq!(
+            s.sources.mapping.as_deref(),
+            Some(Path::new("/etc/asa/mapping.toml"))
+        );
+        assert_eq!(s.interval, Duration::from_millis(500));
+        assert_eq!(s.policy.voting.window, 8);
+        assert_eq!(s.policy.voting.decay, 0.8);
+        assert_eq!(s.policy.cooldown, Duration::from_secs(5));
+        assert_eq!(s.policy.min_margin, PolicyConfig::default().min_margin);
+        let plain = RunSettings::merge(&args(), ConfigFile::default(), None).unwrap();
+        assert_eq!(plain.interval, Duration::from_millis(DEFAULT_INTERVAL_MS));
+        assert_eq!(plain.policy, PolicyConfig::default());
+        assert!(!plain.dry_run && plain.decision_log.is_none());
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let mut a = args();
+        a.interval_ms = Some(10);
+        let err = RunSettings::merge(&a, ConfigFile::default(), None).unwrap_err();
+        assert!(err.to_string().contains("at least 100 ms"), "{err}");
+        let mut a = args();
+        a.cooldown_s = Some(-1.0);
+        assert!(RunSettings::merge(&a, ConfigFile::default(), None).is_err());
+        let config = ConfigFile {
+            policy: PolicySection {
+                decay: Some(0.0),
+                ..PolicySection::default()
+            },
+            ..ConfigFile::default()
+        };
+        let err = RunSettings::merge(&args(), config, None).unwrap_err();
+        assert!(format!("{err:#}").contains("[policy]"), "{err:#}");
+        let err = toml::from_str::<ConfigFile>("modle = \"x\"").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    /// The shipped example (agent/dist/asa.toml) is all comments; with every key uncommented
+    /// it parses and sets every field, with the documented defaults.
+    #[test]
+    fn shipped_example_config_parses_with_every_key() {
+        let text = include_str!("../dist/asa.toml");
+        assert_eq!(
+            toml::from_str::<ConfigFile>(text).unwrap(),
+            ConfigFile::default()
+        );
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                let key = l.strip_prefix("# ").and_then(|rest| rest.split_once(" = "));
+                match key {
+                    Some((k, _)) if k.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
+                        l[2..].to_string()
+                    }
+                    _ => l.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config: ConfigFile = toml::from_str(&uncommented).unwrap();
+        assert!(config.model.is_some() && config.mapping.is_some() && config.onnxruntime.is_some());
+        assert!(config.decision_log.is_some() && config.no_bpf == Some(false));
+        assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
+        let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
+        assert_eq!(s.policy, PolicyConfig::default());
+    }
+
+    #[test]
+    fn config_paths_are_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asa.toml");
+        std::fs::write(
+            &path,
+            "model = \"models/c.onnx\"\ndecision_log = \"/var/log/d.jsonl\"\n",
+        )
+        .unwrap();
+        let config = ConfigFile::load(&path).unwrap();
+        assert_eq!(config.model, Some(dir.path().join("models/c.onnx")));
+        assert_eq!(config.decision_log, Some(PathBuf::from("/var/log/d.jsonl")));
+        let err = ConfigFile::load(&dir.path().join("none.toml")).unwrap_err();
+        assert!(format!("{err:#}").contains("none.toml"), "{err:#}");
+    }
+}

@@ -1,0 +1,310 @@
+//! The decision engine of `asa run`: one tick = perception sample → classifier → Algorithm 1
+//! vote → policy, timed, as a [`TickRecord`] (the decision record plus what became of it).
+//!
+//! Everything is loaded and checked in [`DecisionEngine::load`] before the daemon touches the
+//! scheduler: the feature schema, ONNX Runtime, the model (its schema must equal the live one),
+//! the mapping table (its classes must be the model's, its experts the catalogue's). A bad
+//! model is one clear error at start, and nothing is switched.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use asa_experts::Catalogue;
+use asa_mapping::MappingTable;
+use serde::{Deserialize, Serialize};
+
+use super::classifier::{ModelInfo, OrtRuntime, WorkloadClassifier};
+use super::policy::{DecisionRecord, Policy, PolicyConfig};
+use crate::perception::{BpfMode, Sampler, SchemaFile};
+
+/// What became of a tick's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The policy said stay.
+    Stay,
+    /// The policy said switch and the controller switched.
+    Switched,
+    /// The policy said switch; `--dry-run`, so nothing was switched (the policy carries on as
+    /// if it had been, so the log shows the sequence a real run would follow).
+    WouldSwitch,
+    /// The policy said switch while an `asa pin` held the scheduler: not switched.
+    HeldByPin,
+    /// The policy said switch and the switch failed (`detail` says why; the old expert, or
+    /// EEVDF, runs).
+    SwitchFailed,
+}
+
+/// Per-tick cost in microseconds (wall clock on the decision thread).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TickCost {
+    /// Perception: reading /proc and the BPF counters into the feature vector.
+    pub sample_us: f64,
+    /// Classifier inference (ONNX Runtime).
+    pub infer_us: f64,
+    /// Vote and policy.
+    pub decide_us: f64,
+}
+
+impl TickCost {
+    /// Perception → decision, the whole tick before any switch.
+    pub fn total_us(&self) -> f64 {
+        self.sample_us + self.infer_us + self.decide_us
+    }
+}
+
+/// One tick as logged (JSON line) and shown by `asa status`: the policy's record, flattened,
+/// plus its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TickRecord {
+    /// The policy's decision (schema `asa.decision`).
+    #[serde(flatten)]
+    pub decision: DecisionRecord,
+    /// What was done.
+    pub outcome: Outcome,
+    /// The pinned expert, if an `asa pin` held the scheduler this tick.
+    #[serde(default)]
+    pub pinned: Option<String>,
+    /// Switch time or the error of a failed switch.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Wall-clock time of the sample (ms since the epoch).
+    pub unix_ms: u64,
+    /// Features missing this tick (NaN in the classifier's input).
+    pub missing_features: usize,
+    /// What the tick cost.
+    pub cost: TickCost,
+}
+
+/// The decision engine's settings, as `asa status` shows them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    /// The classifier model file.
+    pub model: PathBuf,
+    /// The model's metadata (schema, classes, training date, data).
+    pub model_info: ModelInfo,
+    /// Where the mapping table came from.
+    pub mapping: String,
+    /// Class → the expert used for it (None: the class is not mapped, or no ranked expert is
+    /// usable here).
+    pub class_experts: Vec<(String, Option<String>)>,
+    /// Tick length.
+    pub interval_ms: u64,
+    /// Whether the BPF features are measured.
+    pub bpf: bool,
+    /// Policy parameters.
+    pub policy: PolicyConfig,
+    /// `--dry-run`: decide and log, never switch.
+    pub dry_run: bool,
+}
+
+/// Where the decision engine's inputs come from.
+#[derive(Debug, Clone, Default)]
+pub struct EngineSources {
+    /// The classifier model.
+    pub model: PathBuf,
+    /// The mapping table (None: the built-in mapping/default.toml).
+    pub mapping: Option<PathBuf>,
+    /// The feature schema (None: the built-in agent/feature_schema.toml).
+    pub schema: Option<PathBuf>,
+    /// `libonnxruntime.so` (None: `ORT_DYLIB_PATH`, then the project cache).
+    pub onnxruntime: Option<PathBuf>,
+    /// Load no BPF probe.
+    pub no_bpf: bool,
+}
+
+/// Sampler + classifier + policy.
+pub struct DecisionEngine {
+    sampler: Sampler,
+    classifier: WorkloadClassifier,
+    policy: Policy,
+    info: EngineInfo,
+}
+
+impl DecisionEngine {
+    /// Loads and checks everything (see the module doc). `current_expert` is what runs now.
+    pub fn load(
+        sources: &EngineSources,
+        catalogue: &Catalogue,
+        config: PolicyConfig,
+        interval: Duration,
+        dry_run: bool,
+        current_expert: &str,
+    ) -> Result<Self> {
+        let schema = match &sources.schema {
+            Some(path) => SchemaFile::load(path)?,
+            None => SchemaFile::builtin().context("the built-in feature schema")?,
+        };
+        let runtime = OrtRuntime::load(sources.onnxruntime.as_deref())?;
+        let classifier =
+            WorkloadClassifier::load(runtime, &sources.model, &schema.to_feature_schema())?;
+        let classes = classifier.info().class_names.clone();
+        let names: Vec<&str> = classes.iter().map(String::as_str).collect();
+        let (table, origin) = match &sources.mapping {
+            Some(path) => (MappingTable::load(path)?, path.display().to_string()),
+            None => {
+                // The built-in table covers every class of the lab's catalogue; a model trained
+                // on fewer classes uses its part (a table the user gives must fit exactly).
+                let mut table = MappingTable::builtin_default()?;
+                let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut table.classes)
+                    .into_iter()
+                    .partition(|c| names.contains(&c.name.as_str()));
+                if !dropped.is_empty() {
+                    log::info!(
+                        "built-in mapping: {} classes the model does not know are left out",
+                        dropped.len()
+                    );
+                }
+                table.classes = kept;
+                (table, "mapping/default.toml (built in)".to_string())
+            }
+        };
+        let unmapped = table
+            .validate(&origin, &catalogue.names(), &names)
+            .with_context(|| {
+                format!(
+                    "the mapping table {origin} does not fit the classifier {}",
+                    sources.model.display()
+                )
+            })?;
+        if !unmapped.is_empty() {
+            log::warn!(
+                "mapping {origin} maps no expert for the classifier's classes {unmapped:?}: the agent keeps the current expert for them"
+            );
+        }
+        let usable = |expert: &str| expert_usable(catalogue, expert);
+        let policy = Policy::new(
+            config,
+            classes.clone(),
+            &table,
+            usable,
+            Some(current_expert.to_string()),
+        )?;
+        let class_experts: Vec<(String, Option<String>)> = classes
+            .iter()
+            .map(|c| (c.clone(), policy.expert_for(c).map(str::to_string)))
+            .collect();
+        let not_usable: Vec<&str> = class_experts
+            .iter()
+            .filter(|(c, e)| e.is_none() && !unmapped.contains(c))
+            .map(|(c, _)| c.as_str())
+            .collect();
+        if !not_usable.is_empty() {
+            log::warn!(
+                "no ranked expert is installed for classes {not_usable:?} (see `asa experts`): the agent keeps the current expert for them"
+            );
+        }
+        // The sampler last: its first sample() covers the interval since here.
+        let mode = if sources.no_bpf {
+            BpfMode::Off
+        } else {
+            BpfMode::Auto
+        };
+        let sampler = Sampler::new(schema, mode)?;
+        if !sampler.bpf_active() {
+            log::warn!(
+                "the BPF scheduler features are missing ({}): they are NaN for the classifier, which was trained with them; expect lower accuracy",
+                sampler.bpf_unavailable_reason().unwrap_or("unavailable")
+            );
+        }
+        let info = EngineInfo {
+            model: sources.model.clone(),
+            model_info: classifier.info().clone(),
+            mapping: origin,
+            class_experts,
+            interval_ms: interval.as_millis() as u64,
+            bpf: sampler.bpf_active(),
+            policy: config,
+            dry_run,
+        };
+        Ok(Self {
+            sampler,
+            classifier,
+            policy,
+            info,
+        })
+    }
+
+    /// The engine's settings.
+    pub fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The policy (to tell it about switches it did not decide, or that failed).
+    pub fn policy_mut(&mut self) -> &mut Policy {
+        &mut self.policy
+    }
+
+    /// One tick at `now` (monotonic, since any fixed origin). The outcome is [`Outcome::Stay`]
+    /// or, when the policy says switch, [`Outcome::Switched`] until the caller says otherwise.
+    pub fn tick(&mut self, now: Duration) -> Result<TickRecord> {
+        let t0 = Instant::now();
+        let sample = self.sampler.sample().context("perception sample")?;
+        let t1 = Instant::now();
+        let features = sample.to_f32();
+        let probabilities = self.classifier.predict(&features)?;
+        let t2 = Instant::now();
+        let decision = self.policy.on_tick(now, &probabilities)?;
+        let t3 = Instant::now();
+        let outcome = match decision.action {
+            super::policy::Action::Stay => Outcome::Stay,
+            super::policy::Action::Switch => Outcome::Switched,
+        };
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        Ok(TickRecord {
+            decision,
+            outcome,
+            pinned: None,
+            detail: None,
+            unix_ms: sample.unix_ms,
+            missing_features: sample.missing.iter().filter(|m| **m).count(),
+            cost: TickCost {
+                sample_us: us(t0, t1),
+                infer_us: us(t1, t2),
+                decide_us: us(t2, t3),
+            },
+        })
+    }
+}
+
+/// Whether an expert can run here: the kernel default always, a BPF expert when its binary is
+/// installed.
+pub fn expert_usable(catalogue: &Catalogue, expert: &str) -> bool {
+    match catalogue.get(expert) {
+        Some(e) if e.is_kernel_default() => true,
+        Some(e) => asa_experts::locate_binary(e).is_ok(),
+        None => false,
+    }
+}
+
+/// The default model: `ASA_MODEL`, else the first file that exists of
+/// [`DEFAULT_MODEL_PATHS`], else the model committed in the source tree
+/// (`classifier/models/default/classifier.onnx`, for runs from a checkout).
+pub fn default_model_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("ASA_MODEL").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    DEFAULT_MODEL_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .chain(std::iter::once(source_tree_model()))
+        .find(|p| p.is_file())
+}
+
+/// Installed locations of the default classifier model, searched in order.
+pub const DEFAULT_MODEL_PATHS: &[&str] = &[
+    "/etc/asa/classifier.onnx",
+    "/usr/local/share/asa/classifier.onnx",
+    "/usr/share/asa/classifier.onnx",
+];
+
+/// The model committed in the source tree this binary was built from.
+pub fn source_tree_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/models/default/classifier.onnx")
+}

@@ -1,0 +1,80 @@
+//! Shared by the `asa run` tests on the host and in the lab VM.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The committed default classifier model (classifier/models/default/).
+pub fn default_model() -> PathBuf {
+    asa_agent::decision::engine::source_tree_model()
+}
+
+/// Class names of the default model, from its report (classifier/models/default/report.json).
+pub fn default_model_classes() -> Vec<String> {
+    let report = default_model().with_file_name("report.json");
+    let text =
+        std::fs::read_to_string(&report).unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["classes"]
+        .as_array()
+        .expect("report.json lists the classes")
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A mapping table (asa.mapping v1, hand-written) giving each class the one expert `expert_of`
+/// names.
+pub fn mapping_table(classes: &[String], expert_of: impl Fn(&str) -> &'static str) -> String {
+    let mut text = String::from(
+        "schema = \"asa.mapping\"\nversion = 1\nsource = \"hand-written\"\ncreated = \"2026-11-22\"\n",
+    );
+    for class in classes {
+        text.push_str(&format!(
+            "[[class]]\nname = \"{class}\"\nranked = [{{ expert = \"{}\", score = 0.5, spread = 0.0, runs = 0 }}]\n",
+            expert_of(class)
+        ));
+    }
+    text
+}
+
+/// ORT_DYLIB_PATH, else the project cache (gru_expert/setup_ort.sh), else classifier/.venv.
+pub fn ort_library() -> PathBuf {
+    if let Some(path) = asa_agent::decision::classifier::find_ort_library() {
+        return path;
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|pythons| {
+        pythons.flatten().find_map(|python| {
+            let capi = python.path().join("site-packages/onnxruntime/capi");
+            std::fs::read_dir(capi)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("libonnxruntime.so."))
+                })
+        })
+    });
+    found.unwrap_or_else(|| {
+        panic!("no ONNX Runtime library: run gru_expert/setup_ort.sh or classifier/setup.sh")
+    })
+}
+
+/// (host path, guest path) pairs for a `GuestRun`.
+pub type GuestFiles = Vec<(PathBuf, PathBuf)>;
+
+/// What a lab guest needs to run `asa run`: (executables, files) to add to a `GuestRun`, and the
+/// `asa run` arguments that point at them. The model and mapping go to /lab, ONNX Runtime to
+/// /lab/libonnxruntime.so (with its libraries, for the busybox guest).
+pub fn guest_decision_files(mapping: &Path) -> (GuestFiles, GuestFiles, &'static str) {
+    (
+        vec![(ort_library(), PathBuf::from("/lab/libonnxruntime.so"))],
+        vec![
+            (default_model(), PathBuf::from("/lab/classifier.onnx")),
+            (mapping.to_path_buf(), PathBuf::from("/lab/mapping.toml")),
+        ],
+        "--model /lab/classifier.onnx --mapping /lab/mapping.toml --onnxruntime /lab/libonnxruntime.so",
+    )
+}

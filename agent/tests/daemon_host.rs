@@ -1,0 +1,226 @@
+//! `asa run` on the host, no sched_ext needed: a bad model or mapping is one clear error at
+//! start (in dry-run and real mode), and `--dry-run` decides every tick, logs each decision as a
+//! JSON line, shows the latest in `asa status` and stops cleanly on SIGTERM.
+//!
+//! Needs ONNX Runtime (gru_expert/setup_ort.sh or classifier/setup.sh) and the committed default
+//! model (classifier/models/default/).
+
+mod daemon_common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use asa_agent::decision::engine::{Outcome, TickRecord};
+use daemon_common::{default_model, default_model_classes, mapping_table, ort_library};
+
+fn asa() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_asa"))
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Runs `asa run ARGS` (with the test's ONNX Runtime and a private socket), expects it to fail
+/// within 60 s with exactly one `asa: error:` line; returns stderr.
+fn fails_at_start(dir: &Path, args: &[&str]) -> String {
+    let socket = dir.join("control.sock");
+    let started = Instant::now();
+    let out: Output = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["run", "--duration-s", "60", "--onnxruntime"])
+        .arg(ort_library())
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "asa run {args:?} succeeded: {stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "asa run {args:?} did not fail at start"
+    );
+    assert_eq!(stderr.matches("asa: error:").count(), 1, "{stderr}");
+    assert!(!socket.exists(), "a failed start leaves no socket");
+    assert!(
+        !stderr.contains("\"schema\":\"asa.decision\""),
+        "no decision was made: {stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn bad_models_are_one_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt = dir.path().join("corrupt.onnx");
+    std::fs::write(&corrupt, b"this is not an ONNX model").unwrap();
+    let truncated = dir.path().join("truncated.onnx");
+    let bytes = std::fs::read(default_model()).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let tiny = data("classifier_tiny.onnx");
+    // Dry run, and the real mode (which, as root, would go on to sched_ext only after the model).
+    for mode in [&["--dry-run"][..], &[][..]] {
+        for (model, needle) in [
+            (&corrupt, "not a loadable ONNX model"),
+            (&truncated, "not a loadable ONNX model"),
+            (&dir.path().join("missing.onnx"), "no such file"),
+            (&tiny, "does not match the live feature schema"),
+        ] {
+            let mut args = mode.to_vec();
+            let model_arg = model.to_str().unwrap();
+            args.extend(["--model", model_arg]);
+            let err = fails_at_start(dir.path(), &args);
+            if nix::unistd::geteuid().is_root() || mode == ["--dry-run"] {
+                assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+                assert!(
+                    err.contains(model_arg),
+                    "{args:?}: the path is named: {err}"
+                );
+            } else {
+                assert!(err.contains("needs root"), "{err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_mapping_for_other_classes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = dir.path().join("mapping.toml");
+    let mut classes = default_model_classes();
+    classes.push("no_such_class".into());
+    std::fs::write(&mapping, mapping_table(&classes, |_| "eevdf")).unwrap();
+    let err = fails_at_start(
+        dir.path(),
+        &["--dry-run", "--mapping", mapping.to_str().unwrap()],
+    );
+    assert!(err.contains("no_such_class"), "{err}");
+    assert!(err.contains("does not fit the classifier"), "{err}");
+    // An expert the catalogue does not know.
+    let classes = default_model_classes();
+    std::fs::write(&mapping, mapping_table(&classes, |_| "cfs")).unwrap();
+    let err = fails_at_start(
+        dir.path(),
+        &["--dry-run", "--mapping", mapping.to_str().unwrap()],
+    );
+    assert!(err.contains("\"cfs\""), "{err}");
+}
+
+#[test]
+fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let log = dir.path().join("decisions.jsonl");
+    let child = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["run", "--dry-run", "--interval-ms", "200", "--onnxruntime"])
+        .arg(ort_library())
+        .arg("--decision-log")
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `asa status` sees the dry run and its latest decision.
+    let t0 = Instant::now();
+    let status = loop {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no status");
+        std::thread::sleep(Duration::from_millis(200));
+        let out = asa()
+            .arg("--socket")
+            .arg(&socket)
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if json["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= 10 {
+            break json;
+        }
+    };
+    let agent = &status["agent"];
+    assert_eq!(agent["mode"], "dry-run", "{status:#}");
+    assert_eq!(agent["decision"]["engine"]["dry_run"], true);
+    assert_eq!(
+        agent["decision"]["engine"]["model_info"]["class_names"]
+            .as_array()
+            .unwrap()
+            .len(),
+        default_model_classes().len()
+    );
+    let last: TickRecord = serde_json::from_value(agent["decision"]["last"].clone()).unwrap();
+    assert!(last.decision.tick >= 10);
+    // The human view prints it.
+    let text = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("DRY RUN") && text.contains("last tick:"),
+        "{text}"
+    );
+    // A pin is refused: a dry run switches nothing.
+    let pin = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["pin", "eevdf"])
+        .output()
+        .unwrap();
+    assert!(!pin.status.success());
+    assert!(String::from_utf8_lossy(&pin.stderr).contains("dry run"));
+    // SIGTERM: a clean stop, the socket removed.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    assert!(stopped.elapsed() < Duration::from_secs(3));
+    assert!(!socket.exists());
+    // Every tick is one JSON line in the decision log; the service log has JSON lines too.
+    let classes = default_model_classes();
+    let records: Vec<TickRecord> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(records.len() >= 10, "{} ticks", records.len());
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.decision.tick, i as u64 + 1);
+        assert_eq!(r.decision.schema, "asa.decision");
+        let names: Vec<&String> = r.decision.probabilities.keys().collect();
+        assert_eq!(names.len(), classes.len());
+        let sum: f32 = r.decision.probabilities.values().sum();
+        assert!(
+            (sum - 1.0).abs() < 1e-3,
+            "tick {}: sum {sum}",
+            r.decision.tick
+        );
+        assert!(matches!(r.outcome, Outcome::Stay | Outcome::WouldSwitch));
+        assert!(r.cost.sample_us > 0.0 && r.cost.infer_us > 0.0);
+        if i > 0 {
+            let dt = r.decision.at_s - records[i - 1].decision.at_s;
+            assert!((0.1..1.0).contains(&dt), "tick spacing {dt} s");
+        }
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("{\"schema\":\"asa.decision\"")),
+        "{stderr}"
+    );
+}
