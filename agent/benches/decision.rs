@@ -3,7 +3,9 @@
 //! 2. Algorithm 1 voting alone (W = 6, 3 and 32 classes),
 //! 3. a full policy tick (vote + mapping + decision record).
 //!
-//! With `ASA_BENCH_MODEL=path.onnx` also a full-size model (make_bench_model.py).
+//! Also the committed default model (classifier/models/default/), and with
+//! `ASA_BENCH_MODEL=path.onnx` (absolute, or relative to agent/) any other, e.g. a full-size one
+//! (make_bench_model.py).
 //! Prints p50/p99/max in microseconds. Needs libonnxruntime.so for part 1: ORT_DYLIB_PATH or
 //! classifier/.venv (classifier/setup.sh); without it part 1 is skipped with a message.
 //! Run: `cargo bench -p asa-agent --bench decision`.
@@ -109,6 +111,11 @@ fn bench_inference(rounds: usize) {
     let runtime = OrtRuntime::load(Some(&library)).expect("load ONNX Runtime");
     let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/classifier_tiny.onnx");
     bench_model(runtime, &tiny, "tiny test model", rounds);
+    // The committed default model (what `asa run` uses).
+    let default = asa_agent::decision::engine::source_tree_model();
+    if default.is_file() {
+        bench_model(runtime, &default, "default model", rounds);
+    }
     // A full-size model (classifier/asa_classifier/make_bench_model.py), if given.
     if let Some(model) = std::env::var_os("ASA_BENCH_MODEL") {
         bench_model(runtime, Path::new(&model), "ASA_BENCH_MODEL", rounds / 4);

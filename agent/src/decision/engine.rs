@@ -136,9 +136,12 @@ impl DecisionEngine {
             Some(path) => SchemaFile::load(path)?,
             None => SchemaFile::builtin().context("the built-in feature schema")?,
         };
+        log::debug!("memory before ONNX Runtime: {}", memory_summary());
         let runtime = OrtRuntime::load(sources.onnxruntime.as_deref())?;
+        log::debug!("memory with ONNX Runtime: {}", memory_summary());
         let classifier =
             WorkloadClassifier::load(runtime, &sources.model, &schema.to_feature_schema())?;
+        log::debug!("memory with the model: {}", memory_summary());
         let classes = classifier.info().class_names.clone();
         let names: Vec<&str> = classes.iter().map(String::as_str).collect();
         let (table, origin) = match &sources.mapping {
@@ -271,6 +274,26 @@ impl DecisionEngine {
             },
         })
     }
+}
+
+/// `VmRSS (anon + file)` of this process, for debug logs.
+pub fn memory_summary() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| format!("{:.1} MB", kib as f64 / 1024.0))
+            .unwrap_or_else(|| "?".into())
+    };
+    format!(
+        "RSS {} (anon {}, file {}), peak {}",
+        field("VmRSS:"),
+        field("RssAnon:"),
+        field("RssFile:"),
+        field("VmHWM:")
+    )
 }
 
 /// Whether an expert can run here: the kernel default always, a BPF expert when its binary is
