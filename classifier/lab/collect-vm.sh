@@ -9,6 +9,10 @@
 # same loads without a probe.
 #
 #   classifier/lab/collect-vm.sh OUT_DIR        (BIN=target/release, REPS, DURATION, TIMEOUT)
+#
+# Other loads: PROBES=office LOADS=archive_extract,zstd_compress,... NOPROBE=0
+#   ROOTFS=$(target/release/asa scenario packages all) (the no-probe part knows only idle and
+#   xz_compress; ROOTFS = the packages the loads need, `all` shares the image of the full run).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 BIN=${BIN:-target/release}
@@ -16,6 +20,12 @@ REPS=${REPS:-2}
 DURATION=${DURATION:-30}
 NOPROBE_S=${NOPROBE_S:-40}
 TIMEOUT=${TIMEOUT:-5400}
+PROBES=${PROBES:-game,office,web,audio}
+LOADS=${LOADS:-idle,xz_compress}
+NOPROBE=${NOPROBE:-1}
+ROOTFS=${ROOTFS:-xz-utils}
+EXPERTS=${EXPERTS:-eevdf,bpfland}
+MEMORY=${MEMORY:-2048}
 for b in asa asa-lab; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
 done
@@ -27,21 +37,12 @@ GUEST=$(mktemp)
 trap 'rm -f "$SCEN" "$GUEST"' EXIT
 # The built-in catalogue's probes and loads, with our own scenarios.
 sed '/^\[\[scenario\]\]/,$d' "$HERE/../../scenarios/catalogue/scenarios.toml" > "$SCEN"
-for probe in game office web audio; do
-  cat >> "$SCEN" <<EOF
-[[scenario]]
-name = "D-$probe-idle"
-title = "$probe, no background load"
-probe = "$probe"
-phase = [{ load = "idle", share = 1.0 }]
-
-[[scenario]]
-name = "D-$probe-xz"
-title = "$probe and xz compression"
-probe = "$probe"
-load = "xz_compress"
-
-EOF
+for probe in $(echo "$PROBES" | tr , ' '); do
+  for load in $(echo "$LOADS" | tr , ' '); do
+    if [ "$load" = idle ]; then spec='phase = [{ load = "idle", share = 1.0 }]'; else spec="load = \"$load\""; fi
+    printf '[[scenario]]\nname = "D-%s-%s"\ntitle = "%s with %s"\nprobe = "%s"\n%s\n\n' \
+      "$probe" "$load" "$probe" "$load" "$probe" "$spec" >> "$SCEN"
+  done
 done
 {
   echo 'set -u'
@@ -52,10 +53,10 @@ done
 W=/var/tmp/asa-work; D=/tmp/ds
 mkdir -p \$W \$D/noprobe
 start=\$(date +%s)
-asa scenario run all --file /tmp/scenarios.toml --experts eevdf,bpfland --order by-expert \\
+asa scenario run all --file /tmp/scenarios.toml --experts $EXPERTS --order by-expert \\
   --reps $REPS --duration $DURATION --settle 3 --cooldown 2 --keep-going --work-dir \$W \\
   --out /tmp/sc --record-features \$D/probe --record-interval-ms 1000 \\
-  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, 2048 MiB"
+  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB"
 echo "ASA-COLLECT: scenario runs exited \$? after \$((\$(date +%s) - start)) s"
 # No probe: the bare loads. A text corpus like the catalogue's (8 MiB of real text).
 i=0; while [ \$i -lt 400 ]; do cat /usr/share/common-licenses/*; i=\$((i+1)); done | head -c 8388608 > \$W/noprobe-corpus.txt
@@ -70,6 +71,7 @@ noprobe() {
   echo "ASA-COLLECT: xz_compress \$expert r\$rep \$?"
   kill -TERM -\$L 2>/dev/null; sleep 1; pkill -x xz; sleep 2
 }
+if [ $NOPROBE = 1 ]; then
 rep=1; while [ \$rep -le $REPS ]; do noprobe eevdf \$rep; rep=\$((rep+1)); done
 asa pin bpfland > /tmp/pin.log 2>&1 &
 P=\$!
@@ -88,15 +90,17 @@ kill -INT \$P; sleep 3
     printf '[[run]]\nname = "noprobe-%s"\nfile = "%s"\nlabel = "%s"\nscenario = "noprobe-%s"\nexpert = "%s"\n\n' \$b \$(basename \$f) \$load \$load \$expert
   done
 } > \$D/noprobe/manifest.toml
+fi
 cp /tmp/sc/results.json \$D/probe/scenario-results.json 2>/dev/null
 tar -C \$D -cf /lab/out/ds.tar .
 echo "ASA-COLLECT: done after \$((\$(date +%s) - start)) s"
 EOF
 } > "$GUEST"
-echo "collecting: probes x {idle, xz_compress} x {eevdf, bpfland} x $REPS reps of ${DURATION}s, and no-probe runs of ${NOPROBE_S}s" >&2
+echo "collecting: {$PROBES} x {$LOADS} x {$EXPERTS} x $REPS reps of ${DURATION}s; no-probe runs: $NOPROBE" >&2
 started=$(date +%s)
 set +e
-"$BIN/asa-lab" run --asa "$BIN/asa" --expert bpfland --rootfs xz-utils --timeout "$TIMEOUT" \
+GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$ROOTFS" --memory "$MEMORY" --timeout "$TIMEOUT" \
   --script "$GUEST" --out "$OUT/guest" 2> "$OUT/console.log"
 rc=$?
 set -e
