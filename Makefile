@@ -3,7 +3,7 @@
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 
-.PHONY: demo test setup kernel bench-switch
+.PHONY: demo test setup kernel bench-switch scenarios-full
 
 setup:
 	lab/setup.sh
@@ -29,3 +29,10 @@ bench-switch: setup
 	target/release/asa-lab bench-switch --rounds 3 --break-before-make \
 	  --json lab/results/switch-times-break-before-make.json \
 	  | tee lab/results/switch-times-break-before-make.md
+
+# Long run, not in CI: every scenario x eevdf,lavd,bpfland,rusty in one lab VM, with feature
+# recording for the workload classifier (see scenarios/README.md for time and settings).
+SCENARIOS_OUT ?= scenarios/results/$(shell date -u +%F)-lab-vm
+scenarios-full: setup
+	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
+	scenarios/lab/full-run.sh $(SCENARIOS_OUT)

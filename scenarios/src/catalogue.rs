@@ -320,6 +320,21 @@ impl Catalogue {
             })
     }
 
+    /// The Debian packages the loads of `scenarios` need (each load's `package` and every
+    /// `requires` entry's): what a lab root filesystem must hold to run them.
+    pub fn packages(&self, scenarios: &[&ScenarioSpec]) -> BTreeSet<String> {
+        let mut packages = BTreeSet::new();
+        for s in scenarios {
+            for phase in s.phases() {
+                if let Some(load) = self.loads.get(&phase.load) {
+                    packages.insert(load.package.clone());
+                    packages.extend(load.requires.iter().map(|r| r.package.clone()));
+                }
+            }
+        }
+        packages
+    }
+
     /// Scenarios selected by a comma-separated list of names, or `all`.
     pub fn select(&self, names: &str) -> Result<Vec<&ScenarioSpec>> {
         if names.trim() == "all" {
@@ -399,6 +414,23 @@ mod tests {
         assert_eq!(cat.select("S1, P2").unwrap().len(), 2);
         assert_eq!(cat.select("all").unwrap().len(), cat.scenarios.len());
         assert!(cat.select("S99").unwrap_err().to_string().contains("S99"));
+    }
+
+    #[test]
+    fn packages_cover_every_load_and_requirement_of_the_selection() {
+        let cat = Catalogue::builtin().unwrap();
+        let two = cat.select("S6,S22").unwrap();
+        assert_eq!(
+            cat.packages(&two).into_iter().collect::<Vec<_>>(),
+            ["7zip", "iperf3"]
+        );
+        let p1 = cat.packages(&cat.select("P1").unwrap());
+        for p in ["linux-source", "make", "gcc", "libelf-dev", "iperf3"] {
+            assert!(p1.contains(p), "{p}: {p1:?}");
+        }
+        let all = cat.packages(&cat.select("all").unwrap());
+        assert!(all.contains("ffmpeg") && all.contains("python3-numpy") && all.contains("fio"));
+        assert!(!all.contains("idle"));
     }
 
     fn broken(from: &str, to: &str) -> String {

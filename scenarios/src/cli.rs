@@ -9,9 +9,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use log::{error, info};
 
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, ScenarioSpec};
+use crate::dataset::{find_recorder, FeatureRecorder, RecorderConfig};
 use crate::runner::{
-    run_scenario, CurrentSchedulerOnly, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult,
+    prepare_scenario, run_one, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
+    NoObserver, ResultSet, RunObserver, RunOptions, RunOutcome, ScenarioResult, SkippedRun,
     SupervisorSwitcher,
 };
 use crate::work::WorkUnit;
@@ -35,6 +37,16 @@ pub enum ScenarioCommand {
         /// Check that every load's tools are on PATH.
         #[arg(long)]
         check_tools: bool,
+    },
+    /// Print the Debian packages the scenarios' loads need, comma-separated (for a lab root
+    /// filesystem: `asa-lab run --rootfs $(asa-scenarios packages S6,S22) ...`).
+    Packages {
+        /// Comma-separated scenario names, or `all`.
+        #[arg(default_value = "all")]
+        scenarios: String,
+        /// Scenario file (default: the built-in catalogue).
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
     /// Run scenarios under each expert and write results.json plus a report.
     Run(RunArgs),
@@ -60,6 +72,18 @@ pub enum SwitcherChoice {
     Supervisor,
     /// No switching: only the running scheduler (EEVDF) can be measured.
     Current,
+}
+
+/// In which order the runs happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunOrder {
+    /// Scenario by scenario; within a scenario the experts alternate per repetition (eevdf,
+    /// lavd, ..., eevdf, lavd, ...), which spreads drift evenly but switches before every run.
+    Interleaved,
+    /// Expert by expert: each expert is pinned once and runs every scenario (per repetition).
+    /// Far fewer switches (lavd takes about 30 s to attach under TCG); drift of the machine
+    /// over time then falls between experts, so prefer it only where switching dominates.
+    ByExpert,
 }
 
 /// `scenario run` arguments.
@@ -100,6 +124,23 @@ pub struct RunArgs {
     /// Expert the report compares with.
     #[arg(long, default_value = "eevdf")]
     pub baseline: String,
+    /// Order of the runs.
+    #[arg(long, value_enum, default_value = "interleaved")]
+    pub order: RunOrder,
+    /// Record perception features with `asa record` alongside every run into this folder:
+    /// one labelled Parquet file per run plus manifest.toml for the workload classifier.
+    #[arg(long, value_name = "DIR")]
+    pub record_features: Option<PathBuf>,
+    /// The agent binary whose `record` subcommand records (default: this executable when it
+    /// is `asa`, else `asa` next to it, else on PATH).
+    #[arg(long, value_name = "PATH", requires = "record_features")]
+    pub recorder: Option<PathBuf>,
+    /// Tick of the feature recording in ms (`asa record --interval-ms`).
+    #[arg(long, default_value_t = 1000, requires = "record_features")]
+    pub record_interval_ms: u64,
+    /// Free text describing the machine, written into the dataset manifest.
+    #[arg(long, requires = "record_features")]
+    pub machine_note: Option<String>,
 }
 
 fn catalogue_text(file: &Option<PathBuf>) -> Result<String> {
@@ -131,6 +172,13 @@ pub fn scenario_command_with(
         ScenarioCommand::List { file, check_tools } => {
             let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
             list(&cat, check_tools);
+            Ok(())
+        }
+        ScenarioCommand::Packages { scenarios, file } => {
+            let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
+            let selected = cat.select(&scenarios)?;
+            let packages: Vec<String> = cat.packages(&selected).into_iter().collect();
+            println!("{}", packages.join(","));
             Ok(())
         }
         ScenarioCommand::Run(run) => run_command(run, switcher),
@@ -225,33 +273,53 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
         work_unit,
     };
     let results_path = args.out.join("results.json");
-    let mut set = ResultSet::new(opts.clone(), text);
-    let total = selected.len();
-    let mut failed = Vec::new();
-    for (i, s) in selected.iter().enumerate() {
-        info!("scenario {}/{total}: {} — {}", i + 1, s.name, s.title);
-        match run_scenario(&cat, s, switcher.as_mut(), &opts) {
-            Ok(r) => set.scenarios.push(r),
-            Err(e) => {
-                error!("scenario {} failed: {e:#}", s.name);
-                failed.push(s.name.clone());
-                set.scenarios.push(ScenarioResult {
-                    scenario: s.name.clone(),
-                    title: s.title.clone(),
-                    probe: s.probe.clone(),
-                    runs: Vec::new(),
-                    error: Some(format!("{e:#}")),
-                    skipped: Vec::new(),
-                });
-                if !args.keep_going {
-                    set.save(&results_path)?;
-                    let _ = switcher.release();
-                    return Err(e.context(format!("scenario {}", s.name)));
-                }
-            }
+    let mut recorder = match &args.record_features {
+        Some(dir) => {
+            let mut config =
+                RecorderConfig::new(find_recorder(args.recorder.as_deref())?, dir.clone());
+            config.interval_ms = args.record_interval_ms;
+            config.machine_note = args.machine_note.clone();
+            Some(FeatureRecorder::new(config)?)
         }
-        set.save(&results_path)?;
-    }
+        None => None,
+    };
+    let mut no_observer = NoObserver;
+    let observer: &mut dyn RunObserver = match recorder.as_mut() {
+        Some(r) => r,
+        None => &mut no_observer,
+    };
+    let mut set = ResultSet::new(opts.clone(), text);
+    let outcome = match args.order {
+        RunOrder::Interleaved => run_interleaved(
+            &cat,
+            &selected,
+            switcher.as_mut(),
+            &opts,
+            observer,
+            &mut set,
+            &results_path,
+            args.keep_going,
+        ),
+        RunOrder::ByExpert => run_by_expert(
+            &cat,
+            &selected,
+            switcher.as_mut(),
+            &opts,
+            observer,
+            &mut set,
+            &results_path,
+            args.keep_going,
+        ),
+    };
+    let failed = match outcome {
+        Ok(failed) => failed,
+        Err(e) => {
+            set.save(&results_path)?;
+            let _ = switcher.release();
+            return Err(e);
+        }
+    };
+    drop(recorder);
     switcher.release()?;
     info!("results: {}", results_path.display());
     let report = crate::report::write_report(&set, &args.baseline, &args.out)?;
@@ -280,6 +348,133 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
         );
     }
     Ok(())
+}
+
+/// Scenario by scenario (experts alternating within each). Returns the scenarios that could
+/// not run; an error when one could not run and `keep_going` is off.
+#[allow(clippy::too_many_arguments)]
+fn run_interleaved(
+    cat: &Catalogue,
+    selected: &[&ScenarioSpec],
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+    observer: &mut dyn RunObserver,
+    set: &mut ResultSet,
+    results_path: &Path,
+    keep_going: bool,
+) -> Result<Vec<String>> {
+    let total = selected.len();
+    let mut failed = Vec::new();
+    for (i, s) in selected.iter().enumerate() {
+        info!("scenario {}/{total}: {} — {}", i + 1, s.name, s.title);
+        match run_scenario_observed(cat, s, switcher, opts, observer) {
+            Ok(r) => set.scenarios.push(r),
+            Err(e) => {
+                error!("scenario {} failed: {e:#}", s.name);
+                failed.push(s.name.clone());
+                let mut r = empty_result(s);
+                r.error = Some(format!("{e:#}"));
+                set.scenarios.push(r);
+                if !keep_going {
+                    return Err(e.context(format!("scenario {}", s.name)));
+                }
+            }
+        }
+        set.save(results_path)?;
+    }
+    Ok(failed)
+}
+
+/// A pin that failed this many times in a row is not retried for the rest of the block.
+const PIN_FAILURES_BEFORE_GIVING_UP: u32 = 2;
+
+/// Expert by expert: each expert pinned once per repetition and every scenario run under it.
+/// A scenario that failed is not run again under the following experts.
+#[allow(clippy::too_many_arguments)]
+fn run_by_expert(
+    cat: &Catalogue,
+    selected: &[&ScenarioSpec],
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+    observer: &mut dyn RunObserver,
+    set: &mut ResultSet,
+    results_path: &Path,
+    keep_going: bool,
+) -> Result<Vec<String>> {
+    let first = set.scenarios.len();
+    set.scenarios
+        .extend(selected.iter().map(|s| empty_result(s)));
+    let mut prepared = std::collections::BTreeSet::new();
+    let mut failed = Vec::new();
+    let total = selected.len() * opts.experts.len() * opts.reps as usize;
+    let mut index = 0;
+    for rep in 0..opts.reps {
+        for expert in &opts.experts {
+            let mut pin_failures = 0;
+            let mut last_reason = String::new();
+            for (k, s) in selected.iter().enumerate() {
+                index += 1;
+                let result = &mut set.scenarios[first + k];
+                if result.error.is_some() {
+                    continue;
+                }
+                if pin_failures >= PIN_FAILURES_BEFORE_GIVING_UP {
+                    result.skipped.push(SkippedRun {
+                        expert: expert.clone(),
+                        rep,
+                        reason: format!(
+                            "not retried after {pin_failures} failed pins in a row: {last_reason}"
+                        ),
+                    });
+                    continue;
+                }
+                info!(
+                    "run {index}/{total}: {expert}, rep {}, scenario {} — {}",
+                    rep + 1,
+                    s.name,
+                    s.title
+                );
+                let outcome = if prepared.insert(s.name.clone()) {
+                    prepare_scenario(cat, s, &opts.work_dir)
+                } else {
+                    Ok(())
+                }
+                .and_then(|()| run_one(cat, s, switcher, opts, expert, rep, observer));
+                match outcome {
+                    Ok(RunOutcome::Ran(r)) => {
+                        pin_failures = 0;
+                        result.runs.push(*r);
+                    }
+                    Ok(RunOutcome::Skipped(skip)) => {
+                        pin_failures += 1;
+                        last_reason = skip.reason.clone();
+                        result.skipped.push(skip);
+                    }
+                    Err(e) => {
+                        error!("scenario {} failed under {expert}: {e:#}", s.name);
+                        failed.push(s.name.clone());
+                        result.error = Some(format!("under {expert}, rep {}: {e:#}", rep + 1));
+                        if !keep_going {
+                            return Err(e.context(format!("scenario {}", s.name)));
+                        }
+                    }
+                }
+                set.save(results_path)?;
+            }
+        }
+    }
+    Ok(failed)
+}
+
+fn empty_result(s: &ScenarioSpec) -> ScenarioResult {
+    ScenarioResult {
+        scenario: s.name.clone(),
+        title: s.title.clone(),
+        probe: s.probe.clone(),
+        runs: Vec::new(),
+        error: None,
+        skipped: Vec::new(),
+    }
 }
 
 fn print_ranking(report: &crate::report::Report) {

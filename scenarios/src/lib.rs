@@ -5,6 +5,7 @@
 pub mod catalogue;
 pub mod cli;
 pub mod clock;
+pub mod dataset;
 pub mod loads;
 pub mod probes;
 pub mod report;
@@ -15,5 +16,6 @@ pub mod work;
 
 pub use cli::{scenario_command, scenario_command_with, ScenarioArgs};
 pub use runner::{
-    run_scenario, CurrentSchedulerOnly, ExpertSwitcher, RunOptions, SupervisorSwitcher,
+    run_one, run_scenario, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
+    RunObserver, RunOptions, RunOutcome, SupervisorSwitcher,
 };

@@ -949,6 +949,8 @@ mod scoring_tests {
             rep: 0,
             pinned: expert.into(),
             started_unix_ms: 0,
+            probe_started_unix_ms: 0,
+            probe_ended_unix_ms: 0,
             probe,
             phases: vec![PhaseRecord {
                 load: "network".into(),
@@ -959,6 +961,8 @@ mod scoring_tests {
                     unit: "Gbit/s".into(),
                     ..Default::default()
                 }),
+                started_unix_ms: 0,
+                ended_unix_ms: 0,
             }],
             valid: true,
         }

@@ -151,6 +151,28 @@ pub struct PhaseRecord {
     pub planned_s: f64,
     /// What the load did (absent when idle).
     pub output: Option<LoadOutput>,
+    /// When the phase began (ms since the epoch): its load was started (for the first phase,
+    /// before the settle time) or, for an idle phase, the previous phase had ended. 0 in
+    /// results written before phase times were recorded.
+    #[serde(default)]
+    pub started_unix_ms: u64,
+    /// When the phase ended: its load had stopped (after reporting), or the idle time was over.
+    #[serde(default)]
+    pub ended_unix_ms: u64,
+}
+
+impl PhaseRecord {
+    /// The workload class of this phase while `probe` runs in the foreground:
+    /// `<probe>+<load>` (`<probe>+idle` without a load), as in `mapping/default.toml`.
+    pub fn class(&self, probe: &str) -> String {
+        workload_class(probe, &self.load)
+    }
+}
+
+/// The workload class of a probe in front of a load: `<probe>+<load>` (the classifier's label
+/// and the mapping table's key).
+pub fn workload_class(probe: &str, load: &str) -> String {
+    format!("{probe}+{load}")
 }
 
 /// One run: one expert, one repetition of one scenario.
@@ -164,6 +186,12 @@ pub struct RunRecord {
     pub pinned: String,
     /// When the run started (ms since the epoch).
     pub started_unix_ms: u64,
+    /// When the foreground probe started, after the settle time (0 in older results).
+    #[serde(default)]
+    pub probe_started_unix_ms: u64,
+    /// When the foreground probe ended (start + its measured length; 0 in older results).
+    #[serde(default)]
+    pub probe_ended_unix_ms: u64,
     /// The probe's measurements.
     pub probe: ProbeOutput,
     /// The background phases.
@@ -331,6 +359,38 @@ pub fn prepare_scenario(
     Ok(())
 }
 
+/// Watches runs as they happen, e.g. to record perception features alongside each run
+/// ([`crate::dataset::FeatureRecorder`]).
+pub trait RunObserver {
+    /// The expert is pinned and the run's first load is about to start.
+    fn run_starting(&mut self, scenario: &ScenarioSpec, expert: &str, rep: u32) -> Result<()>;
+    /// The run is over (loads stopped, probe joined); `record` is `None` when it failed.
+    /// Called once for every successful `run_starting`.
+    fn run_finished(&mut self, scenario: &ScenarioSpec, record: Option<&RunRecord>) -> Result<()>;
+}
+
+/// An observer that does nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl RunObserver for NoObserver {
+    fn run_starting(&mut self, _: &ScenarioSpec, _: &str, _: u32) -> Result<()> {
+        Ok(())
+    }
+    fn run_finished(&mut self, _: &ScenarioSpec, _: Option<&RunRecord>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What became of one (scenario, expert, repetition).
+#[derive(Debug, Clone)]
+pub enum RunOutcome {
+    /// The run happened (it may still be marked invalid).
+    Ran(Box<RunRecord>),
+    /// The expert could not be pinned.
+    Skipped(SkippedRun),
+}
+
 /// Run one scenario for every expert and repetition in `opts`.
 pub fn run_scenario(
     catalogue: &Catalogue,
@@ -338,16 +398,18 @@ pub fn run_scenario(
     switcher: &mut dyn ExpertSwitcher,
     opts: &RunOptions,
 ) -> Result<ScenarioResult> {
-    let probe = catalogue.probes.get(&scenario.probe).ok_or_else(|| {
-        anyhow!(
-            "scenario {}: unknown probe {}",
-            scenario.name,
-            scenario.probe
-        )
-    })?;
+    run_scenario_observed(catalogue, scenario, switcher, opts, &mut NoObserver)
+}
+
+/// [`run_scenario`] with an observer told about every run.
+pub fn run_scenario_observed(
+    catalogue: &Catalogue,
+    scenario: &ScenarioSpec,
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+    observer: &mut dyn RunObserver,
+) -> Result<ScenarioResult> {
     prepare_scenario(catalogue, scenario, &opts.work_dir)?;
-    let phases = scenario.phases();
-    let total_share: f64 = phases.iter().map(|p| p.share).sum();
     let mut result = ScenarioResult {
         scenario: scenario.name.clone(),
         title: scenario.title.clone(),
@@ -359,131 +421,191 @@ pub fn run_scenario(
     let total = opts.reps as usize * opts.experts.len();
     for rep in 0..opts.reps {
         for expert in &opts.experts {
-            let index = result.runs.len() + 1;
-            info!(
-                "[{}] run {index}/{total}: {} ({}) under {expert}, rep {}",
-                scenario.name,
-                scenario.title,
-                probe.settings.kind(),
-                rep + 1
-            );
-            let pinned = match switcher.pin(expert) {
-                Ok(p) => p,
-                Err(e) => {
-                    // One expert that does not attach must not cost the other experts' runs.
-                    warn!(
-                        "[{}] skipping {expert}, rep {}: {e:#}",
-                        scenario.name,
-                        rep + 1
-                    );
-                    result.skipped.push(SkippedRun {
-                        expert: expert.clone(),
-                        rep,
-                        reason: format!("{e:#}"),
-                    });
-                    continue;
-                }
-            };
-            let started_unix_ms = asa_experts::supervisor::unix_ms(SystemTime::now());
-            let t0 = Instant::now();
-            let mut records = Vec::new();
-            let phase_len = |share: f64| opts.duration.mul_f64(share / total_share);
-            let start_phase = |i: usize| -> Result<Option<RunningLoad>> {
-                let p = &phases[i];
-                if p.load == IDLE {
-                    return Ok(None);
-                }
-                let mut secs = phase_len(p.share).as_secs();
-                if i == 0 {
-                    secs += opts.settle.as_secs();
-                }
-                RunningLoad::start(
-                    &p.load,
-                    &catalogue.loads[&p.load],
-                    &opts.work_dir.join(&p.load),
-                    secs.max(1),
-                )
-                .map(Some)
-            };
-            let mut current = start_phase(0)?;
-            std::thread::sleep(opts.settle);
-            let stop = Arc::new(AtomicBool::new(false));
-            let settings = probe.settings.clone();
-            let (duration, work) = (opts.duration, opts.work_unit);
-            let stop_p = stop.clone();
-            let probe_thread = std::thread::Builder::new()
-                .name("probe".into())
-                .spawn(move || settings.run(duration, work, stop_p))
-                .context("spawning the probe thread")?;
-            let mut run_phases = || -> Result<()> {
-                for (i, p) in phases.iter().enumerate() {
-                    let planned = phase_len(p.share);
-                    std::thread::sleep(planned);
-                    let output = match current.take() {
-                        Some(load) => Some(load.finish()?),
-                        None => None,
-                    };
-                    if let Some(o) = &output {
-                        info!(
-                            "[{}]   phase {} {}: {} {}",
-                            scenario.name,
-                            i + 1,
-                            p.load,
-                            o.throughput
-                                .map(|t| format!("{t:.3}"))
-                                .unwrap_or("n/a".into()),
-                            o.unit
-                        );
-                    }
-                    records.push(PhaseRecord {
-                        load: p.load.clone(),
-                        planned_s: planned.as_secs_f64(),
-                        output,
-                    });
-                    if i + 1 < phases.len() {
-                        current = start_phase(i + 1)?;
-                    }
-                }
-                Ok(())
-            };
-            if let Err(e) = run_phases() {
-                // Stop the probe (and, by drop, any load still running) before giving up.
-                stop.store(true, std::sync::atomic::Ordering::SeqCst);
-                let _ = probe_thread.join();
-                return Err(e.context(format!("scenario {} under {expert}", scenario.name)));
+            let index = result.runs.len() + result.skipped.len() + 1;
+            info!("[{}] run {index}/{total}", scenario.name);
+            match run_one(catalogue, scenario, switcher, opts, expert, rep, observer)? {
+                RunOutcome::Ran(r) => result.runs.push(*r),
+                RunOutcome::Skipped(s) => result.skipped.push(s),
             }
-            let probe_out = probe_thread
-                .join()
-                .map_err(|_| anyhow!("the probe thread panicked"))??;
-            let valid = switcher.still_pinned(expert)?;
-            if !valid {
-                warn!(
-                    "[{}] {expert} was not running at the end of the run: marked invalid",
-                    scenario.name
-                );
-            }
-            info!(
-                "[{}]   {expert}: {} in {:.1} s",
-                scenario.name,
-                probe_out
-                    .summary
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v:.2}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                t0.elapsed().as_secs_f64()
-            );
-            std::thread::sleep(opts.cooldown);
-            result.runs.push(RunRecord {
-                expert: expert.clone(),
-                rep,
-                pinned,
-                started_unix_ms,
-                probe: probe_out,
-                phases: records,
-                valid,
-            });
         }
     }
     Ok(result)
+}
+
+/// One run of `scenario` under `expert` (repetition `rep`): pin, start the first load, settle,
+/// run the probe across the phases, stop everything. The scenario's inputs must be prepared
+/// ([`prepare_scenario`]). An expert that cannot be pinned gives [`RunOutcome::Skipped`]; a
+/// load or probe failure is an error.
+pub fn run_one(
+    catalogue: &Catalogue,
+    scenario: &ScenarioSpec,
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+    expert: &str,
+    rep: u32,
+    observer: &mut dyn RunObserver,
+) -> Result<RunOutcome> {
+    let probe = catalogue.probes.get(&scenario.probe).ok_or_else(|| {
+        anyhow!(
+            "scenario {}: unknown probe {}",
+            scenario.name,
+            scenario.probe
+        )
+    })?;
+    info!(
+        "[{}] {} ({}) under {expert}, rep {}",
+        scenario.name,
+        scenario.title,
+        probe.settings.kind(),
+        rep + 1
+    );
+    let pinned = match switcher.pin(expert) {
+        Ok(p) => p,
+        Err(e) => {
+            // One expert that does not attach must not cost the other experts' runs.
+            warn!(
+                "[{}] skipping {expert}, rep {}: {e:#}",
+                scenario.name,
+                rep + 1
+            );
+            return Ok(RunOutcome::Skipped(SkippedRun {
+                expert: expert.to_owned(),
+                rep,
+                reason: format!("{e:#}"),
+            }));
+        }
+    };
+    observer.run_starting(scenario, expert, rep)?;
+    let record = measure(catalogue, scenario, switcher, opts, expert, rep, pinned);
+    let finished = observer.run_finished(scenario, record.as_ref().ok());
+    let record = record?;
+    finished?;
+    std::thread::sleep(opts.cooldown);
+    Ok(RunOutcome::Ran(Box::new(record)))
+}
+
+fn now_ms() -> u64 {
+    asa_experts::supervisor::unix_ms(SystemTime::now())
+}
+
+/// The measured part of [`run_one`], after the pin.
+fn measure(
+    catalogue: &Catalogue,
+    scenario: &ScenarioSpec,
+    switcher: &mut dyn ExpertSwitcher,
+    opts: &RunOptions,
+    expert: &str,
+    rep: u32,
+    pinned: String,
+) -> Result<RunRecord> {
+    let probe = &catalogue.probes[&scenario.probe];
+    let phases = scenario.phases();
+    let total_share: f64 = phases.iter().map(|p| p.share).sum();
+    let started_unix_ms = now_ms();
+    let t0 = Instant::now();
+    let mut records = Vec::new();
+    let phase_len = |share: f64| opts.duration.mul_f64(share / total_share);
+    let start_phase = |i: usize| -> Result<Option<RunningLoad>> {
+        let p = &phases[i];
+        if p.load == IDLE {
+            return Ok(None);
+        }
+        let mut secs = phase_len(p.share).as_secs();
+        if i == 0 {
+            secs += opts.settle.as_secs();
+        }
+        RunningLoad::start(
+            &p.load,
+            &catalogue.loads[&p.load],
+            &opts.work_dir.join(&p.load),
+            secs.max(1),
+        )
+        .map(Some)
+    };
+    let mut phase_started = now_ms();
+    let mut current = start_phase(0)?;
+    std::thread::sleep(opts.settle);
+    let stop = Arc::new(AtomicBool::new(false));
+    let settings = probe.settings.clone();
+    let (duration, work) = (opts.duration, opts.work_unit);
+    let stop_p = stop.clone();
+    let probe_started_unix_ms = now_ms();
+    let probe_thread = std::thread::Builder::new()
+        .name("probe".into())
+        .spawn(move || settings.run(duration, work, stop_p))
+        .context("spawning the probe thread")?;
+    let mut run_phases = || -> Result<()> {
+        for (i, p) in phases.iter().enumerate() {
+            let planned = phase_len(p.share);
+            std::thread::sleep(planned);
+            let output = match current.take() {
+                Some(load) => Some(load.finish()?),
+                None => None,
+            };
+            if let Some(o) = &output {
+                info!(
+                    "[{}]   phase {} {}: {} {}",
+                    scenario.name,
+                    i + 1,
+                    p.load,
+                    o.throughput
+                        .map(|t| format!("{t:.3}"))
+                        .unwrap_or("n/a".into()),
+                    o.unit
+                );
+            }
+            let ended = now_ms();
+            records.push(PhaseRecord {
+                load: p.load.clone(),
+                planned_s: planned.as_secs_f64(),
+                output,
+                started_unix_ms: phase_started,
+                ended_unix_ms: ended,
+            });
+            phase_started = ended;
+            if i + 1 < phases.len() {
+                current = start_phase(i + 1)?;
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = run_phases() {
+        // Stop the probe (and, by drop, any load still running) before giving up.
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = probe_thread.join();
+        return Err(e.context(format!("scenario {} under {expert}", scenario.name)));
+    }
+    let probe_out = probe_thread
+        .join()
+        .map_err(|_| anyhow!("the probe thread panicked"))??;
+    let valid = switcher.still_pinned(expert)?;
+    if !valid {
+        warn!(
+            "[{}] {expert} was not running at the end of the run: marked invalid",
+            scenario.name
+        );
+    }
+    info!(
+        "[{}]   {expert}: {} in {:.1} s",
+        scenario.name,
+        probe_out
+            .summary
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.2}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        t0.elapsed().as_secs_f64()
+    );
+    let probe_ended_unix_ms = probe_started_unix_ms + (probe_out.elapsed_s * 1000.0) as u64;
+    Ok(RunRecord {
+        expert: expert.to_owned(),
+        rep,
+        pinned,
+        started_unix_ms,
+        probe_started_unix_ms,
+        probe_ended_unix_ms,
+        probe: probe_out,
+        phases: records,
+        valid,
+    })
 }

@@ -1,0 +1,64 @@
+#!/bin/sh
+# The full lab run (`make scenarios-full`): every scenario x every expert in ONE lab VM
+# (qemu TCG, sched_ext kernel, Debian root filesystem with every load's tools), with feature
+# recording, expert by expert (each expert pinned once: lavd takes ~30 s to attach under TCG).
+# Brings back results.json, the report and the classifier dataset.
+#
+#   scenarios/lab/full-run.sh OUT_DIR
+#
+# Settings (environment): SCENARIOS (default all), EXPERTS (eevdf,lavd,bpfland,rusty),
+# DURATION / SETTLE / COOLDOWN (seconds per run), REPS, RECORD_INTERVAL_MS, MEMORY (MiB),
+# TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios).
+set -eu
+OUT=${1:?usage: $0 OUT_DIR}
+SCENARIOS=${SCENARIOS:-all}
+EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty}
+DURATION=${DURATION:-12}
+SETTLE=${SETTLE:-2}
+COOLDOWN=${COOLDOWN:-1}
+REPS=${REPS:-1}
+RECORD_INTERVAL_MS=${RECORD_INTERVAL_MS:-1000}
+MEMORY=${MEMORY:-4096}
+TIMEOUT=${TIMEOUT:-6000}
+BIN=${BIN:-target/release}
+
+for b in asa asa-lab asa-scenarios; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab -p asa-scenarios" >&2; exit 1; }
+done
+PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
+GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+GUEST_SCRIPT=$(mktemp)
+trap 'rm -f "$GUEST_SCRIPT"' EXIT
+cat > "$GUEST_SCRIPT" <<EOF
+set -u
+# Load inputs on the guest's disk (fio measures a real block device; the kernel tree is large).
+mkdir -p /var/tmp/asa-work
+start=\$(date +%s)
+asa scenario run $SCENARIOS --experts $EXPERTS --order by-expert --reps $REPS \\
+  --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \\
+  --work-dir /var/tmp/asa-work --out /tmp/full \\
+  --record-features /tmp/full/dataset --record-interval-ms $RECORD_INTERVAL_MS \\
+  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB"
+rc=\$?
+echo "ASA-FULL-RUN: asa scenario run exited \$rc after \$((\$(date +%s) - start)) s"
+df -h /var/tmp /tmp
+tar -C /tmp/full -cf /lab/out/full.tar .
+exit \$rc
+EOF
+echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs; guest packages: $PACKAGES" >&2
+started=$(date +%s)
+set +e
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+  --memory "$MEMORY" --timeout "$TIMEOUT" --script "$GUEST_SCRIPT" --out "$OUT/guest" \
+  2> "$OUT/console.log"
+rc=$?
+set -e
+echo "full run: VM exited $rc after $(( $(date +%s) - started )) s (host wall time)" | tee -a "$OUT/console.log" >&2
+if [ -f "$OUT/guest/full.tar" ]; then
+  tar -C "$OUT" -xf "$OUT/guest/full.tar"
+  rm -f "$OUT/guest/full.tar"
+fi
+grep -a 'ASA-FULL-RUN\|asa-lab:' "$OUT/console.log" >&2 || true
+exit $rc
