@@ -28,6 +28,11 @@ pub use vm::{VmConfig, VmError, VmOutcome};
 /// Packages every guest root filesystem gets: the libraries the agent and the experts load.
 pub const BASE_ROOTFS_PACKAGES: &[&str] = &["libelf1", "zlib1g", "procps"];
 
+/// The one package set the workspace's VM tests ask for (xz for the decision and calibration
+/// tests, 7-Zip and iperf3 for the scenario smoke test), so a fresh machine builds and caches a
+/// single test root filesystem.
+pub const TEST_ROOTFS_PACKAGES: [&str; 3] = ["7zip", "iperf3", "xz-utils"];
+
 /// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
 pub const GUEST_BIN: &str = "/usr/local/bin";
 

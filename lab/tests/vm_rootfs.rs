@@ -48,7 +48,7 @@ cat /sys/kernel/sched_ext/state > /lab/out/state_after
 "#,
     );
     run.experts = vec!["bpfland".into()];
-    run.rootfs = Some(RootfsSpec::with_packages(["xz-utils"]));
+    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
     let out = lab.run(&run).unwrap();
     eprintln!("{}", out.script_output());
     assert_eq!(out.exit_code, 0);

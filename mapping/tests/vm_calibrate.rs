@@ -73,8 +73,7 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
     let mut run = GuestRun::new("calibrate", SCRIPT).with_asa(&asa());
     run.experts = vec!["bpfland".into()];
     run.files = vec![(catalogue.path().to_owned(), PathBuf::from("/lab/cal.toml"))];
-    // xz-utils is in every rootfs; naming it shares the cached image with the lab's own test.
-    run.rootfs = Some(RootfsSpec::with_packages(["xz-utils"]));
+    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
     run.vm.timeout = Duration::from_secs(900);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!("---- guest console ----\n{}", out.script_output());
