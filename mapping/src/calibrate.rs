@@ -171,12 +171,11 @@ fn collect_scores(
             if !entry.0.contains(&result.scenario) {
                 entry.0.push(result.scenario.clone());
             }
-            // Mid-run switch runs (`a>b`, stage 2) are no expert of their own.
-            for run in scored
-                .runs
-                .into_iter()
-                .filter(|r| crate::overhead::parse_switch(&r.expert).is_none())
-            {
+            // Mid-run switch runs (`a>b`, stage 2) and the live agent's runs (stage 3) are no
+            // expert of their own.
+            for run in scored.runs.into_iter().filter(|r| {
+                crate::overhead::parse_switch(&r.expert).is_none() && r.expert != crate::live::AGENT
+            }) {
                 entry.1.entry(run.expert).or_default().push(run.score);
             }
         }

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use log::info;
 
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
+use crate::live;
 use crate::overhead::{self, MidRunSwitcher};
 use crate::{MachineFingerprint, MappingTable};
 
@@ -79,6 +80,18 @@ pub struct CalibrateArgs {
     /// Stage overhead: the switches to measure, FROM>TO, comma-separated.
     #[arg(long, default_value = "eevdf>bpfland,bpfland>eevdf")]
     pub pairs: String,
+    /// Stage live: the classifier model `asa run` uses (default: its own default).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Stage live: libonnxruntime.so for `asa run` (default: its own default).
+    #[arg(long)]
+    pub onnxruntime: Option<PathBuf>,
+    /// Stage live: `asa run --cooldown-s` (default: its own, 15 s).
+    #[arg(long)]
+    pub agent_cooldown_s: Option<f64>,
+    /// Stage live: `asa run --interval-ms` (default: its own, 1000).
+    #[arg(long)]
+    pub agent_interval_ms: Option<u64>,
 }
 
 /// Arguments of `asa mapping`.
@@ -141,10 +154,7 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
     match args.stage {
         Stage::Prototype => prototype_stage(args),
         Stage::Overhead => overhead_stage(args),
-        Stage::Live => bail!(
-            "calibration stage live is not built yet (issue 6): it needs `asa run` with a \
-             classifier trained on this machine's classes"
-        ),
+        Stage::Live => live_stage(args),
     }
 }
 
@@ -292,6 +302,141 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
     print!("{}", overhead::markdown(&table, &set));
     println!("table: {}", out.display());
     Ok(())
+}
+
+fn live_stage(args: &CalibrateArgs) -> Result<()> {
+    let table_path = args.table.as_ref().context(
+        "--stage live runs `asa run` with a mapping table: pass it with --table (a prototype \
+         table of this machine, or of another machine to start from)",
+    )?;
+    let start_table = MappingTable::load(table_path)?;
+    let catalogue = asa_experts::Catalogue::builtin();
+    let classes: Vec<&str> = start_table
+        .classes
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    start_table
+        .validate_builtin_experts(&table_path.display().to_string(), &classes)
+        .map_err(anyhow::Error::from)?;
+    for e in &args.experts {
+        catalogue.require(e)?;
+    }
+    if !args.experts.contains(&args.baseline) {
+        bail!(
+            "the baseline {} must be among --experts ({})",
+            args.baseline,
+            args.experts.join(",")
+        );
+    }
+    let mut experts = args.experts.clone();
+    experts.push(live::AGENT.to_string());
+    let (plan, text) = plan(args, experts)?;
+    let mut run_args = vec!["--mapping".to_string(), absolute(table_path)?];
+    if let Some(m) = &args.model {
+        run_args.extend(["--model".to_string(), absolute(m)?]);
+    }
+    if let Some(o) = &args.onnxruntime {
+        run_args.extend(["--onnxruntime".to_string(), absolute(o)?]);
+    }
+    if let Some(c) = args.agent_cooldown_s {
+        run_args.extend(["--cooldown-s".to_string(), c.to_string()]);
+    }
+    if let Some(i) = args.agent_interval_ms {
+        run_args.extend(["--interval-ms".to_string(), i.to_string()]);
+    }
+    let logs = args.dir.join("agent");
+    let launcher = live::AgentLauncher::new(
+        std::env::current_exe().context("locating the asa binary")?,
+        run_args,
+        logs.clone(),
+    );
+    let make_supervisor = {
+        let catalogue = catalogue.clone();
+        Box::new(move || {
+            asa_experts::Supervisor::new(
+                catalogue.clone(),
+                asa_experts::SchedExt::system()?,
+                asa_experts::SupervisorConfig::default(),
+            )
+        })
+    };
+    let mut switcher = live::LiveSwitcher::new(make_supervisor, launcher);
+    let set = calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?;
+    drop(switcher);
+    let summary = live::live_summary(&set, &args.baseline, &logs)?;
+
+    // Refinement: the static runs of this session, plus earlier result sets of this machine.
+    let mut sets = load_results(&args.from_results)?;
+    for (s, path) in sets.iter().zip(&args.from_results) {
+        if !same_machine(&s.machine, &set.machine) {
+            bail!(
+                "{} was measured on another machine than this live run: a table is per machine",
+                path.display()
+            );
+        }
+    }
+    sets.push(live::static_runs(&set));
+    let machine = MachineFingerprint::of(&set.machine, &catalogue);
+    let opts = PrototypeOptions {
+        baseline: args.baseline.clone(),
+        noise_floor: args.noise_floor,
+        scheme: args.classes,
+    };
+    let refined = calibrate::prototype(&sets, machine.clone(), now_utc(), &opts)?;
+    let mut table = refined.table.clone();
+    table.source = "live".into();
+    // Classes the live runs did not cover keep their rows; switch costs measured on this
+    // machine are kept.
+    for class in &start_table.classes {
+        if table.class(&class.name).is_none() {
+            table.classes.push(class.clone());
+        }
+    }
+    if start_table.machine.as_ref() == Some(&machine) {
+        table.switches = start_table.switches.clone();
+    }
+    let text = table.to_toml()?;
+    MappingTable::parse(&text, "the refined table")?;
+    let out = args.dir.join("mapping.toml");
+    write(&out, &text)?;
+    let note = format!(
+        "Table under test: {} (source {}, created {}).",
+        table_path.display(),
+        start_table.source,
+        start_table.created
+    );
+    let mut report = live::markdown(&summary, &set, &note);
+    report.push_str(
+        "
+## Refined table
+
+",
+    );
+    report.push_str(&calibrate::markdown(&refined, &sets).replacen(
+        "# Mapping calibration, stage 1 (prototype)\n\n",
+        "",
+        1,
+    ));
+    write(&args.dir.join("live.md"), &report)?;
+    write(
+        &args.dir.join("live.json"),
+        &serde_json::to_string_pretty(&summary)?,
+    )?;
+    print!("{report}");
+    println!(
+        "refined table: {}  report: {}",
+        out.display(),
+        args.dir.join("live.md").display()
+    );
+    Ok(())
+}
+
+fn absolute(path: &Path) -> Result<String> {
+    Ok(std::path::absolute(path)
+        .with_context(|| format!("resolving {}", path.display()))?
+        .display()
+        .to_string())
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

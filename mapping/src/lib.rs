@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod calibrate;
 pub mod cli;
+pub mod live;
 pub mod overhead;
 
 /// Schema name every mapping table must declare.

@@ -160,3 +160,62 @@ fn calibration_ranks_the_better_scheduler_first_and_resumes() {
         "{report}"
     );
 }
+
+/// Stage 3's comparison on real runs: `asa` (here a stand-in that adds nothing, like `eevdf`)
+/// is compared with the static set; the hog is never the oracle nor ahead of it, and the
+/// refinement ranks the static experts only.
+#[test]
+fn the_live_summary_compares_the_agent_with_the_static_experts() {
+    use asa_mapping::live::{self, AGENT};
+    let text = calibration_catalogue_text();
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut plan = plan(&["CAL-GAME"], 1, work.path());
+    plan.experts.push(AGENT.into());
+    let set =
+        calibrate::run_or_resume(dir.path(), &text, &plan, &mut HogSwitcher::default()).unwrap();
+    let logs = dir.path().join("agent");
+    std::fs::create_dir_all(&logs).unwrap();
+    // The stand-in agent's "decision log", started before its run.
+    let started = set.scenarios[0]
+        .runs
+        .iter()
+        .find(|r| r.expert == AGENT)
+        .unwrap()
+        .started_unix_ms;
+    std::fs::write(
+        logs.join(format!("agent-{}.jsonl", started - 500)),
+        "{\"voted_class\":\"xz_compress\",\"target_expert\":\"bpfland\",\"outcome\":\"switched\"}\n",
+    )
+    .unwrap();
+    let summary = live::live_summary(&set, "eevdf", &logs).unwrap();
+    assert_eq!(summary.experts, ["eevdf", "hog"]);
+    let s = &summary.scenarios[0];
+    assert_eq!(s.oracle.as_ref().unwrap().0, "eevdf", "{summary:#?}");
+    assert!(s.agent_rank.unwrap() <= 1, "{summary:#?}");
+    assert_eq!(summary.top3, Some(1.0));
+    let wl = summary.vs_baseline;
+    assert_eq!(wl.wins + wl.ties + wl.losses, 1);
+    assert_eq!(s.traces.len(), 1);
+    assert_eq!(s.traces[0].switches, ["bpfland"]);
+    let md = live::markdown(&summary, &set, "");
+    assert!(
+        md.contains("| CAL-GAME |") && md.contains("bpfland"),
+        "{md}"
+    );
+
+    let statics = live::static_runs(&set);
+    assert_eq!(statics.options.experts, ["eevdf", "hog"]);
+    let machine = MachineFingerprint::of(&set.machine, &asa_experts::Catalogue::builtin());
+    let proto = calibrate::prototype(
+        std::slice::from_ref(&set),
+        machine,
+        "2026-11-23T00:00:00Z".into(),
+        &PrototypeOptions::default(),
+    )
+    .unwrap();
+    assert!(proto.table.classes[0]
+        .ranked
+        .iter()
+        .all(|r| r.expert != AGENT));
+}

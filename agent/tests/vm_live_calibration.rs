@@ -1,0 +1,154 @@
+//! Calibration stage 3 (live) in the lab VM: `asa calibrate --stage live` runs two scenarios
+//! under EEVDF, scx_bpfland and the real agent (`asa run` with the committed default model and a
+//! table mapping `xz_compress` to bpfland). The agent must start and stop cleanly between the
+//! static runs (one ASA process drives the scheduler at a time), switch to bpfland by itself
+//! while xz runs (in the phased scenario only once xz starts), and leave EEVDF at the end; the
+//! report and the refined table must be written.
+
+#[path = "daemon_common/mod.rs"]
+mod daemon_common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use asa_lab::{GuestRun, Lab, RootfsSpec};
+use asa_mapping::live::{LiveSummary, AGENT};
+use asa_mapping::MappingTable;
+use asa_scenarios::runner::ResultSet;
+use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+
+/// The built-in catalogue with a small xz corpus, a single-phase scenario against xz and a phased
+/// one (idle, then xz).
+fn catalogue_text() -> String {
+    let mut text = asa_scenarios::catalogue::BUILTIN_SCENARIOS.replace(
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
+    );
+    assert!(text.contains("megabytes = 1 }"), "the xz load changed");
+    text.push_str(
+        r#"
+[[scenario]]
+name = "LIVE-GAME"
+title = "Game Play & xz Compression (live calibration test)"
+probe = "game"
+load = "xz_compress"
+
+[[scenario]]
+name = "LIVE-PHASED"
+title = "Game Play: idle, then xz Compression (live calibration test)"
+probe = "game"
+phase = [{ load = "idle", share = 1.0 }, { load = "xz_compress", share = 2.0 }]
+"#,
+    );
+    text
+}
+
+const SCRIPT: &str = r#"
+set -u
+asa calibrate --stage live --dir /lab/out/live --table /lab/mapping.toml \
+  --model /lab/classifier.onnx --onnxruntime /lab/libonnxruntime.so --agent-cooldown-s 3 \
+  --catalogue /lab/live.toml --scenarios LIVE-GAME,LIVE-PHASED --experts eevdf,bpfland \
+  --classes load --reps 1 --duration 18 --settle 1 --cooldown 0.5 --work-dir /tmp/work \
+  > /lab/out/live.log 2>&1
+echo "live_exit=$?" >> /lab/out/results
+echo "state_at_end=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
+echo "left=$(pidof scx_bpfland asa | wc -w)" >> /lab/out/results
+"#;
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn live_calibration_runs_the_agent_next_to_the_static_experts() {
+    let classes = default_model_classes();
+    assert!(
+        classes.iter().any(|c| c == "xz_compress") && classes.iter().any(|c| c == "idle"),
+        "{classes:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = dir.path().join("mapping.toml");
+    std::fs::write(
+        &mapping,
+        mapping_table(&classes, |c| {
+            if c == "xz_compress" {
+                "bpfland"
+            } else {
+                "eevdf"
+            }
+        }),
+    )
+    .unwrap();
+    let catalogue = dir.path().join("live.toml");
+    std::fs::write(&catalogue, catalogue_text()).unwrap();
+    let (executables, mut files, _) = guest_decision_files(&mapping);
+    files.push((catalogue, PathBuf::from("/lab/live.toml")));
+
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let mut run = GuestRun::new("live-calibration", SCRIPT)
+        .with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
+    run.experts = vec!["bpfland".into()];
+    run.executables.extend(executables);
+    run.files = files;
+    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
+    run.vm.timeout = Duration::from_secs(900);
+    let out = lab.run(&run).expect("the lab VM ran");
+    eprintln!(
+        "---- guest console ----\n{}\n---- live.log ----\n{}",
+        out.script_output(),
+        out.read_out("live.log").unwrap_or_default()
+    );
+    assert_eq!(out.exit_code, 0);
+    let r: BTreeMap<String, String> = out
+        .read_out("results")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect();
+    assert_eq!(r["live_exit"], "0", "{r:?}");
+    assert_eq!(r["state_at_end"], "disabled");
+    assert_eq!(r["left"], "0", "no expert and no agent left running");
+
+    let set = ResultSet::load(&out.out_dir.join("live/results.json")).unwrap();
+    assert_eq!(set.options.experts, ["eevdf", "bpfland", AGENT]);
+    for s in &set.scenarios {
+        assert!(s.error.is_none() && s.skipped.is_empty(), "{s:?}");
+        assert_eq!(s.runs.len(), 3, "{}", s.scenario);
+        for run in &s.runs {
+            assert!(run.valid, "{} under {}", s.scenario, run.expert);
+        }
+    }
+    let summary: LiveSummary =
+        serde_json::from_str(&out.read_out("live/live.json").unwrap()).unwrap();
+    assert_eq!(summary.experts, ["eevdf", "bpfland"]);
+    assert_eq!(summary.scenarios.len(), 2);
+    for s in &summary.scenarios {
+        let agent = s.agent.expect("the agent's runs were scored");
+        assert!((0.0..=1.0).contains(&agent), "{s:?}");
+        assert!(s.oracle.is_some() && s.agent_rank.is_some());
+        // The agent recognised xz and switched to its expert by itself, once.
+        assert_eq!(s.traces.len(), 1, "{s:?}");
+        assert_eq!(s.traces[0].switches, ["bpfland"], "{s:?}");
+        assert_eq!(s.traces[0].failed, 0);
+    }
+    let phased = &summary.scenarios[1];
+    assert!(phased.phased);
+    assert!(
+        phased.traces[0].voted.get("idle").copied().unwrap_or(0) > 0,
+        "the idle phase was recognised: {phased:?}"
+    );
+    let wl = summary.vs_baseline;
+    assert_eq!(wl.wins + wl.ties + wl.losses, 2);
+
+    let table = MappingTable::load(&out.out_dir.join("live/mapping.toml")).unwrap();
+    assert_eq!(table.source, "live");
+    let xz = table
+        .class("xz_compress")
+        .expect("refined from the static runs");
+    assert!(xz.ranked.iter().all(|e| e.runs == 1 && e.expert != AGENT));
+    assert!(
+        table.class("idle").is_some(),
+        "a class the runs did not cover keeps its row"
+    );
+    let report = out.read_out("live/live.md").unwrap();
+    assert!(report.contains("LIVE-PHASED (phased)"), "{report}");
+}
