@@ -4,8 +4,11 @@
 //! changes mid-run. The agent must
 //! - refuse a corrupt model at start with one error and switch nothing;
 //! - stay on EEVDF through the idle phase, including a 1-second burst of the load (a spike);
-//! - switch to bpfland within W + cooldown seconds of the load starting, and back to EEVDF
-//!   within W + cooldown seconds of it stopping, and switch nothing else;
+//! - switch to bpfland within W + cooldown seconds of the load starting;
+//! - obey `asa pin eevdf` while the load runs (its own switch back is held), and return to
+//!   bpfland, its choice, on `asa unpin`;
+//! - switch back to EEVDF within W + cooldown seconds of the load stopping, and switch nothing
+//!   else;
 //! - restore EEVDF on SIGTERM.
 //!
 //! The model was trained on lab-VM recordings of the same loads (classifier/models/default/);
@@ -34,7 +37,7 @@ fn results(text: &str) -> std::collections::BTreeMap<String, String> {
 
 #[test]
 #[ignore = "boots the lab VM"]
-fn phased_load_switches_to_the_mapped_expert_and_back_but_not_on_a_spike() {
+fn phased_load_switches_to_the_mapped_expert_and_back_obeys_pins_and_ignores_a_spike() {
     let dir = tempfile::tempdir().unwrap();
     let classes = default_model_classes();
     assert!(
@@ -89,7 +92,17 @@ rec t_load_on $(ms)
 load_on
 asa status --wait-for bpfland --timeout 90 --json > /lab/out/switched.json; rec switched $?
 rec t_switched $(ms)
-sleep 8
+sleep 3
+# A pin overrides the agent (longer than the cooldown, so the policy asks to switch meanwhile);
+# unpin returns to the agent's choice.
+rec t_pin $(ms)
+asa pin eevdf; rec pin $?
+sleep 18
+asa status --json > /lab/out/pinned.json
+rec t_unpin $(ms)
+asa unpin; rec unpin $?
+asa status --json > /lab/out/unpinned.json
+sleep 3
 rec t_load_off $(ms)
 load_off
 asa status --wait-for eevdf --timeout 90 --json > /lab/out/back.json; rec back $?
@@ -107,8 +120,7 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
     run.experts = vec!["bpfland".into()];
     run.executables.extend(executables);
     run.files = files;
-    // The same cached image as the lab's other xz-utils guests.
-    run.rootfs = Some(RootfsSpec::with_packages(["xz-utils"]));
+    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
     run.vm.timeout = Duration::from_secs(600);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!(
@@ -161,11 +173,14 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
     }
     let switches: Vec<&TickRecord> = ticks
         .iter()
-        .filter(|t| t.outcome != Outcome::Stay)
+        .filter(|t| t.outcome == Outcome::Switched)
         .collect();
     assert!(
-        switches.iter().all(|t| t.outcome == Outcome::Switched),
-        "every switch the policy chose was carried out"
+        ticks.iter().all(|t| matches!(
+            t.outcome,
+            Outcome::Stay | Outcome::Switched | Outcome::HeldByPin
+        )),
+        "no switch failed"
     );
     // The idle phase and the spike: no switch; the spike was seen by the classifier (else this
     // part would prove nothing).
@@ -222,7 +237,40 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
         "bpfland"
     );
 
-    // Load off: back to EEVDF within W + cooldown (the cooldown counts from the first switch).
+    // The pin: EEVDF while the load runs; the policy's switch back to bpfland is held, then
+    // unpin returns to the agent's choice.
+    assert_eq!(r["pin"], "0");
+    assert_eq!(r["unpin"], "0");
+    let pinned = serde_json::from_str::<Value>(&out.read_out("pinned.json").unwrap()).unwrap();
+    assert_eq!(pinned["agent"]["active"]["expert"], "eevdf", "{pinned:#}");
+    assert_eq!(pinned["agent"]["pinned"], "eevdf");
+    assert_eq!(pinned["agent"]["consistent"], true);
+    assert_eq!(
+        pinned["agent"]["decision"]["last"]["voted_class"],
+        "xz_compress"
+    );
+    let held: Vec<&TickRecord> = ticks
+        .iter()
+        .filter(|x| x.unix_ms > t("t_pin") && x.unix_ms < t("t_unpin"))
+        .filter(|x| x.outcome == Outcome::HeldByPin)
+        .collect();
+    assert!(
+        !held.is_empty()
+            && held.iter().all(|x| {
+                x.pinned.as_deref() == Some("eevdf")
+                    && x.decision.target_expert.as_deref() == Some("bpfland")
+            }),
+        "the policy asked for bpfland during the pin and was held"
+    );
+    let unpinned = serde_json::from_str::<Value>(&out.read_out("unpinned.json").unwrap()).unwrap();
+    assert_eq!(
+        unpinned["agent"]["active"]["expert"], "bpfland",
+        "{unpinned:#}"
+    );
+    assert!(unpinned["agent"]["pinned"].is_null());
+    assert_eq!(unpinned["agent"]["consistent"], true);
+
+    // Load off: back to EEVDF within W + cooldown (the cooldown counts from the unpin).
     assert_eq!(r["back"], "0", "the agent did not return to EEVDF: {r:?}");
     let to_eevdf = switches
         .iter()
@@ -236,10 +284,10 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
         "{delay:.1} s"
     );
     assert!(
-        (to_eevdf.decision.at_s - to_bpfland.decision.at_s) >= COOLDOWN_S,
-        "the cooldown held"
+        to_eevdf.unix_ms >= t("t_unpin") + (COOLDOWN_S as u64 - 1) * 1000,
+        "the cooldown after the unpin held"
     );
-    assert_eq!(switches.len(), 2, "exactly two switches");
+    assert_eq!(switches.len(), 2, "exactly two switches of the agent's own");
 
     // SIGTERM: EEVDF, no expert left.
     assert_eq!(r["daemon_exit"], "0");
