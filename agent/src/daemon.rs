@@ -120,6 +120,8 @@ pub struct PolicySection {
     pub min_margin: Option<f64>,
     /// Minimum vote support.
     pub min_support: Option<f64>,
+    /// Switching penalty horizon: how long a recognised class is expected to last (s).
+    pub horizon_s: Option<f64>,
 }
 
 impl ConfigFile {
@@ -216,6 +218,13 @@ impl RunSettings {
             cooldown: Duration::from_secs_f64(cooldown_s),
             min_margin: p.min_margin.unwrap_or(defaults.min_margin),
             min_support: p.min_support.unwrap_or(defaults.min_support),
+            horizon: match p.horizon_s {
+                Some(h) if !h.is_finite() || h <= 0.0 => {
+                    bail!("[policy] horizon_s must be a number of seconds > 0 (got {h})")
+                }
+                Some(h) => Duration::from_secs_f64(h),
+                None => defaults.horizon,
+            },
         };
         policy
             .voting
@@ -505,6 +514,7 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
         Reason::ClassNotMapped => "class_not_mapped",
         Reason::AlreadyRunning => "already_running",
         Reason::CoolingDown { .. } => "cooling_down",
+        Reason::NotWorthSwitching { .. } => "not_worth_switching",
         Reason::Switch => "switch",
     };
     (

@@ -35,6 +35,15 @@ pub const DEFAULT_MIN_MARGIN: f64 = 0.25;
 /// (2.196 / 3.689 = 0.595), so the agent does not act on its first impression.
 pub const DEFAULT_MIN_SUPPORT: f64 = 0.5;
 
+/// Default horizon of the switching penalty: 60 s. How long the agent expects a workload class
+/// to last once recognised; a switch pays off when the mapped score gain, held this long, is
+/// larger than the switch's measured cost (see [`Reason::NotWorthSwitching`]).
+pub const DEFAULT_HORIZON: Duration = Duration::from_secs(60);
+
+fn default_horizon() -> Duration {
+    DEFAULT_HORIZON
+}
+
 /// Parameters of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -46,6 +55,10 @@ pub struct PolicyConfig {
     pub min_margin: f64,
     /// Minimum vote support to act on.
     pub min_support: f64,
+    /// How long a recognised class is expected to last: the switching penalty weighs the
+    /// score gain over this long against the switch's cost.
+    #[serde(default = "default_horizon")]
+    pub horizon: Duration,
 }
 
 impl Default for PolicyConfig {
@@ -55,6 +68,7 @@ impl Default for PolicyConfig {
             cooldown: DEFAULT_COOLDOWN,
             min_margin: DEFAULT_MIN_MARGIN,
             min_support: DEFAULT_MIN_SUPPORT,
+            horizon: DEFAULT_HORIZON,
         }
     }
 }
@@ -90,6 +104,20 @@ pub enum Reason {
     ClassNotMapped,
     /// The voted class's expert is already running.
     AlreadyRunning,
+    /// The mapping table's switch cost (calibration stage 2) is larger than what the switch
+    /// gains over the horizon: gain · horizon / run_s ≤ cost, where gain is the class's score of
+    /// the target minus that of the running expert and cost is the UX score one switch costs in
+    /// a run of run_s seconds.
+    NotWorthSwitching {
+        /// Score gain of the target over the running expert for the voted class.
+        gain: f64,
+        /// Score cost of this switch.
+        cost: f64,
+        /// Run length the scores and the cost were measured over (s).
+        run_s: f64,
+        /// Horizon (s).
+        horizon_s: f64,
+    },
     /// The last switch was too recent.
     CoolingDown {
         /// Seconds until a switch is allowed.
@@ -148,6 +176,14 @@ impl DecisionRecord {
             Reason::CoolingDown { remaining_s } => {
                 format!("stay: cooling down ({remaining_s:.1} s left)")
             }
+            Reason::NotWorthSwitching {
+                gain,
+                cost,
+                run_s,
+                horizon_s,
+            } => format!(
+                "stay: not worth a switch (gain {gain:.3} × {horizon_s:.0} s / {run_s:.0} s ≤ cost {cost:.3})"
+            ),
             Reason::Switch => format!(
                 "switch from {}",
                 self.current_expert.as_deref().unwrap_or("(unknown)")
@@ -172,6 +208,10 @@ pub struct Policy {
     classes: Vec<String>,
     /// Best usable expert per class index.
     class_expert: Vec<Option<String>>,
+    /// Per class index: expert → its score in the mapping table.
+    class_scores: Vec<BTreeMap<String, f64>>,
+    /// (from, to) → (score cost, run length in s), from the table's `[[switch]]` entries.
+    switch_costs: BTreeMap<(String, String), (f64, f64)>,
     voter: TimeWeightedVoter,
     current_expert: Option<String>,
     last_switch: Option<Duration>,
@@ -204,10 +244,31 @@ impl Policy {
                     .map(|r| r.expert.clone())
             })
             .collect();
+        let class_scores = classes
+            .iter()
+            .map(|class| {
+                mapping
+                    .class(class)
+                    .map(|c| {
+                        c.ranked
+                            .iter()
+                            .map(|r| (r.expert.clone(), r.score))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        let switch_costs = mapping
+            .switches
+            .iter()
+            .map(|c| ((c.from.clone(), c.to.clone()), (c.score_cost, c.run_s)))
+            .collect();
         Ok(Self {
             config,
             classes,
             class_expert,
+            class_scores,
+            switch_costs,
             voter,
             current_expert,
             last_switch: None,
@@ -251,8 +312,34 @@ impl Policy {
         Ok(self.decide(now, probabilities, vote))
     }
 
+    /// The switching penalty: `Some(reason)` when the table knows both experts' scores for the
+    /// class and the switch's cost, and the gain over the horizon does not pay for it. Without
+    /// that knowledge (hand-written table, pair not measured) nothing holds the switch.
+    fn not_worth(&self, class: usize, target: &str) -> Option<Reason> {
+        let current = self.current_expert.as_deref()?;
+        let scores = &self.class_scores[class];
+        let gain = scores.get(target)? - scores.get(current)?;
+        let &(cost, run_s) = self
+            .switch_costs
+            .get(&(current.to_string(), target.to_string()))?;
+        let horizon_s = self.config.horizon.as_secs_f64();
+        if run_s <= 0.0 || gain * horizon_s / run_s > cost.max(0.0) {
+            return None;
+        }
+        Some(Reason::NotWorthSwitching {
+            gain,
+            cost,
+            run_s,
+            horizon_s,
+        })
+    }
+
     fn decide(&mut self, now: Duration, probabilities: &[f32], vote: Vote) -> DecisionRecord {
         let target = vote.class.and_then(|c| self.class_expert[c].clone());
+        let penalty = match (vote.class, &target) {
+            (Some(c), Some(t)) if Some(t) != self.current_expert.as_ref() => self.not_worth(c, t),
+            _ => None,
+        };
         let (action, reason) = if vote.class.is_none() {
             (Action::Stay, Reason::NoDecision)
         } else if vote.margin < self.config.min_margin || vote.support < self.config.min_support {
@@ -269,6 +356,8 @@ impl Policy {
             (Action::Stay, Reason::ClassNotMapped)
         } else if target == self.current_expert {
             (Action::Stay, Reason::AlreadyRunning)
+        } else if let Some(reason) = penalty {
+            (Action::Stay, reason)
         } else if let Some(remaining) = self
             .last_switch
             .map(|at| (at + self.config.cooldown).saturating_sub(now))
@@ -528,6 +617,68 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         let back: DecisionRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.probabilities["busy"], 0.9);
+    }
+
+    /// The table's busy row scores lavd 0.9 and eevdf 0.5 (gain 0.4 for eevdf → lavd). With a
+    /// measured cost of 0.5 per switch in a 20 s run: horizon 20 s gives 0.4 · 20/20 = 0.4 ≤ 0.5
+    /// (stay), horizon 60 s gives 1.2 > 0.5 (switch). A pair the table has no cost for, or a
+    /// running expert it has no score for, switches as before.
+    #[test]
+    fn a_switch_that_does_not_pay_for_its_cost_is_not_made() {
+        let table = MappingTable::parse(
+            &format!(
+                "{}\n[[switch]]\nfrom = \"eevdf\"\nto = \"lavd\"\nscore_cost = 0.5\nspread = 0.0\nruns = 2\nrun_s = 20.0\n",
+                TABLE.replace(
+                    "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
+                    "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },"
+                )
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let run = |horizon_s: u64, current: &str| {
+            let config = PolicyConfig {
+                cooldown: Duration::ZERO,
+                horizon: Duration::from_secs(horizon_s),
+                ..PolicyConfig::default()
+            };
+            let mut p = Policy::new(
+                config,
+                classes.clone(),
+                &table,
+                |_| true,
+                Some(current.into()),
+            )
+            .unwrap();
+            (1..=3)
+                .map(|s| p.on_tick(at(s), &BUSY).unwrap())
+                .last()
+                .unwrap()
+        };
+        let short = run(20, "eevdf");
+        assert_eq!(short.action, Action::Stay);
+        match short.reason {
+            Reason::NotWorthSwitching {
+                gain,
+                cost,
+                run_s,
+                horizon_s,
+            } => {
+                assert!((gain - 0.4).abs() < 1e-12);
+                assert_eq!((cost, run_s, horizon_s), (0.5, 20.0, 20.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            short.summary().contains("not worth a switch"),
+            "{}",
+            short.summary()
+        );
+        assert_eq!(run(60, "eevdf").action, Action::Switch);
+        // bpfland → lavd: no measured cost; rusty: no score in the table.
+        assert_eq!(run(20, "bpfland").action, Action::Switch);
+        assert_eq!(run(20, "rusty").action, Action::Switch);
     }
 
     #[test]
