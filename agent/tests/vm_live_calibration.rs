@@ -3,7 +3,8 @@
 //! table mapping `xz_compress` to bpfland). The agent must start and stop cleanly between the
 //! static runs (one ASA process drives the scheduler at a time), switch to bpfland by itself
 //! while xz runs (in the phased scenario only once xz starts), and leave EEVDF at the end; the
-//! report and the refined table must be written.
+//! dry runs (`asa run --dry-run`) decide the same switch without making it; the report and the
+//! refined table must be written.
 
 #[path = "daemon_common/mod.rs"]
 mod daemon_common;
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use asa_lab::{GuestRun, Lab, RootfsSpec};
-use asa_mapping::live::{LiveSummary, AGENT};
+use asa_mapping::live::{LiveSummary, AGENT, AGENT_DRY_RUN};
 use asa_mapping::MappingTable;
 use asa_scenarios::runner::ResultSet;
 use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
@@ -109,10 +110,13 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
     assert_eq!(r["left"], "0", "no expert and no agent left running");
 
     let set = ResultSet::load(&out.out_dir.join("live/results.json")).unwrap();
-    assert_eq!(set.options.experts, ["eevdf", "bpfland", AGENT]);
+    assert_eq!(
+        set.options.experts,
+        ["eevdf", "bpfland", AGENT_DRY_RUN, AGENT]
+    );
     for s in &set.scenarios {
         assert!(s.error.is_none() && s.skipped.is_empty(), "{s:?}");
-        assert_eq!(s.runs.len(), 3, "{}", s.scenario);
+        assert_eq!(s.runs.len(), 4, "{}", s.scenario);
         for run in &s.runs {
             assert!(run.valid, "{} under {}", s.scenario, run.expert);
         }
@@ -138,6 +142,22 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
     );
     let wl = summary.vs_baseline;
     assert_eq!(wl.wins + wl.ties + wl.losses, 2);
+    // The dry run decided the same but switched nothing: it is EEVDF plus the agent's work.
+    let dry = summary.dry_run_vs_baseline.expect("dry runs compared");
+    assert_eq!(dry.wins + dry.ties + dry.losses, 2);
+    assert!(summary.agent_vs_dry_run.is_some() && summary.dry_run_mean_gain.is_some());
+    let logs = out.out_dir.join("live/agent");
+    let would_switch = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .filter(|text| text.contains("\"outcome\":\"would_switch\""))
+        .count();
+    assert_eq!(
+        would_switch, 2,
+        "each dry run would have switched to bpfland once"
+    );
 
     let table = MappingTable::load(&out.out_dir.join("live/mapping.toml")).unwrap();
     assert_eq!(table.source, "live");

@@ -174,7 +174,8 @@ fn collect_scores(
             // Mid-run switch runs (`a>b`, stage 2) and the live agent's runs (stage 3) are no
             // expert of their own.
             for run in scored.runs.into_iter().filter(|r| {
-                crate::overhead::parse_switch(&r.expert).is_none() && r.expert != crate::live::AGENT
+                crate::overhead::parse_switch(&r.expert).is_none()
+                    && !crate::live::is_agent(&r.expert)
             }) {
                 entry.1.entry(run.expert).or_default().push(run.score);
             }

@@ -92,6 +92,9 @@ pub struct CalibrateArgs {
     /// Stage live: `asa run --interval-ms` (default: its own, 1000).
     #[arg(long)]
     pub agent_interval_ms: Option<u64>,
+    /// Stage live: skip the `asa run --dry-run` runs (the agent's own cost on EEVDF).
+    #[arg(long)]
+    pub no_dry_run: bool,
 }
 
 /// Arguments of `asa mapping`.
@@ -330,6 +333,9 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
         );
     }
     let mut experts = args.experts.clone();
+    if !args.no_dry_run {
+        experts.push(live::AGENT_DRY_RUN.to_string());
+    }
     experts.push(live::AGENT.to_string());
     let (plan, text) = plan(args, experts)?;
     let mut run_args = vec!["--mapping".to_string(), absolute(table_path)?];

@@ -34,6 +34,16 @@ use serde::{Deserialize, Serialize};
 /// The pseudo-expert name of a run under the live agent (`asa run`).
 pub const AGENT: &str = "asa";
 
+/// The pseudo-expert name of a run under `asa run --dry-run`: the agent perceives and decides
+/// but never switches, so the machine stays on EEVDF. Against EEVDF it measures what the agent's
+/// own work costs the user; against [`AGENT`], what its switching is worth.
+pub const AGENT_DRY_RUN: &str = "asa-dry-run";
+
+/// Whether `name` is one of the agent's pseudo-experts (not a scheduler of the catalogue).
+pub fn is_agent(name: &str) -> bool {
+    name == AGENT || name == AGENT_DRY_RUN
+}
+
 /// How to start the agent for a live run.
 #[derive(Debug, Clone)]
 pub struct AgentLauncher {
@@ -156,7 +166,7 @@ impl LiveSwitcher {
         Ok(())
     }
 
-    fn start_agent(&mut self) -> Result<()> {
+    fn start_agent(&mut self, dry_run: bool) -> Result<()> {
         // One ASA process drives the scheduler: hand the machine over on EEVDF.
         if let Some(mut s) = self.supervisor.take() {
             s.release()
@@ -172,6 +182,7 @@ impl LiveSwitcher {
         let child = Command::new(&self.launcher.program)
             .arg("run")
             .args(&self.launcher.run_args)
+            .args(dry_run.then_some("--dry-run"))
             .arg("--decision-log")
             .arg(&decisions)
             .stdin(Stdio::null())
@@ -233,15 +244,15 @@ fn tail(path: &Path, lines: usize) -> String {
 impl ExpertSwitcher for LiveSwitcher {
     fn pin(&mut self, expert: &str) -> Result<String> {
         self.stop_agent()?;
-        if expert == AGENT {
-            self.start_agent()?;
-            return Ok(AGENT.to_owned());
+        if is_agent(expert) {
+            self.start_agent(expert == AGENT_DRY_RUN)?;
+            return Ok(expert.to_owned());
         }
         self.supervisor()?.pin(expert)
     }
 
     fn still_pinned(&mut self, expert: &str) -> Result<bool> {
-        if expert == AGENT {
+        if is_agent(expert) {
             return match self.agent.as_mut() {
                 Some(a) => Ok(a.child.try_wait()?.is_none()),
                 None => Ok(false),
@@ -369,6 +380,15 @@ pub struct LiveSummary {
     pub oracle_ratio: Option<f64>,
     /// Phased scenarios where the agent beat the static oracle.
     pub phased_wins: Vec<String>,
+    /// `asa run --dry-run` against the baseline (the agent's own cost), when it was run.
+    #[serde(default)]
+    pub dry_run_vs_baseline: Option<WinLoss>,
+    /// `asa run` against `asa run --dry-run` (what the switching is worth), when it was run.
+    #[serde(default)]
+    pub agent_vs_dry_run: Option<WinLoss>,
+    /// Mean over scenarios of dry-run score − baseline score.
+    #[serde(default)]
+    pub dry_run_mean_gain: Option<f64>,
 }
 
 /// Compares the agent with the static experts in `set` (see the module doc). `logs` is the
@@ -388,7 +408,7 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
         .options
         .experts
         .iter()
-        .filter(|e| e.as_str() != AGENT)
+        .filter(|e| !is_agent(e))
         .cloned()
         .collect();
     let mut scenarios = Vec::new();
@@ -407,14 +427,14 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
             .collect();
         let oracle = means
             .iter()
-            .filter(|(e, _)| e.as_str() != AGENT)
+            .filter(|(e, _)| !is_agent(e))
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(e, m)| (e.clone(), *m));
         let agent = means.get(AGENT).copied();
         let agent_rank = agent.map(|a| {
             means
                 .iter()
-                .filter(|(e, m)| e.as_str() != AGENT && **m > a)
+                .filter(|(e, m)| !is_agent(e) && **m > a)
                 .count()
         });
         let phased = catalogue
@@ -456,6 +476,11 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
         });
     }
     let share = |n: usize| (ranked > 0).then(|| n as f64 / ranked as f64);
+    let dry = set.options.experts.iter().any(|e| e == AGENT_DRY_RUN);
+    let dry_gains: Vec<f64> = scenarios
+        .iter()
+        .filter_map(|s| Some(s.means.get(AGENT_DRY_RUN)? - s.means.get(baseline)?))
+        .collect();
     Ok(LiveSummary {
         experts,
         baseline: baseline.to_owned(),
@@ -465,16 +490,19 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
         oracle_ratio: stats::mean(&ratios),
         phased_wins,
         scenarios,
+        dry_run_vs_baseline: dry.then(|| win_loss(&table, AGENT_DRY_RUN, baseline)),
+        agent_vs_dry_run: dry.then(|| win_loss(&table, AGENT, AGENT_DRY_RUN)),
+        dry_run_mean_gain: stats::mean(&dry_gains),
     })
 }
 
 /// The result set without the agent's runs: the static evidence a table is ranked from.
 pub fn static_runs(set: &ResultSet) -> ResultSet {
     let mut set = set.clone();
-    set.options.experts.retain(|e| e != AGENT);
+    set.options.experts.retain(|e| !is_agent(e));
     for s in &mut set.scenarios {
-        s.runs.retain(|r| r.expert != AGENT);
-        s.skipped.retain(|r| r.expert != AGENT);
+        s.runs.retain(|r| !is_agent(&r.expert));
+        s.skipped.retain(|r| !is_agent(&r.expert));
     }
     set
 }
@@ -523,12 +551,41 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             summary.phased_wins.join(", ")
         }
     ));
+    if let (Some(d), Some(a)) = (summary.dry_run_vs_baseline, summary.agent_vs_dry_run) {
+        out.push_str(&format!(
+            "**The agent's own cost** (`asa run --dry-run`: it perceives and decides, the machine \
+             stays on EEVDF) against {}: {} wins, {} ties, {} losses, mean score difference {}. \
+             **What switching is worth**: `asa run` against the dry run: {} wins, {} ties, {} \
+             losses.\n\n",
+            summary.baseline,
+            d.wins,
+            d.ties,
+            d.losses,
+            summary
+                .dry_run_mean_gain
+                .map(|g| format!("{g:+.3}"))
+                .unwrap_or("n/a".into()),
+            a.wins,
+            a.ties,
+            a.losses
+        ));
+    }
+    let dry = summary
+        .scenarios
+        .iter()
+        .any(|s| s.means.contains_key(AGENT_DRY_RUN));
     out.push_str("| scenario |");
     for e in &summary.experts {
         out.push_str(&format!(" {e} |"));
     }
+    if dry {
+        out.push_str(" asa dry run |");
+    }
     out.push_str(" static oracle | asa run | asa / oracle | rank | agent switched to |\n|---|");
     for _ in &summary.experts {
+        out.push_str("---:|");
+    }
+    if dry {
         out.push_str("---:|");
     }
     out.push_str("---|---:|---:|---:|---|\n");
@@ -543,6 +600,15 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
                 " {} |",
                 s.means
                     .get(e)
+                    .map(|m| format!("{m:.3}"))
+                    .unwrap_or("–".into())
+            ));
+        }
+        if dry {
+            out.push_str(&format!(
+                " {} |",
+                s.means
+                    .get(AGENT_DRY_RUN)
                     .map(|m| format!("{m:.3}"))
                     .unwrap_or("–".into())
             ));
