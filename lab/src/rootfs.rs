@@ -133,8 +133,10 @@ fn build(spec: &RootfsSpec, image: &Path) -> Result<()> {
         std::fs::create_dir_all(tree.join(d))?;
     }
     let used = du_bytes(&tree)?;
-    // Room for the scenarios' own files (corpora, build trees, fio files) on top.
-    let size_mib = used / (1 << 20) * 13 / 10 + 1024;
+    // Room for the scenarios' own files on top: corpora, fio files, and the unpacked kernel
+    // tree of kernel_build (about 1.5 GiB). The image file is sparse, so unused room costs
+    // no disk.
+    let size_mib = used / (1 << 20) * 13 / 10 + 6144;
     let partial = image.with_extension("partial");
     let out = Command::new("mkfs.ext4")
         .args(["-q", "-F", "-L", "asa-rootfs", "-E", "root_owner=0:0", "-d"])
