@@ -44,6 +44,10 @@ enum Command {
         /// Host programs to copy into the guest (e.g. stress-ng).
         #[arg(long = "tool", value_delimiter = ',')]
         tools: Vec<String>,
+        /// Host files to copy into the guest, HOST_PATH:GUEST_PATH (GUEST_PATH under /lab, e.g.
+        /// `classifier/models/default/classifier.onnx:/lab/model.onnx`); repeatable.
+        #[arg(long = "file", value_name = "HOST:GUEST")]
+        files: Vec<String>,
         /// Run the script in a Debian root filesystem with these packages (built once, cached).
         #[arg(long, value_delimiter = ',', num_args = 0..)]
         rootfs: Option<Vec<String>>,
@@ -168,6 +172,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             asa,
             experts,
             tools,
+            files,
             rootfs,
             memory,
             timeout,
@@ -187,6 +192,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             run.experts = experts;
             run.host_tools = tools;
+            for f in &files {
+                let (host, guest) = f
+                    .split_once(':')
+                    .with_context(|| format!("--file {f}: expected HOST_PATH:GUEST_PATH"))?;
+                if !Path::new(host).is_file() {
+                    bail!("--file {f}: {host} is not a file");
+                }
+                if !guest.starts_with("/lab/") {
+                    bail!("--file {f}: the guest path must be under /lab/");
+                }
+                run.files.push((PathBuf::from(host), PathBuf::from(guest)));
+            }
             run.rootfs = rootfs.map(asa_lab::RootfsSpec::with_packages);
             run.vm.memory_mib = memory;
             run.vm.timeout = Duration::from_secs(timeout);

@@ -1,0 +1,68 @@
+#!/bin/sh
+# Calibration stage 3 (live) in ONE lab VM (qemu TCG, sched_ext kernel, Debian root filesystem
+# with the scenarios' tools): `asa calibrate --stage live` with the given mapping table and
+# classifier model, every selected scenario under each static expert, `asa run --dry-run` and
+# `asa run`. Brings back the calibration folder (results.json, live.md, live.json, mapping.toml,
+# the agent's decision logs).
+#
+#   mapping/lab/live-run.sh OUT_DIR TABLE MODEL
+#
+# Settings (environment): SCENARIOS (default P1,P2,P3,P4,S1,S10,S19,S25), EXPERTS
+# (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / SETTLE / COOLDOWN (seconds), REPS,
+# AGENT_COOLDOWN (s), MEMORY (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
+set -eu
+OUT=${1:?usage: $0 OUT_DIR TABLE MODEL}
+TABLE=${2:?usage: $0 OUT_DIR TABLE MODEL}
+MODEL=${3:?usage: $0 OUT_DIR TABLE MODEL}
+SCENARIOS=${SCENARIOS:-P1,P2,P3,P4,S1,S10,S19,S25}
+EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty}
+CLASSES=${CLASSES:-load}
+DURATION=${DURATION:-20}
+SETTLE=${SETTLE:-2}
+COOLDOWN=${COOLDOWN:-1}
+REPS=${REPS:-1}
+AGENT_COOLDOWN=${AGENT_COOLDOWN:-6}
+MEMORY=${MEMORY:-4096}
+TIMEOUT=${TIMEOUT:-7200}
+BIN=${BIN:-target/release}
+
+for b in asa asa-lab asa-scenarios; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab -p asa-scenarios" >&2; exit 1; }
+done
+ORT=$(gru_expert/setup_ort.sh)
+PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
+GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+GUEST_SCRIPT=$(mktemp)
+trap 'rm -f "$GUEST_SCRIPT"' EXIT
+cat > "$GUEST_SCRIPT" <<SCRIPT
+set -u
+mkdir -p /var/tmp/asa-work
+start=\$(date +%s)
+asa calibrate --stage live --dir /tmp/live --table /lab/table.toml --model /lab/model.onnx \\
+  --onnxruntime /lab/libonnxruntime.so --agent-cooldown-s $AGENT_COOLDOWN --classes $CLASSES \\
+  --scenarios $SCENARIOS --experts $EXPERTS --reps $REPS --duration $DURATION --settle $SETTLE \\
+  --cooldown $COOLDOWN --work-dir /var/tmp/asa-work > /tmp/live.log 2>&1
+rc=\$?
+echo "ASA-LIVE-RUN: asa calibrate --stage live exited \$rc after \$((\$(date +%s) - start)) s"
+cp /tmp/live.log /tmp/live/calibrate.log
+tar -C /tmp/live -cf /lab/out/live.tar .
+exit \$rc
+SCRIPT
+echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
+started=$(date +%s)
+set +e
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+  --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" --file "$ORT:/lab/libonnxruntime.so" \
+  --memory "$MEMORY" --timeout "$TIMEOUT" --script "$GUEST_SCRIPT" --out "$OUT/guest" \
+  2> "$OUT/console.log"
+rc=$?
+set -e
+echo "live run: VM exited $rc after $(( $(date +%s) - started )) s (host wall time)" | tee -a "$OUT/console.log" >&2
+if [ -f "$OUT/guest/live.tar" ]; then
+  tar -C "$OUT" -xf "$OUT/guest/live.tar"
+  rm -f "$OUT/guest/live.tar"
+fi
+grep -a 'ASA-LIVE-RUN\|asa-lab:' "$OUT/console.log" >&2 || true
+exit $rc
