@@ -54,13 +54,7 @@ fn json(outcome: &VmOutcome, file: &str) -> Value {
 
 /// `key=value` lines the guest script wrote to `/lab/out/results`.
 fn results(outcome: &VmOutcome) -> std::collections::BTreeMap<String, String> {
-    outcome
-        .read_out("results")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect()
+    outcome.read_results("results").unwrap()
 }
 
 /// Check one `asa status --json` output: the agent believes `expert`, the kernel agrees.

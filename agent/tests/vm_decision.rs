@@ -28,13 +28,6 @@ use serde_json::Value;
 const WINDOW_S: f64 = 6.0;
 const COOLDOWN_S: f64 = 15.0;
 
-fn results(text: &str) -> std::collections::BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect()
-}
-
 #[test]
 #[ignore = "boots the lab VM"]
 fn phased_load_switches_to_the_mapped_expert_and_back_obeys_pins_and_ignores_a_spike() {
@@ -129,7 +122,7 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
         out.read_out("daemon.log").unwrap_or_default()
     );
     assert_eq!(out.exit_code, 0);
-    let r = results(&out.read_out("results").unwrap());
+    let r = out.read_results("results").unwrap();
     let t = |k: &str| -> u64 { r[k].parse().unwrap_or_else(|_| panic!("{k}: {r:?}")) };
 
     // The corrupt model.

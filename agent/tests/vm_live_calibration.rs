@@ -9,7 +9,6 @@
 #[path = "daemon_common/mod.rs"]
 mod daemon_common;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -98,13 +97,7 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
         out.read_out("live.log").unwrap_or_default()
     );
     assert_eq!(out.exit_code, 0);
-    let r: BTreeMap<String, String> = out
-        .read_out("results")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect();
+    let r = out.read_results("results").unwrap();
     assert_eq!(r["live_exit"], "0", "{r:?}");
     assert_eq!(r["state_at_end"], "disabled");
     assert_eq!(r["left"], "0", "no expert and no agent left running");

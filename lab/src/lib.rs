@@ -33,6 +33,24 @@ pub const BASE_ROOTFS_PACKAGES: &[&str] = &["libelf1", "zlib1g", "procps"];
 /// single test root filesystem.
 pub const TEST_ROOTFS_PACKAGES: [&str; 3] = ["7zip", "iperf3", "xz-utils"];
 
+/// A binary of this workspace's build, for tests of crates that cannot name it with
+/// `CARGO_BIN_EXE_*`: the folder above the running test's `deps/` (`cargo test --workspace`, as
+/// `make test` runs it, builds every binary before the tests).
+pub fn workspace_binary(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the running test")?;
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .context("the test binary is not in a target folder")?
+        .join(name);
+    anyhow::ensure!(
+        path.is_file(),
+        "{} is missing: build it first (cargo build --workspace; make test does)",
+        path.display()
+    );
+    Ok(path)
+}
+
 /// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
 pub const GUEST_BIN: &str = "/usr/local/bin";
 

@@ -163,6 +163,17 @@ impl VmOutcome {
         let p = self.out_dir.join(name);
         std::fs::read_to_string(&p).with_context(|| format!("the guest left no {name} in /lab/out"))
     }
+
+    /// The `KEY=VALUE` lines of a file the guest left in `/lab/out` (how the VM tests' scripts
+    /// report exit codes and states), values trimmed, a later line winning over an earlier one.
+    pub fn read_results(&self, name: &str) -> Result<std::collections::BTreeMap<String, String>> {
+        Ok(self
+            .read_out(name)?
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+            .collect())
+    }
 }
 
 /// Add the guest's base system to `image`: busybox, `/init`, the kernel config.

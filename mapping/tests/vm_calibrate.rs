@@ -14,21 +14,8 @@ use asa_lab::{GuestRun, Lab, RootfsSpec};
 use asa_mapping::MappingTable;
 use asa_scenarios::runner::ResultSet;
 
-/// The `asa` binary of this workspace build (`cargo test --workspace` builds it before any
-/// test runs).
 fn asa() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("asa");
-    assert!(
-        path.exists(),
-        "{} is missing: cargo build -p asa-agent (make test builds it)",
-        path.display()
-    );
-    path
+    asa_lab::workspace_binary("asa").unwrap()
 }
 
 const SCRIPT: &str = r#"
@@ -87,13 +74,7 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
         eprintln!("---- {log} ----\n{}", out.read_out(log).unwrap_or_default());
     }
     assert_eq!(out.exit_code, 0);
-    let results: std::collections::BTreeMap<String, String> = out
-        .read_out("results")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect();
+    let results = out.read_results("results").unwrap();
     assert_ne!(results["second_pin_exit"], "0");
     assert!(out
         .read_out("second-pin.log")

@@ -6,8 +6,6 @@
 //! units, bpfland must really have been the scheduler of its runs, and the dataset must label
 //! every run with its workload class.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use asa_lab::{GuestRun, Lab, RootfsSpec, TEST_ROOTFS_PACKAGES};
@@ -18,22 +16,6 @@ use asa_scenarios::runner::ResultSet;
 
 const SCENARIOS: &str = "S6,S22";
 const EXPERTS: [&str; 2] = ["eevdf", "bpfland"];
-
-/// The `asa` binary of this workspace build (`cargo test --workspace` builds it first).
-fn asa() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("asa");
-    assert!(
-        path.exists(),
-        "{} is missing: cargo build -p asa-agent (make test builds it)",
-        path.display()
-    );
-    path
-}
 
 const SCRIPT: &str = r#"
 set -u
@@ -60,7 +42,8 @@ fn two_scenarios_under_eevdf_and_bpfland_give_a_full_report_and_a_labelled_datas
     );
 
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run = GuestRun::new("scenario-smoke", SCRIPT).with_asa(&asa());
+    let mut run = GuestRun::new("scenario-smoke", SCRIPT)
+        .with_asa(&asa_lab::workspace_binary("asa").unwrap());
     run.experts = vec!["bpfland".into()];
     run.rootfs = Some(RootfsSpec::with_packages(TEST_ROOTFS_PACKAGES));
     run.vm.timeout = Duration::from_secs(600);
@@ -71,13 +54,7 @@ fn two_scenarios_under_eevdf_and_bpfland_give_a_full_report_and_a_labelled_datas
         out.read_out("run.log").unwrap_or_default()
     );
     assert_eq!(out.exit_code, 0);
-    let results: BTreeMap<String, String> = out
-        .read_out("results")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect();
+    let results = out.read_results("results").unwrap();
     assert_eq!(results["run_exit"], "0", "{results:?}");
     assert_eq!(results["state_at_end"], "disabled", "back on EEVDF");
     assert_eq!(results["bpfland_left"], "0", "no expert left running");
