@@ -144,6 +144,8 @@ fn collect_scores(
     left_out: &mut Vec<(String, String)>,
 ) -> Result<ClassScores> {
     let mut classes: ClassScores = BTreeMap::new();
+    // class → one (expert, score) list per scenario of the class.
+    let mut per_scenario: BTreeMap<String, Vec<Vec<(String, f64)>>> = BTreeMap::new();
     for (i, set) in sets.iter().enumerate() {
         let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, &format!("result set {i}"))
             .context("the scenario catalogue stored in a result set")?;
@@ -167,21 +169,52 @@ fn collect_scores(
                 continue;
             }
             let class = scheme.class_of(&result.probe, &phases[0].load);
-            let entry = classes.entry(class).or_default();
+            let entry = classes.entry(class.clone()).or_default();
             if !entry.0.contains(&result.scenario) {
                 entry.0.push(result.scenario.clone());
             }
             // Mid-run switch runs (`a>b`, stage 2) and the live agent's runs (stage 3) are no
             // expert of their own.
-            for run in scored.runs.into_iter().filter(|r| {
-                crate::overhead::parse_switch(&r.expert).is_none()
-                    && !crate::live::is_agent(&r.expert)
-            }) {
-                entry.1.entry(run.expert).or_default().push(run.score);
-            }
+            let runs: Vec<_> = scored
+                .runs
+                .into_iter()
+                .filter(|r| {
+                    crate::overhead::parse_switch(&r.expert).is_none()
+                        && !crate::live::is_agent(&r.expert)
+                })
+                .collect();
+            per_scenario
+                .entry(class)
+                .or_default()
+                .push(runs.into_iter().map(|r| (r.expert, r.score)).collect());
         }
     }
+    for (class, scenarios) in per_scenario {
+        classes.get_mut(&class).expect("entered above").1 = centred_by_scenario(&scenarios);
+    }
     Ok(classes)
+}
+
+/// Per expert, the run scores of a class's scenarios, each centred on its scenario's mean over
+/// every run and shifted back by the mean of all runs. A class that pools several scenarios
+/// (`--classes load`: one per probe, at very different score levels) then compares the experts
+/// within each scenario: the spreads measure how consistently an expert does against the
+/// others, not how different the probes are. A class of one scenario keeps its scores.
+pub fn centred_by_scenario(scenarios: &[Vec<(String, f64)>]) -> BTreeMap<String, Vec<f64>> {
+    let all: Vec<f64> = scenarios.iter().flatten().map(|(_, x)| *x).collect();
+    let overall = stats::mean(&all).unwrap_or(0.0);
+    let mut cells: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for runs in scenarios {
+        let xs: Vec<f64> = runs.iter().map(|(_, x)| *x).collect();
+        let level = stats::mean(&xs).unwrap_or(0.0);
+        for (expert, x) in runs {
+            cells
+                .entry(expert.clone())
+                .or_default()
+                .push(x - level + overall);
+        }
+    }
+    cells
 }
 
 /// One class's experts ranked by the noise rule.
@@ -555,6 +588,29 @@ mod tests {
 
     fn names(cells: &[CellStats]) -> Vec<&str> {
         cells.iter().map(|c| c.expert.as_str()).collect()
+    }
+
+    /// Two scenarios at score levels 0.1 and 0.7; `b` beats `a` by 0.1 in both. Centred:
+    /// level 0.15 → a −0.05, b +0.05; level 0.75 → the same; overall mean 0.45, so a = 0.40 and
+    /// b = 0.50 in both, with no spread (pooled raw scores would spread by 0.35).
+    #[test]
+    fn pooled_scenarios_are_compared_within_each_scenario() {
+        let scenarios = vec![
+            vec![("a".to_string(), 0.1), ("b".to_string(), 0.2)],
+            vec![("a".to_string(), 0.7), ("b".to_string(), 0.8)],
+        ];
+        let cells = centred_by_scenario(&scenarios);
+        for (expert, want) in [("a", 0.40), ("b", 0.50)] {
+            let xs = &cells[expert];
+            assert_eq!(xs.len(), 2);
+            assert!(
+                xs.iter().all(|x| (x - want).abs() < 1e-12),
+                "{expert}: {xs:?}"
+            );
+        }
+        // One scenario: unchanged.
+        let one = centred_by_scenario(&scenarios[..1]);
+        assert!((one["a"][0] - 0.1).abs() < 1e-12 && (one["b"][0] - 0.2).abs() < 1e-12);
     }
 
     #[test]
