@@ -303,14 +303,22 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
             (Some(_), None) => false,
         };
         if done || t0.elapsed() > Duration::from_secs(timeout) {
+            let kernel = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT)
+                .snapshot()
+                .ok();
+            let stats = active_expert_stats(&catalogue(cli)?, agent.as_ref(), kernel.as_ref());
             if json {
-                let kernel = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT)
-                    .snapshot()
-                    .ok();
-                let out = serde_json::json!({ "agent": agent, "kernel": kernel });
+                let out = serde_json::json!({
+                    "agent": agent,
+                    "kernel": kernel,
+                    "expert_stats": stats,
+                });
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 print_status(agent.as_ref());
+                for line in stats.iter().flat_map(control::format_expert_stats) {
+                    println!("{line}");
+                }
             }
             if !done {
                 eprintln!(
@@ -323,6 +331,23 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The stats file of the expert that runs (the agent's view, else the kernel's ops name), when
+/// the catalogue declares one.
+fn active_expert_stats(
+    catalogue: &Catalogue,
+    agent: Option<&AgentStatus>,
+    kernel: Option<&asa_experts::ScxSnapshot>,
+) -> Option<control::ExpertStats> {
+    let (expert, since) = match agent {
+        Some(st) => (
+            catalogue.get(&st.active.expert)?,
+            Some(st.active.since_unix_ms),
+        ),
+        None => (catalogue.by_ops(kernel?.ops.as_deref()?)?, None),
+    };
+    control::read_expert_stats(expert, since)
 }
 
 fn ago(at_unix_ms: u64) -> String {

@@ -74,6 +74,10 @@ pub struct Expert {
     /// False for an entry that is declared but cannot be used yet.
     #[serde(default = "default_true")]
     pub available: bool,
+    /// A JSON file the expert keeps its statistics in (rewritten while it runs; an object
+    /// with a `schema` key); `asa status` shows it while this expert is active.
+    #[serde(default)]
+    pub stats_file: Option<PathBuf>,
     /// One line for humans.
     #[serde(default)]
     pub description: String,
@@ -179,6 +183,15 @@ impl Catalogue {
             if !names.insert(e.name.clone()) {
                 return Err(invalid(format!("expert {:?} is declared twice", e.name)));
             }
+            if let Some(path) = &e.stats_file {
+                if !path.is_absolute() {
+                    return Err(invalid(format!(
+                        "expert {:?}: stats_file {} must be an absolute path",
+                        e.name,
+                        path.display()
+                    )));
+                }
+            }
             let need = |field: &str, value: &Option<String>| match value {
                 Some(v) if !v.is_empty() => Ok(()),
                 _ => Err(invalid(format!(
@@ -188,9 +201,9 @@ impl Catalogue {
             };
             match e.kind {
                 ExpertKind::KernelDefault => {
-                    if e.binary.is_some() || e.ops_prefix.is_some() {
+                    if e.binary.is_some() || e.ops_prefix.is_some() || e.stats_file.is_some() {
                         return Err(invalid(format!(
-                            "expert {:?} is the kernel default and takes no binary or ops_prefix",
+                            "expert {:?} is the kernel default and takes no binary, ops_prefix or stats_file",
                             e.name
                         )));
                     }
@@ -278,6 +291,11 @@ mod tests {
         );
         assert!(c.by_ops("somebody_else").is_none());
         assert_eq!(
+            c.get("gru").unwrap().stats_file.as_deref(),
+            Some(Path::new("/run/scx_gru/stats.json"))
+        );
+        assert!(c.get("bpfland").unwrap().stats_file.is_none());
+        assert_eq!(
             c.get("lavd").unwrap().install_root_name().as_deref(),
             Some("scx_lavd-1.1.4")
         );
@@ -322,6 +340,11 @@ mod tests {
         assert!(e.to_string().contains("needs field `version`"), "{e}");
         let e = parse(&format!("{head}{EEVDF_ENTRY}")).unwrap_err();
         assert!(e.to_string().contains("declared twice"), "{e}");
+        let e = parse(&format!(
+            "{head}[[expert]]\nname = \"y\"\nkind = \"workspace\"\npackage = \"p\"\nbinary = \"scx_y\"\nops_prefix = \"y\"\nstats_file = \"stats.json\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("must be an absolute path"), "{e}");
         let e = parse("schema = \"asa.experts\"\nversion = 1\nexpert = []\n").unwrap_err();
         assert!(e.to_string().contains("kernel default"), "{e}");
     }
