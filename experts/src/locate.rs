@@ -18,6 +18,17 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("asa")
 }
 
+/// The ONNX Runtime release `gru_expert/setup_ort.sh` puts into the project cache.
+pub const ORT_VERSION: &str = "1.32.0";
+
+/// Where `gru_expert/setup_ort.sh` (run by `lab/setup.sh`) puts ONNX Runtime's shared library:
+/// `$ASA_CACHE/onnxruntime-<ORT_VERSION>/libonnxruntime.so`.
+pub fn cached_ort_library() -> PathBuf {
+    cache_dir()
+        .join(format!("onnxruntime-{ORT_VERSION}"))
+        .join("libonnxruntime.so")
+}
+
 /// Where `cargo install --root` puts the experts from crates.io.
 pub fn experts_cache_dir() -> PathBuf {
     cache_dir().join("experts")
@@ -36,12 +47,21 @@ pub fn search_dirs(expert: &Expert) -> Vec<PathBuf> {
             }
         }
         ExpertKind::Workspace => {
-            // Built by cargo next to the `asa` binary (target/<profile>/).
+            // Built by cargo next to the `asa` binary (target/<profile>/); from a test or an
+            // example (target/<profile>/{deps,examples}/), the folder above.
             if let Some(dir) = std::env::current_exe()
                 .ok()
                 .and_then(|exe| exe.parent().map(Path::to_owned))
             {
+                let in_cargo_subdir = matches!(
+                    dir.file_name().and_then(|n| n.to_str()),
+                    Some("deps" | "examples")
+                );
+                let parent = dir.parent().map(Path::to_owned);
                 dirs.push(dir);
+                if let Some(parent) = parent.filter(|_| in_cargo_subdir) {
+                    dirs.push(parent);
+                }
             }
         }
         ExpertKind::KernelDefault => {}
@@ -114,6 +134,36 @@ mod tests {
         assert!(err.contains("not found"), "{err}");
         assert!(err.contains("cargo install --locked"), "{err}");
         assert!(err.contains("scx_bpfland@1.1.4"), "{err}");
+    }
+
+    #[test]
+    fn ort_version_is_the_one_setup_ort_installs() {
+        let script = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../gru_expert/setup_ort.sh"),
+        )
+        .unwrap();
+        assert!(
+            script
+                .lines()
+                .any(|l| l == format!("version={ORT_VERSION}")),
+            "gru_expert/setup_ort.sh does not install ONNX Runtime {ORT_VERSION}"
+        );
+        assert!(
+            cached_ort_library().ends_with(format!("onnxruntime-{ORT_VERSION}/libonnxruntime.so"))
+        );
+    }
+
+    #[test]
+    fn workspace_experts_are_searched_above_test_binaries() {
+        // This test runs from target/<profile>/deps/: scx_gru is built one folder up.
+        let gru = Catalogue::builtin().get("gru").unwrap().clone();
+        let exe = std::env::current_exe().unwrap();
+        let deps = exe.parent().unwrap();
+        let dirs = search_dirs(&gru);
+        assert_eq!(
+            dirs[..2],
+            [deps.to_owned(), deps.parent().unwrap().to_owned()]
+        );
     }
 
     #[test]

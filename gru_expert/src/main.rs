@@ -18,7 +18,7 @@ use asa_gru_expert::bpf_intf;
 use asa_gru_expert::bpf_skel::BpfSkelBuilder;
 use asa_gru_expert::features::TaskEvent;
 use asa_gru_expert::inference::{poll_ring_buffer, run_inference, InferenceConfig};
-use asa_gru_expert::model::{cached_ort_library, GruModel};
+use asa_gru_expert::model::{cached_ort_library, GruModel, DEFAULT_MODEL, DEFAULT_ORT_LIB};
 use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
 
 /// GRU_sched: places tasks on the CPU a GRU predicts from their last events,
@@ -76,11 +76,6 @@ enum Mode {
     Model(Box<GruModel>, PathBuf),
     FallbackOnly(&'static str),
 }
-
-/// Where scx_gru looks for a model when --model / GRU_MODEL is not given.
-const DEFAULT_MODEL: &str = "/usr/local/share/scx_gru/gru.toml";
-/// Where scx_gru looks for ONNX Runtime when --ort-lib / ORT_DYLIB_PATH is not given.
-const DEFAULT_ORT_LIB: &str = "/usr/local/lib/scx_gru/libonnxruntime.so";
 
 /// The explicit path, else the default one if it exists.
 fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<PathBuf> {

@@ -15,15 +15,14 @@ pub const MODEL_SCHEMA: &str = "asa.gru-model";
 /// Schema version of the model metadata file.
 pub const MODEL_VERSION: u32 = 1;
 
-/// Version of ONNX Runtime that `setup_ort.sh` puts into the project cache.
-pub const ORT_VERSION: &str = "1.32.0";
+/// Version of ONNX Runtime that `setup_ort.sh` puts into the project cache, and where (one
+/// definition for the workspace, in `asa-experts`).
+pub use asa_experts::{cached_ort_library, ORT_VERSION};
 
-/// Where `setup_ort.sh` puts ONNX Runtime's shared library.
-pub fn cached_ort_library() -> PathBuf {
-    asa_experts::cache_dir()
-        .join(format!("onnxruntime-{ORT_VERSION}"))
-        .join("libonnxruntime.so")
-}
+/// Where scx_gru looks for a model when --model / GRU_MODEL is not given.
+pub const DEFAULT_MODEL: &str = "/usr/local/share/scx_gru/gru.toml";
+/// Where scx_gru looks for ONNX Runtime when --ort-lib / ORT_DYLIB_PATH is not given.
+pub const DEFAULT_ORT_LIB: &str = "/usr/local/lib/scx_gru/libonnxruntime.so";
 
 /// ONNX Runtime's shared library: `ORT_DYLIB_PATH`, else the project cache.
 pub fn find_ort_library() -> Result<PathBuf> {

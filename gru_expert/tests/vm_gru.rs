@@ -1,6 +1,8 @@
 //! scx_gru against a real sched_ext kernel (the lab VM): attach, a many-task
-//! workload, detach, and the stats file. Needs the lab (`lab/setup.sh`) and,
-//! for the model test, ONNX Runtime (`ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`).
+//! workload, detach, and the stats file; and `asa pin gru` through the agent, with
+//! the model the lab installs. Needs the lab (`lab/setup.sh`) and, for the model
+//! tests, ONNX Runtime (`ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`); the
+//! `asa pin` test needs the `asa` binary (`cargo build --workspace`; `make test` does).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,4 +134,124 @@ fn vm_gru_without_model_runs_fallback_only() {
         "no events are sent without a model: {stats:#?}"
     );
     assert!(stats.fallbacks > 0, "{stats:#?}");
+}
+
+#[test]
+fn lab_installs_the_model_where_scx_gru_looks_by_default() {
+    assert_eq!(
+        asa_lab::GRU_GUEST_MODEL,
+        asa_gru_expert::model::DEFAULT_MODEL
+    );
+    assert_eq!(
+        asa_lab::GRU_GUEST_ORT_LIB,
+        asa_gru_expert::model::DEFAULT_ORT_LIB
+    );
+    let gru = asa_experts::Catalogue::builtin()
+        .get("gru")
+        .unwrap()
+        .clone();
+    match asa_lab::expert_support_files(&gru) {
+        Ok(files) => {
+            let guests: Vec<&Path> = files.iter().map(|(_, g, _)| g.as_path()).collect();
+            assert!(guests.contains(&Path::new(asa_lab::GRU_GUEST_ORT_LIB)));
+            assert!(guests.contains(&Path::new(asa_lab::GRU_GUEST_MODEL)));
+            assert!(guests.contains(&Path::new("/usr/local/share/scx_gru/gru.onnx")));
+        }
+        // Without ONNX Runtime in the cache: the error says how to get it.
+        Err(e) => assert!(e.to_string().contains("run lab/setup.sh"), "{e:#}"),
+    }
+}
+
+/// `asa pin gru` in the guest: the real agent starts scx_gru, which finds the model and ONNX
+/// Runtime the lab installed at its default paths; a many-task load runs; `asa status` shows
+/// the expert's stats; Ctrl-C returns the machine to EEVDF.
+const PIN_SCRIPT: &str = r#"
+set -u
+rec() { echo "$1=$2" >> /lab/out/results; }
+state() { cat /sys/kernel/sched_ext/state; }
+rec before "$(state)"
+asa pin gru > /lab/out/pin.log 2>&1 &
+P=$!
+asa status --wait-for gru --timeout 120 --json > /lab/out/pinned.json; rec up $?
+rec ops "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+stress-ng --cpu 2 --switch 2 --sock 2 --timeout 8 --metrics-brief > /lab/out/stress.log 2>&1
+rec stress_rc $?
+stress-ng --switch 1 --timeout 8 --metrics-brief > /lab/out/stress-light.log 2>&1
+rec stress_light_rc $?
+# scx_gru rewrites its stats file every 2 s.
+sleep 3
+asa status --json > /lab/out/status.json; rec status_rc $?
+asa status > /lab/out/status.txt 2>&1
+rec during "$(state)"
+kill -INT $P
+wait $P; rec pin_exit $?
+i=0
+while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+rec after "$(state)"
+rec scx_processes "$(pidof scx_gru | wc -w)"
+"#;
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn vm_asa_pin_gru_runs_the_model_and_shows_its_stats() {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let asa = asa_lab::workspace_binary("asa").unwrap();
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let mut run = GuestRun::new("gru-pin", PIN_SCRIPT).with_asa(&asa);
+    // The lab installs scx_gru with the committed model and ONNX Runtime.
+    run.experts = vec!["gru".into()];
+    run.host_tools = vec!["stress-ng".into()];
+    run.vm.timeout = Duration::from_secs(300);
+    let out = lab.run(&run).expect("the lab VM ran");
+    eprintln!("---- guest (gru-pin) ----\n{}", out.script_output());
+    for file in ["pin.log", "status.txt"] {
+        if let Ok(text) = out.read_out(file) {
+            eprintln!("---- {file} ----\n{text}");
+        }
+    }
+    assert_eq!(out.exit_code, 0);
+    let r = out.read_results("results").unwrap();
+    assert_eq!(r["before"], "disabled", "{r:?}");
+    assert_eq!(r["up"], "0", "asa pin gru did not come up: {r:?}");
+    assert!(r["ops"].starts_with("gru"), "ops {:?}", r["ops"]);
+    assert_eq!(r["stress_rc"], "0", "the workload failed: {r:?}");
+    assert_eq!(r["stress_light_rc"], "0", "the workload failed: {r:?}");
+    assert_eq!(
+        r["during"], "enabled",
+        "scx_gru left during the load: {r:?}"
+    );
+    let json = |name: &str| -> serde_json::Value {
+        let text = out.read_out(name).unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"))
+    };
+    let pinned = json("pinned.json");
+    assert_eq!(pinned["agent"]["active"]["expert"], "gru", "{pinned:#}");
+    assert_eq!(pinned["kernel"]["state"], "enabled", "{pinned:#}");
+    let status = json("status.json");
+    let es = &status["expert_stats"];
+    assert_eq!(es["expert"], "gru", "{status:#}");
+    assert_eq!(es["current"], true, "{status:#}");
+    let stats = &es["stats"];
+    assert_eq!(stats["schema"], "asa.gru-stats", "{status:#}");
+    assert_eq!(
+        stats["mode"], "model",
+        "scx_gru did not find the model the lab installed: {status:#}"
+    );
+    assert_eq!(stats["user"]["inference_errors"], 0, "{status:#}");
+    assert!(
+        stats["user"]["inferences"].as_u64().unwrap() > 0,
+        "{status:#}"
+    );
+    assert!(
+        stats["predictions_applied"].as_u64().unwrap() > 0,
+        "no prediction was applied: {status:#}"
+    );
+    let text = out.read_out("status.txt").unwrap();
+    assert!(
+        text.contains("expert stats: gru") && text.contains("predictions_applied="),
+        "{text}"
+    );
+    assert_eq!(r["pin_exit"], "0", "{r:?}");
+    assert_eq!(r["after"], "disabled", "{r:?}");
+    assert_eq!(r["scx_processes"], "0", "{r:?}");
 }

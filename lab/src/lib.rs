@@ -54,6 +54,48 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf> {
 /// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
 pub const GUEST_BIN: &str = "/usr/local/bin";
 
+/// Where scx_gru looks for its model by default (`gru.toml` next to `gru.onnx`); the lab puts
+/// the committed model (`gru_expert/model/`) there whenever a run asks for expert `gru`.
+pub const GRU_GUEST_MODEL: &str = "/usr/local/share/scx_gru/gru.toml";
+/// Where scx_gru looks for ONNX Runtime by default; the lab copies the project cache's library
+/// (`asa_experts::cached_ort_library`) there whenever a run asks for expert `gru`.
+pub const GRU_GUEST_ORT_LIB: &str = "/usr/local/lib/scx_gru/libonnxruntime.so";
+/// The workspace package that builds scx_gru.
+const GRU_PACKAGE: &str = "asa-gru-expert";
+
+/// What an expert needs in the guest besides its executable: for scx_gru (package
+/// `asa-gru-expert`), the committed model and ONNX Runtime's library at its default paths, so
+/// `asa pin gru` runs with the model. Returns (host path, guest path, executable) triples;
+/// executables come with their shared libraries.
+pub fn expert_support_files(expert: &asa_experts::Expert) -> Result<Vec<(PathBuf, PathBuf, bool)>> {
+    if expert.package.as_deref() != Some(GRU_PACKAGE) {
+        return Ok(Vec::new());
+    }
+    let ort = asa_experts::cached_ort_library();
+    anyhow::ensure!(
+        ort.is_file(),
+        "expert {}: ONNX Runtime's library is not in the project cache ({}): run lab/setup.sh \
+         (it runs gru_expert/setup_ort.sh)",
+        expert.name,
+        ort.display()
+    );
+    let model_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gru_expert/model");
+    let guest_model = Path::new(GRU_GUEST_MODEL);
+    let guest_dir = guest_model.parent().context("model path has a folder")?;
+    let mut files = vec![(ort, PathBuf::from(GRU_GUEST_ORT_LIB), true)];
+    for name in ["gru.toml", "gru.onnx"] {
+        let host = model_dir.join(name);
+        anyhow::ensure!(
+            host.is_file(),
+            "expert {}: the committed model file {} is missing",
+            expert.name,
+            host.display()
+        );
+        files.push((host, guest_dir.join(name), false));
+    }
+    Ok(files)
+}
+
 /// One script to run in a fresh guest, and what the guest needs for it.
 #[derive(Debug, Clone)]
 pub struct GuestRun {
@@ -65,7 +107,8 @@ pub struct GuestRun {
     pub executables: Vec<(PathBuf, PathBuf)>,
     /// Plain host files: (host path, guest path).
     pub files: Vec<(PathBuf, PathBuf)>,
-    /// Experts from the catalogue to install in the guest (into [`GUEST_BIN`]).
+    /// Experts from the catalogue to install in the guest (into [`GUEST_BIN`]), with what they
+    /// need besides ([`expert_support_files`]: scx_gru's model and ONNX Runtime).
     pub experts: Vec<String>,
     /// Programs on the host's PATH to copy into [`GUEST_BIN`] (e.g. `stress-ng`).
     pub host_tools: Vec<String>,
@@ -142,6 +185,13 @@ impl Lab {
             }
             let bin = asa_experts::locate_binary(expert)?;
             image.executable(&bin, Path::new(GUEST_BIN).join(expert.binary_name()))?;
+            for (host, guest, executable) in expert_support_files(expert)? {
+                if executable {
+                    image.executable(&host, &guest)?;
+                } else {
+                    image.file(&host, &guest)?;
+                }
+            }
         }
         for tool in &run.host_tools {
             let host = vm::which(tool).with_context(|| {

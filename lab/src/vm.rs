@@ -51,6 +51,10 @@ if grep -qw asa.rootfs /proc/cmdline; then
   if mount -t ext4 /dev/nvme0n1 /rootfs; then
     for m in proc sys dev tmp run; do mkdir -p /rootfs/$m; mount --rbind /$m /rootfs/$m; done
     for m in lab boot usr/local/bin; do mkdir -p /rootfs/$m; mount --bind /$m /rootfs/$m; done
+    # Support files of the experts (scx_gru's model and ONNX Runtime), when the run has any.
+    for m in usr/local/lib usr/local/share; do
+      [ -d /$m ] && { mkdir -p /rootfs/$m; mount --bind /$m /rootfs/$m; }
+    done
     cp /etc/hostname /rootfs/etc/hostname 2>/dev/null
     chroot /rootfs /usr/bin/env -i PATH=$PATH HOME=/root TERM=dumb sh -c 'cd /lab && exec sh /lab/run.sh'
     rc=$?
