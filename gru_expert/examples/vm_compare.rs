@@ -1,104 +1,149 @@
-//! Compares EEVDF, scx_gru (with the committed model), scx_gru --no-model (its
-//! fallback policy alone), scx_gru --inference-budget-pct 0 (events and
-//! threads, no inference) and scx_bpfland on the
-//! thesis's kinds of load, in one lab VM run, and prints ratios to EEVDF.
+//! The benchmark of issue 7: EEVDF, scx_gru (with the committed model, default settings, as
+//! `asa pin gru` runs it), scx_gru --no-model (its fallback policy alone) and scx_bpfland on the
+//! thesis's workloads with the real tools (sysbench, hackbench from rt-tests, perf) in one lab
+//! VM run (a Debian root filesystem), and ratios to EEVDF next to the thesis's numbers.
 //!
-//! `cargo run -p asa-gru-expert --example vm_compare` (ONNX Runtime from
-//! `ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`)
-//! (needs the lab: qemu, the cached kernel, scx_bpfland from lab/setup.sh, stress-ng and perf).
+//! ```sh
+//! cargo build -p asa-gru-expert && \
+//!   cargo run -p asa-gru-expert --example vm_compare -- [--rounds 3] [--seconds 10] [--out DIR]
+//! ```
+//! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
+//! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
-//! Loads (stress-ng / perf bench stand in for sysbench and hackbench, which are not installed):
-//! cpu1 `stress-ng --cpu 1`, cpu8 `stress-ng --cpu 8`, io `stress-ng --hdd 2`, mixed
-//! `stress-ng --cpu 2 --hdd 1 --switch 2`, messaging `perf bench sched messaging -g 4 -l 30`.
-//! Per run: throughput (sum of stress-ng's bogo ops/s, real time), context switches and CPU
-//! migrations (`perf stat -a`), wall time. TCG timings are noisy: one run, ratios only;
-//! every load runs once unmeasured first (TCG warm-up).
+//! Loads (`--seconds` each): cpu1 `sysbench cpu --threads=1`, cpu8 `sysbench cpu --threads=8`,
+//! io `sysbench fileio --threads=1` (random read/write, O_DIRECT, 64 MiB in 8 files on the
+//! guest's NVMe disk), mixed `sysbench cpu --threads=4` and `sysbench fileio --threads=4` at
+//! once, hackbench `hackbench -g 4 -l 100` (processes, sockets). Every load runs under
+//! `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s (sysbench: total events
+//! / total time), latency avg/p95/max in ms (sysbench), context switches and migrations per
+//! second of wall time, wall time (hackbench: its own "Time:"). Each round runs every scheduler
+//! once, the order rotated per round; the table shows the median over rounds and, for
+//! throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on first
+//! use). TCG timings are noisy: only ratios within one run mean anything.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use asa_lab::{GuestRun, Lab};
+use anyhow::{bail, ensure, Context, Result};
+use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
+use serde::Serialize;
 
-const SCHEDULERS: [&str; 5] = ["eevdf", "gru", "gru-noinfer", "gru-fallback", "bpfland"];
-const LOADS: [&str; 5] = ["cpu1", "cpu8", "io", "mixed", "messaging"];
+const SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
+/// Rows of the table: the mixed load has a CPU part and an I/O part.
+const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
+/// The guest's Debian packages for the loads.
+const PACKAGES: [&str; 3] = ["sysbench", "rt-tests", "linux-perf"];
 
 const SCRIPT: &str = r##"
 set -u
 out=/lab/out
+S=__SECONDS__
+FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flags=direct"
 measure() {
-  s=$1; l=$2; shift 2
+  s=$1; r=$2; l=$3; shift 3
   t0=$(cut -d' ' -f1 /proc/uptime)
-  perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$l.txt -- "$@" > $out/load-$s-$l.txt 2>&1
+  perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
   t1=$(cut -d' ' -f1 /proc/uptime)
-  echo "$s $l $rc $t0 $t1" >> $out/runs.txt
+  echo "$s $r $l $rc $t0 $t1" >> $out/runs.txt
 }
 loads() {
-  measure $1 cpu1 stress-ng --cpu 1 --timeout 6 --metrics-brief
-  measure $1 cpu8 stress-ng --cpu 8 --timeout 6 --metrics-brief
-  measure $1 io stress-ng --hdd 2 --hdd-bytes 8M --timeout 6 --metrics-brief
-  measure $1 mixed stress-ng --cpu 2 --hdd 1 --hdd-bytes 8M --switch 2 --timeout 6 --metrics-brief
-  measure $1 messaging perf bench sched messaging -g 4 -l 30
+  s=$1; r=$2
+  measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
+  measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
+  measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
+  measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
+    sysbench fileio $FIO --threads=4 --time=$S run > $out/load-$s-$r-mixed-io.txt 2>&1; wait"
+  measure $s $r hackbench hackbench -g 4 -l 100
 }
-waitstate() { i=0; while [ "$(cat /sys/kernel/sched_ext/state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
-cd /tmp
-# Warm-up pass (not reported): TCG translates code on first use, which would
-# slow down whichever scheduler runs first.
-loads warmup
-loads eevdf
-scx_gru --stats-file $out/gru-stats.json > $out/gru.log 2>&1 &
-P=$!; waitstate enabled
-echo "# gru $(cat /sys/kernel/sched_ext/root/ops)" >> $out/runs.txt
-loads gru
-kill -INT $P; wait $P; waitstate disabled
-scx_gru --inference-budget-pct 0 --stats-file $out/gru-noinfer-stats.json > $out/gru-noinfer.log 2>&1 &
-P=$!; waitstate enabled
-loads gru-noinfer
-kill -INT $P; wait $P; waitstate disabled
-scx_gru --no-model --stats-file $out/gru-fallback-stats.json > $out/gru-fallback.log 2>&1 &
-P=$!; waitstate enabled
-loads gru-fallback
-kill -INT $P; wait $P; waitstate disabled
-scx_bpfland > $out/bpfland.log 2>&1 &
-P=$!; waitstate enabled
-echo "# bpfland $(cat /sys/kernel/sched_ext/root/ops)" >> $out/runs.txt
-loads bpfland
-kill -INT $P; wait $P; waitstate disabled
+state() { cat /sys/kernel/sched_ext/state; }
+waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
+P=
+start() {
+  case $1 in
+    eevdf) P= ;;
+    gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
+    gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
+    bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
+  esac
+  [ -n "$P" ] && waitstate enabled
+  echo "# start $1 $2 $(state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" >> $out/runs.txt
+}
+stop() {
+  echo "# end $1 $2 $(state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" >> $out/runs.txt
+  if [ -n "$P" ]; then kill -INT $P; wait $P; waitstate disabled; fi
+}
+mkdir -p /root/sb && cd /root/sb
+sysbench fileio --file-total-size=64M --file-num=8 prepare > $out/fileio-prepare.txt 2>&1 || exit 3
+perf --version > $out/versions.txt; sysbench --version >> $out/versions.txt; uname -r >> $out/versions.txt
+loads warmup 0
+__ROUNDS__
 "##;
 
-/// Measurements of one scheduler on one load.
-#[derive(Debug, Default, Clone)]
+/// One sysbench report.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct Sysbench {
+    events_per_s: f64,
+    lat_avg_ms: f64,
+    lat_p95_ms: f64,
+    lat_max_ms: f64,
+}
+
+/// Measurements of one scheduler, one round, one row.
+#[derive(Debug, Clone, Default, Serialize)]
 struct Run {
-    throughput: Option<f64>,
+    scheduler: String,
+    round: u32,
+    row: String,
+    sysbench: Option<Sysbench>,
+    /// hackbench's own time, s.
+    hackbench_s: Option<f64>,
     context_switches: Option<f64>,
     migrations: Option<f64>,
     wall_s: f64,
 }
 
-/// Sum of the "bogo ops/s (real time)" column of `stress-ng --metrics-brief`.
-fn stress_ng_throughput(text: &str) -> Option<f64> {
-    let mut sum = 0.0;
-    let mut found = false;
-    for line in text.lines().filter(|l| l.contains("metrc:")) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // stress-ng: metrc: [pid] name ops real usr sys ops/s(real) ops/s(usr+sys)
-        if fields.len() >= 10 {
-            if let Ok(v) = fields[8].parse::<f64>() {
-                sum += v;
-                found = true;
-            }
-        }
+impl Run {
+    /// events/s for sysbench rows, runs per second (1 / time) for hackbench.
+    fn throughput(&self) -> Option<f64> {
+        self.sysbench
+            .map(|s| s.events_per_s)
+            .or(self.hackbench_s.filter(|t| *t > 0.0).map(|t| 1.0 / t))
     }
-    found.then_some(sum)
+    fn per_s(&self, v: Option<f64>) -> Option<f64> {
+        v.filter(|_| self.wall_s > 0.0).map(|v| v / self.wall_s)
+    }
 }
 
-/// 1 / "Total time" of `perf bench sched messaging` (runs per second).
-fn messaging_throughput(text: &str) -> Option<f64> {
-    let line = text.lines().find(|l| l.contains("Total time:"))?;
-    let secs: f64 = line.split_whitespace().nth(2)?.parse().ok()?;
-    (secs > 0.0).then(|| 1.0 / secs)
+/// The number after `label` on the first line that contains it (`label: 12.5` or `12.5s`).
+fn value_after(text: &str, label: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.contains(label))?;
+    let rest = &line[line.find(label)? + label.len()..];
+    rest.trim()
+        .trim_end_matches('s')
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// sysbench 1.0 (cpu or fileio): events / total time, latency avg / 95th percentile / max.
+fn parse_sysbench(text: &str) -> Option<Sysbench> {
+    let total_s = value_after(text, "total time:")?;
+    let events = value_after(text, "total number of events:")?;
+    let latency = &text[text.find("Latency (ms):")?..];
+    Some(Sysbench {
+        events_per_s: (total_s > 0.0).then(|| events / total_s)?,
+        lat_avg_ms: value_after(latency, "avg:")?,
+        lat_p95_ms: value_after(latency, "95th percentile:")?,
+        lat_max_ms: value_after(latency, "max:")?,
+    })
+}
+
+/// hackbench's "Time: 1.234".
+fn parse_hackbench(text: &str) -> Option<f64> {
+    value_after(text, "Time:")
 }
 
 /// A counter from `perf stat -x,` output.
@@ -108,101 +153,275 @@ fn perf_counter(text: &str, event: &str) -> Option<f64> {
         .and_then(|l| l.split(',').next()?.parse().ok())
 }
 
-fn main() -> Result<()> {
-    let ort = asa_gru_expert::model::find_ort_library()?;
-    let exe = std::env::current_exe()?;
-    let scx_gru = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("scx_gru"))
-        .filter(|p| p.exists())
-        .context("build scx_gru first: cargo build -p asa-gru-expert")?;
-    let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
-    let mut run = GuestRun::new("gru-compare", SCRIPT);
-    run.executables
-        .push((scx_gru, PathBuf::from("/usr/local/bin/scx_gru")));
-    run.executables.push((
-        ort,
-        PathBuf::from("/usr/local/lib/scx_gru/libonnxruntime.so"),
-    ));
-    let model_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
-    for file in ["gru.toml", "gru.onnx"] {
-        run.files.push((
-            model_dir.join(file),
-            Path::new("/usr/local/share/scx_gru").join(file),
-        ));
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
     }
-    run.experts = vec!["bpfland".into()];
-    run.host_tools = vec!["stress-ng".into(), "perf".into()];
-    run.vm.timeout = Duration::from_secs(900);
-    let outcome = lab.run(&run).context("the lab VM ran")?;
-    let runs_txt = outcome.read_out("runs.txt")?;
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
 
-    let mut table: BTreeMap<(String, String), Run> = BTreeMap::new();
+struct Args {
+    rounds: u32,
+    seconds: u32,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        rounds: 3,
+        seconds: 10,
+        out: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--rounds" => args.rounds = value()?.parse().context("--rounds")?,
+            "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
+            "--out" => args.out = Some(PathBuf::from(value()?)),
+            other => bail!("unknown argument {other:?} (--rounds N, --seconds S, --out DIR)"),
+        }
+    }
+    ensure!(
+        args.rounds >= 1 && args.seconds >= 1,
+        "rounds and seconds must be >= 1"
+    );
+    Ok(args)
+}
+
+fn guest_script(rounds: u32, seconds: u32) -> String {
+    let mut body = String::new();
+    for r in 1..=rounds {
+        for i in 0..SCHEDULERS.len() {
+            let s = SCHEDULERS[(i + r as usize - 1) % SCHEDULERS.len()];
+            body.push_str(&format!("start {s} {r}\nloads {s} {r}\nstop {s} {r}\n"));
+        }
+    }
+    SCRIPT
+        .replace("__SECONDS__", &seconds.to_string())
+        .replace("__ROUNDS__", &body)
+}
+
+/// Read every measured run; fails on a failed load or a scheduler that was not attached for
+/// the whole of its loads.
+fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
+    let runs_txt = outcome.read_out("runs.txt")?;
+    let mut runs = Vec::new();
     for line in runs_txt.lines() {
-        if line.starts_with('#') {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if let Some(rest) = line.strip_prefix("# ") {
+            // "# start|end SCHED ROUND STATE [OPS]"
+            let g: Vec<&str> = rest.split_whitespace().collect();
+            ensure!(g.len() >= 4, "bad runs.txt line {line:?}");
+            let (sched, state) = (g[1], g[3]);
+            let want = if sched == "eevdf" {
+                "disabled"
+            } else {
+                "enabled"
+            };
+            ensure!(
+                state == want,
+                "{sched} round {}: sched_ext was {state} at {} of its loads (want {want}): {line:?}",
+                g[2],
+                g[0]
+            );
+            if sched != "eevdf" {
+                let prefix = if sched == "bpfland" { "bpfland" } else { "gru" };
+                ensure!(
+                    g.get(4).is_some_and(|ops| ops.starts_with(prefix)),
+                    "{sched}: ops is not {prefix}: {line:?}"
+                );
+            }
             println!("{line}");
             continue;
         }
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() != 5 {
-            bail!("bad runs.txt line {line:?}");
-        }
-        let (sched, load, rc) = (f[0], f[1], f[2]);
+        ensure!(f.len() == 6, "bad runs.txt line {line:?}");
+        let (sched, round, load, rc) = (f[0], f[1], f[2], f[3]);
+        let file = |name: &str| outcome.read_out(&format!("load-{sched}-{round}-{name}.txt"));
         if rc != "0" {
             bail!(
-                "{sched}/{load} failed with status {rc}: {}",
-                outcome.read_out(&format!("load-{sched}-{load}.txt"))?
+                "{sched}/{round}/{load} failed with status {rc}: {}",
+                file(load)?
             );
         }
-        let text = outcome.read_out(&format!("load-{sched}-{load}.txt"))?;
-        let perf = outcome.read_out(&format!("perf-{sched}-{load}.txt"))?;
-        let throughput = if load == "messaging" {
-            messaging_throughput(&text)
-        } else {
-            stress_ng_throughput(&text)
+        if sched == "warmup" {
+            continue;
+        }
+        let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
+        let base = Run {
+            scheduler: sched.to_owned(),
+            round: round.parse()?,
+            context_switches: perf_counter(&perf, "context-switches"),
+            migrations: perf_counter(&perf, "cpu-migrations"),
+            wall_s: f[5].parse::<f64>()? - f[4].parse::<f64>()?,
+            ..Run::default()
         };
-        table.insert(
-            (sched.to_owned(), load.to_owned()),
-            Run {
-                throughput,
-                context_switches: perf_counter(&perf, "context-switches"),
-                migrations: perf_counter(&perf, "cpu-migrations"),
-                wall_s: f[4].parse::<f64>()? - f[3].parse::<f64>()?,
-            },
-        );
+        let parts: Vec<(&str, String)> = match load {
+            "mixed" => vec![
+                ("mixed-cpu", file("mixed-cpu")?),
+                ("mixed-io", file("mixed-io")?),
+            ],
+            _ => vec![(load, file(load)?)],
+        };
+        for (row, text) in parts {
+            let mut run = Run {
+                row: row.to_owned(),
+                ..base.clone()
+            };
+            if row == "hackbench" {
+                run.hackbench_s = Some(
+                    parse_hackbench(&text)
+                        .with_context(|| format!("no hackbench time in {text:?}"))?,
+                );
+            } else {
+                run.sysbench =
+                    Some(parse_sysbench(&text).with_context(|| {
+                        format!("{sched}/{row}: no sysbench report in {text:?}")
+                    })?);
+            }
+            runs.push(run);
+        }
     }
+    Ok(runs)
+}
 
-    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+fn table(runs: &[Run]) -> String {
+    let cell = |sched: &str, row: &str, f: &dyn Fn(&Run) -> Option<f64>| {
+        median(
+            runs.iter()
+                .filter(|r| r.scheduler == sched && r.row == row)
+                .filter_map(f)
+                .collect(),
+        )
+    };
+    let fmt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.3}", a / b),
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
         _ => "-".into(),
     };
-    println!("| load | scheduler | throughput | ctx switches | migrations | wall s | thr/EEVDF | cs/EEVDF | mig/EEVDF |");
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for load in LOADS {
-        let base = table
-            .get(&("eevdf".into(), load.into()))
-            .cloned()
-            .unwrap_or_default();
+    let mut t = String::new();
+    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    for row in ROWS {
+        let thr = |s: &str| cell(s, row, &|r| r.throughput());
+        let cs = |s: &str| cell(s, row, &|r| r.per_s(r.context_switches));
+        let mig = |s: &str| cell(s, row, &|r| r.per_s(r.migrations));
         for sched in SCHEDULERS {
-            let Some(r) = table.get(&(sched.into(), load.into())) else {
+            let mine: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.scheduler == sched && r.row == row)
+                .collect();
+            if mine.is_empty() {
                 continue;
+            }
+            let thr_all: Vec<f64> = mine.iter().filter_map(|r| r.throughput()).collect();
+            let (lo, hi) = thr_all
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                    (lo.min(*v), hi.max(*v))
+                });
+            let throughput = if row == "hackbench" {
+                // Show hackbench's own time; the ratio uses 1 / time.
+                format!(
+                    "{} s ({:.2}–{:.2})",
+                    fmt(cell(sched, row, &|r| r.hackbench_s), 2),
+                    1.0 / hi,
+                    1.0 / lo
+                )
+            } else {
+                format!("{} ({lo:.0}–{hi:.0})", fmt(thr(sched), 1))
             };
-            println!(
-                "| {load} | {sched} | {} | {} | {} | {:.2} | {} | {} | {} |",
-                fmt(r.throughput),
-                fmt(r.context_switches),
-                fmt(r.migrations),
-                r.wall_s,
-                ratio(r.throughput, base.throughput),
-                ratio(r.context_switches, base.context_switches),
-                ratio(r.migrations, base.migrations),
-            );
+            let lat = if row == "hackbench" {
+                "-".to_string()
+            } else {
+                format!(
+                    "{} / {} / {}",
+                    fmt(cell(sched, row, &|r| r.sysbench.map(|s| s.lat_avg_ms)), 2),
+                    fmt(cell(sched, row, &|r| r.sysbench.map(|s| s.lat_p95_ms)), 2),
+                    fmt(cell(sched, row, &|r| r.sysbench.map(|s| s.lat_max_ms)), 1),
+                )
+            };
+            t.push_str(&format!(
+                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} |\n",
+                fmt(cs(sched), 0),
+                fmt(mig(sched), 1),
+                fmt(cell(sched, row, &|r| Some(r.wall_s)), 1),
+                ratio(thr(sched), thr("eevdf")),
+                ratio(cs(sched), cs("eevdf")),
+                ratio(mig(sched), mig("eevdf")),
+            ));
         }
     }
-    if let Ok(stats) = outcome.read_out("gru-stats.json") {
-        println!("\nscx_gru stats at exit:\n{stats}");
+    t
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
+    let mut run = GuestRun::new("gru-compare", &guest_script(args.rounds, args.seconds));
+    // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
+    run.experts = vec!["gru".into(), "bpfland".into()];
+    run.rootfs = Some(RootfsSpec::with_packages(PACKAGES));
+    let per_round = 5 * args.seconds + 60;
+    run.vm.timeout = Duration::from_secs(
+        u64::from(per_round * SCHEDULERS.len() as u32 * (args.rounds + 1)) + 300,
+    );
+    let outcome = lab.run(&run).context("the lab VM ran")?;
+    ensure!(
+        outcome.exit_code == 0,
+        "the guest script failed (status {}):\n{}",
+        outcome.exit_code,
+        outcome.script_output()
+    );
+    let runs = collect(&outcome)?;
+    let table = table(&runs);
+    println!("{table}");
+    let versions = outcome.read_out("versions.txt").unwrap_or_default();
+    let mut gru_stats = BTreeMap::new();
+    for r in 1..=args.rounds {
+        for s in ["gru", "gru-fallback"] {
+            if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
+                let v: serde_json::Value =
+                    serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;
+                gru_stats.insert(format!("{s}-{r}"), v);
+            }
+        }
+    }
+    for (k, v) in &gru_stats {
+        println!(
+            "{k}: mode {} predictions_applied {} fallbacks {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            v["mode"], v["predictions_applied"], v["fallbacks"], v["user"]["inferences"],
+            v["user"]["inferences_over_budget"], v["ringbuf_drops"],
+            v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
+        );
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let md = format!(
+            "# vm_compare: EEVDF vs scx_gru vs scx_bpfland (lab VM)\n\n\
+             `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {}`; \
+             medians over {} rounds (order rotated per round), ratios to EEVDF. \
+             qemu TCG, 2 vCPUs, 2 GiB.\n\nGuest: {}\n\n{table}",
+            args.rounds,
+            args.seconds,
+            args.rounds,
+            versions.lines().collect::<Vec<_>>().join(", ")
+        );
+        std::fs::write(dir.join("table.md"), md)?;
+        let json = serde_json::json!({
+            "rounds": args.rounds, "seconds": args.seconds, "versions": versions,
+            "runs": runs, "gru_stats": gru_stats,
+        });
+        std::fs::write(dir.join("runs.json"), serde_json::to_string_pretty(&json)?)?;
+        let copy = |name: &str| std::fs::copy(outcome.out_dir.join(name), dir.join(name));
+        copy("runs.txt").context("copying runs.txt")?;
+        println!("written to {}", dir.display());
     }
     Ok(())
 }
@@ -211,11 +430,28 @@ fn main() -> Result<()> {
 mod tests {
     use super::*;
 
+    const CPU: &str = "CPU speed:\n    events per second:   287.66\n\n\
+        General statistics:\n    total time:                          10.0025s\n\
+        \x20   total number of events:              2878\n\n\
+        Latency (ms):\n         min:                                    2.91\n\
+        \x20        avg:                                    3.47\n\
+        \x20        max:                                   41.08\n\
+        \x20        95th percentile:                        4.82\n\
+        \x20        sum:                                 9988.20\n";
+
     #[test]
-    fn parses_stress_ng_perf_and_messaging() {
-        let s = "stress-ng: metrc: [225] cpu                  86      8.14      3.22      0.31        10.56          24.38\n\
-                 stress-ng: metrc: [225] switch             5509      8.04      0.32      3.16       685.21        1583.72\n";
-        assert_eq!(stress_ng_throughput(s), Some(10.56 + 685.21));
+    fn parses_sysbench_hackbench_and_perf() {
+        let s = parse_sysbench(CPU).unwrap();
+        assert!((s.events_per_s - 2878.0 / 10.0025).abs() < 1e-9, "{s:?}");
+        assert_eq!(
+            (s.lat_avg_ms, s.lat_p95_ms, s.lat_max_ms),
+            (3.47, 4.82, 41.08)
+        );
+        assert!(parse_sysbench("FATAL: no such test").is_none());
+        assert_eq!(
+            parse_hackbench("Running in process mode with 4 groups\nTime: 2.345\n"),
+            Some(2.345)
+        );
         assert_eq!(
             perf_counter(
                 "83,,context-switches,2063609346,100.00,,\n5,,cpu-migrations,1,100.00,,",
@@ -223,9 +459,18 @@ mod tests {
             ),
             Some(5.0)
         );
-        assert_eq!(
-            messaging_throughput("     Total time: 2.000 [sec]"),
-            Some(0.5)
-        );
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn rounds_rotate_the_order() {
+        let s = guest_script(2, 5);
+        assert!(s.contains("S=5\n"));
+        let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
+        assert_eq!(starts[0], "start eevdf 1");
+        assert_eq!(starts[4], "start gru 2");
+        assert_eq!(starts.len(), 8);
     }
 }
