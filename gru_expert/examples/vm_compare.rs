@@ -5,8 +5,11 @@
 //!
 //! ```sh
 //! cargo build -p asa-gru-expert && \
-//!   cargo run -p asa-gru-expert --example vm_compare -- [--rounds 3] [--seconds 10] [--out DIR]
+//!   cargo run -p asa-gru-expert --example vm_compare -- [--rounds 3] [--seconds 10] [--out DIR] \
+//!   [--schedulers eevdf,gru,gru-fallback,bpfland]
 //! ```
+//! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
+//! running, inference budget 0: no inference), to tell the event path's cost from the GRU's.
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -29,7 +32,9 @@ use anyhow::{bail, ensure, Context, Result};
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
-const SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
+/// Every scheduler the guest script knows; the default set leaves out gru-noinfer.
+const SCHEDULERS: [&str; 5] = ["eevdf", "gru", "gru-noinfer", "gru-fallback", "bpfland"];
+const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
 const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
 /// The guest's Debian packages for the loads.
@@ -64,6 +69,7 @@ start() {
   case $1 in
     eevdf) P= ;;
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
+    gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
@@ -170,6 +176,7 @@ struct Args {
     rounds: u32,
     seconds: u32,
     out: Option<PathBuf>,
+    schedulers: Vec<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -177,6 +184,7 @@ fn parse_args() -> Result<Args> {
         rounds: 3,
         seconds: 10,
         out: None,
+        schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -185,21 +193,37 @@ fn parse_args() -> Result<Args> {
             "--rounds" => args.rounds = value()?.parse().context("--rounds")?,
             "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
             "--out" => args.out = Some(PathBuf::from(value()?)),
-            other => bail!("unknown argument {other:?} (--rounds N, --seconds S, --out DIR)"),
+            "--schedulers" => {
+                args.schedulers = value()?.split(',').map(str::to_owned).collect();
+            }
+            other => bail!(
+                "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B)"
+            ),
         }
     }
     ensure!(
         args.rounds >= 1 && args.seconds >= 1,
         "rounds and seconds must be >= 1"
     );
+    for s in &args.schedulers {
+        ensure!(
+            SCHEDULERS.contains(&s.as_str()),
+            "unknown scheduler {s:?} (known: {})",
+            SCHEDULERS.join(", ")
+        );
+    }
+    ensure!(
+        args.schedulers.first().map(String::as_str) == Some("eevdf"),
+        "--schedulers must start with eevdf (the baseline of every ratio)"
+    );
     Ok(args)
 }
 
-fn guest_script(rounds: u32, seconds: u32) -> String {
+fn guest_script(schedulers: &[String], rounds: u32, seconds: u32) -> String {
     let mut body = String::new();
     for r in 1..=rounds {
-        for i in 0..SCHEDULERS.len() {
-            let s = SCHEDULERS[(i + r as usize - 1) % SCHEDULERS.len()];
+        for i in 0..schedulers.len() {
+            let s = &schedulers[(i + r as usize - 1) % schedulers.len()];
             body.push_str(&format!("start {s} {r}\nloads {s} {r}\nstop {s} {r}\n"));
         }
     }
@@ -291,7 +315,7 @@ fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
-fn table(runs: &[Run]) -> String {
+fn table(schedulers: &[String], runs: &[Run]) -> String {
     let cell = |sched: &str, row: &str, f: &dyn Fn(&Run) -> Option<f64>| {
         median(
             runs.iter()
@@ -312,7 +336,7 @@ fn table(runs: &[Run]) -> String {
         let thr = |s: &str| cell(s, row, &|r| r.throughput());
         let cs = |s: &str| cell(s, row, &|r| r.per_s(r.context_switches));
         let mig = |s: &str| cell(s, row, &|r| r.per_s(r.migrations));
-        for sched in SCHEDULERS {
+        for sched in schedulers.iter().map(String::as_str) {
             let mine: Vec<&Run> = runs
                 .iter()
                 .filter(|r| r.scheduler == sched && r.row == row)
@@ -364,13 +388,14 @@ fn table(runs: &[Run]) -> String {
 fn main() -> Result<()> {
     let args = parse_args()?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
-    let mut run = GuestRun::new("gru-compare", &guest_script(args.rounds, args.seconds));
+    let script = guest_script(&args.schedulers, args.rounds, args.seconds);
+    let mut run = GuestRun::new("gru-compare", &script);
     // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
     run.experts = vec!["gru".into(), "bpfland".into()];
     run.rootfs = Some(RootfsSpec::with_packages(PACKAGES));
     let per_round = 5 * args.seconds + 60;
     run.vm.timeout = Duration::from_secs(
-        u64::from(per_round * SCHEDULERS.len() as u32 * (args.rounds + 1)) + 300,
+        u64::from(per_round * args.schedulers.len() as u32 * (args.rounds + 1)) + 300,
     );
     let outcome = lab.run(&run).context("the lab VM ran")?;
     ensure!(
@@ -380,12 +405,12 @@ fn main() -> Result<()> {
         outcome.script_output()
     );
     let runs = collect(&outcome)?;
-    let table = table(&runs);
+    let table = table(&args.schedulers, &runs);
     println!("{table}");
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
-        for s in ["gru", "gru-fallback"] {
+        for s in ["gru", "gru-noinfer", "gru-fallback"] {
             if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
                 let v: serde_json::Value =
                     serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;
@@ -405,11 +430,12 @@ fn main() -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let md = format!(
             "# vm_compare: EEVDF vs scx_gru vs scx_bpfland (lab VM)\n\n\
-             `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {}`; \
-             medians over {} rounds (order rotated per round), ratios to EEVDF. \
+             `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
+             --schedulers {}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
              qemu TCG, 2 vCPUs, 2 GiB.\n\nGuest: {}\n\n{table}",
             args.rounds,
             args.seconds,
+            args.schedulers.join(","),
             args.rounds,
             versions.lines().collect::<Vec<_>>().join(", ")
         );
@@ -466,7 +492,8 @@ mod tests {
 
     #[test]
     fn rounds_rotate_the_order() {
-        let s = guest_script(2, 5);
+        let schedulers: Vec<String> = DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect();
+        let s = guest_script(&schedulers, 2, 5);
         assert!(s.contains("S=5\n"));
         let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
         assert_eq!(starts[0], "start eevdf 1");
