@@ -617,6 +617,10 @@ fn decision_loop(
                 }
                 Sink::Controller(handle) => {
                     log::info!("switching to {target}: {}", record.decision.summary());
+                    // `asa status` names the switch from its start: the controller reports the
+                    // new expert the moment it is up, before this thread publishes the outcome.
+                    let started = record.clone();
+                    handle.update_decision(|d| d.last_switch = Some(started));
                     let response = handle.decide(&target);
                     let after = handle.status_cached();
                     if response.ok {
