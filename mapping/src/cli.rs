@@ -163,16 +163,7 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
 
 fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     let experts = asa_experts::Catalogue::builtin();
-    for e in &args.experts {
-        experts.require(e)?;
-    }
-    if !args.experts.contains(&args.baseline) {
-        bail!(
-            "the baseline {} must be among --experts ({})",
-            args.baseline,
-            args.experts.join(",")
-        );
-    }
+    check_experts(args, &experts)?;
     let sets = if args.from_results.is_empty() {
         let plan = plan(args, args.experts.clone())?;
         let mut switcher =
@@ -257,12 +248,8 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
     let set = match args.from_results.as_slice() {
         [] => {
             let (plan, text) = plan(args, overhead::experts_for(&pairs))?;
-            let supervisor = asa_experts::Supervisor::new(
-                catalogue.clone(),
-                asa_experts::SchedExt::system()?,
-                asa_experts::SupervisorConfig::default(),
-            )
-            .context("starting the expert supervisor")?;
+            let supervisor =
+                system_supervisor(&catalogue).context("starting the expert supervisor")?;
             let mut switcher = MidRunSwitcher::new(supervisor, plan.settle + plan.duration / 2);
             calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?
         }
@@ -322,16 +309,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     start_table
         .validate_builtin_experts(&table_path.display().to_string(), &classes)
         .map_err(anyhow::Error::from)?;
-    for e in &args.experts {
-        catalogue.require(e)?;
-    }
-    if !args.experts.contains(&args.baseline) {
-        bail!(
-            "the baseline {} must be among --experts ({})",
-            args.baseline,
-            args.experts.join(",")
-        );
-    }
+    check_experts(args, &catalogue)?;
     let mut experts = args.experts.clone();
     if !args.no_dry_run {
         experts.push(live::AGENT_DRY_RUN.to_string());
@@ -359,13 +337,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     );
     let make_supervisor = {
         let catalogue = catalogue.clone();
-        Box::new(move || {
-            asa_experts::Supervisor::new(
-                catalogue.clone(),
-                asa_experts::SchedExt::system()?,
-                asa_experts::SupervisorConfig::default(),
-            )
-        })
+        Box::new(move || system_supervisor(&catalogue))
     };
     let mut switcher = live::LiveSwitcher::new(make_supervisor, launcher);
     let set = calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?;
@@ -436,6 +408,30 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
         args.dir.join("live.md").display()
     );
     Ok(())
+}
+
+/// `--experts` are in the catalogue and hold the baseline.
+fn check_experts(args: &CalibrateArgs, catalogue: &asa_experts::Catalogue) -> Result<()> {
+    for e in &args.experts {
+        catalogue.require(e)?;
+    }
+    if !args.experts.contains(&args.baseline) {
+        bail!(
+            "the baseline {} must be among --experts ({})",
+            args.baseline,
+            args.experts.join(",")
+        );
+    }
+    Ok(())
+}
+
+/// A supervisor of this machine's sched_ext with the default settings.
+fn system_supervisor(catalogue: &asa_experts::Catalogue) -> Result<asa_experts::Supervisor> {
+    asa_experts::Supervisor::new(
+        catalogue.clone(),
+        asa_experts::SchedExt::system()?,
+        asa_experts::SupervisorConfig::default(),
+    )
 }
 
 fn absolute(path: &Path) -> Result<String> {
