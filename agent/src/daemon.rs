@@ -516,6 +516,7 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
         Reason::CoolingDown { .. } => "cooling_down",
         Reason::NotWorthSwitching { .. } => "not_worth_switching",
         Reason::Switch => "switch",
+        Reason::SwitchNetOfCost { .. } => "switch_net_of_cost",
     };
     (
         record.decision.voted_class.clone(),

@@ -118,6 +118,18 @@ pub enum Reason {
         /// Horizon (s).
         horizon_s: f64,
     },
+    /// A confident vote for a class whose first-ranked expert does not pay for its switch from
+    /// the running one, while a lower-ranked expert does and pays more: the switch goes to
+    /// `DecisionRecord::target_expert`, the best net of the switching penalty. Net value of a
+    /// switch A → B for class c: (score_c(B) − score_c(A)) · horizon / run_s − cost(A→B).
+    SwitchNetOfCost {
+        /// The class's first-ranked usable expert.
+        preferred: String,
+        /// Net value of switching to `preferred` (≤ the chosen one's).
+        preferred_net: f64,
+        /// Net value of the switch made.
+        net: f64,
+    },
     /// The last switch was too recent.
     CoolingDown {
         /// Seconds until a switch is allowed.
@@ -188,6 +200,14 @@ impl DecisionRecord {
                 "switch from {}",
                 self.current_expert.as_deref().unwrap_or("(unknown)")
             ),
+            Reason::SwitchNetOfCost {
+                preferred,
+                preferred_net,
+                net,
+            } => format!(
+                "switch from {} (net of switching cost {net:.3}; {preferred} would net {preferred_net:.3})",
+                self.current_expert.as_deref().unwrap_or("(unknown)")
+            ),
         };
         format!(
             "tick {}: class {} (margin {:.2}, support {:.2}) → {}: {}",
@@ -206,8 +226,8 @@ impl DecisionRecord {
 pub struct Policy {
     config: PolicyConfig,
     classes: Vec<String>,
-    /// Best usable expert per class index.
-    class_expert: Vec<Option<String>>,
+    /// Per class index: the usable experts of its ranking, best first.
+    class_usable: Vec<Vec<String>>,
     /// Per class index: expert → its score in the mapping table.
     class_scores: Vec<BTreeMap<String, f64>>,
     /// (from, to) → (score cost, run length in s), from the table's `[[switch]]` entries.
@@ -235,13 +255,19 @@ impl Policy {
             "min_margin and min_support must be in [0, 1]"
         );
         let voter = TimeWeightedVoter::new(config.voting, classes.len())?;
-        let class_expert = classes
+        let class_usable = classes
             .iter()
             .map(|class| {
                 mapping
                     .class(class)
-                    .and_then(|c| c.best_usable(&usable))
-                    .map(|r| r.expert.clone())
+                    .map(|c| {
+                        c.ranked
+                            .iter()
+                            .filter(|r| usable(&r.expert))
+                            .map(|r| r.expert.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default()
             })
             .collect();
         let class_scores = classes
@@ -266,7 +292,7 @@ impl Policy {
         Ok(Self {
             config,
             classes,
-            class_expert,
+            class_usable,
             class_scores,
             switch_costs,
             voter,
@@ -289,7 +315,7 @@ impl Policy {
     /// The expert used for a class, if any.
     pub fn expert_for(&self, class: &str) -> Option<&str> {
         let index = self.classes.iter().position(|c| c == class)?;
-        self.class_expert[index].as_deref()
+        self.class_usable[index].first().map(String::as_str)
     }
 
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
@@ -312,33 +338,85 @@ impl Policy {
         Ok(self.decide(now, probabilities, vote))
     }
 
-    /// The switching penalty: `Some(reason)` when the table knows both experts' scores for the
-    /// class and the switch's cost, and the gain over the horizon does not pay for it. Without
-    /// that knowledge (hand-written table, pair not measured) nothing holds the switch.
-    fn not_worth(&self, class: usize, target: &str) -> Option<Reason> {
+    /// Net value of switching from the running expert to `target` for class index `class`:
+    /// `(gain · horizon / run_s − cost, gain, cost, run_s)`, or `None` when the table lacks the
+    /// running expert's score, the target's score or the pair's measured cost.
+    fn net_of_cost(&self, class: usize, target: &str) -> Option<(f64, f64, f64, f64)> {
         let current = self.current_expert.as_deref()?;
         let scores = &self.class_scores[class];
         let gain = scores.get(target)? - scores.get(current)?;
         let &(cost, run_s) = self
             .switch_costs
             .get(&(current.to_string(), target.to_string()))?;
-        let horizon_s = self.config.horizon.as_secs_f64();
-        if run_s <= 0.0 || gain * horizon_s / run_s > cost.max(0.0) {
+        if run_s <= 0.0 {
             return None;
         }
-        Some(Reason::NotWorthSwitching {
-            gain,
-            cost,
-            run_s,
-            horizon_s,
+        let horizon_s = self.config.horizon.as_secs_f64();
+        Some((gain * horizon_s / run_s - cost.max(0.0), gain, cost, run_s))
+    }
+
+    /// The switching penalty (calibration stage 2). For a class whose first-ranked usable
+    /// expert is not running, returns where to go and why:
+    /// * the table lacks the running expert's score or the pair's cost: the first-ranked expert,
+    ///   nothing holds the switch (hand-written tables, unmeasured pairs);
+    /// * otherwise, among the class's usable experts with a score and a measured cost from the
+    ///   running one, the one with the largest positive net value; the first-ranked one when it
+    ///   is that ([`Reason::Switch`]), a lower-ranked one with
+    ///   [`Reason::SwitchNetOfCost`] (e.g. lavd ranks first but takes half a minute to load,
+    ///   bpfland scores a little less and loads in a second);
+    /// * no positive net value: stay, [`Reason::NotWorthSwitching`] with the first-ranked
+    ///   expert's numbers.
+    fn choose_target(&self, class: usize) -> Option<(String, Reason)> {
+        let usable = &self.class_usable[class];
+        let preferred = usable.first()?;
+        let Some((preferred_net, gain, cost, run_s)) = self.net_of_cost(class, preferred) else {
+            return Some((preferred.clone(), Reason::Switch));
+        };
+        let best = usable
+            .iter()
+            .filter(|e| Some(e.as_str()) != self.current_expert.as_deref())
+            .filter_map(|e| Some((e, self.net_of_cost(class, e)?.0)))
+            .filter(|(_, net)| *net > 0.0)
+            .fold(None::<(&String, f64)>, |best, (e, net)| match best {
+                Some((_, b)) if b >= net => best,
+                _ => Some((e, net)),
+            });
+        Some(match best {
+            Some((e, _)) if e == preferred => (preferred.clone(), Reason::Switch),
+            Some((e, net)) => (
+                e.clone(),
+                Reason::SwitchNetOfCost {
+                    preferred: preferred.clone(),
+                    preferred_net,
+                    net,
+                },
+            ),
+            None => (
+                preferred.clone(),
+                Reason::NotWorthSwitching {
+                    gain,
+                    cost,
+                    run_s,
+                    horizon_s: self.config.horizon.as_secs_f64(),
+                },
+            ),
         })
     }
 
     fn decide(&mut self, now: Duration, probabilities: &[f32], vote: Vote) -> DecisionRecord {
-        let target = vote.class.and_then(|c| self.class_expert[c].clone());
-        let penalty = match (vote.class, &target) {
-            (Some(c), Some(t)) if Some(t) != self.current_expert.as_ref() => self.not_worth(c, t),
-            _ => None,
+        let preferred = vote
+            .class
+            .and_then(|c| self.class_usable[c].first().cloned());
+        // Where a confident vote would go, and why (the switching penalty may hold it or pick a
+        // cheaper expert); only computed when the class's first choice is not running.
+        let (target, switch_reason) = match (vote.class, &preferred) {
+            (Some(c), Some(p)) if Some(p) != self.current_expert.as_ref() => {
+                match self.choose_target(c) {
+                    Some((t, reason)) => (Some(t), reason),
+                    None => (preferred.clone(), Reason::Switch),
+                }
+            }
+            _ => (preferred.clone(), Reason::Switch),
         };
         let (action, reason) = if vote.class.is_none() {
             (Action::Stay, Reason::NoDecision)
@@ -356,8 +434,8 @@ impl Policy {
             (Action::Stay, Reason::ClassNotMapped)
         } else if target == self.current_expert {
             (Action::Stay, Reason::AlreadyRunning)
-        } else if let Some(reason) = penalty {
-            (Action::Stay, reason)
+        } else if matches!(switch_reason, Reason::NotWorthSwitching { .. }) {
+            (Action::Stay, switch_reason)
         } else if let Some(remaining) = self
             .last_switch
             .map(|at| (at + self.config.cooldown).saturating_sub(now))
@@ -370,7 +448,7 @@ impl Policy {
                 },
             )
         } else {
-            (Action::Switch, Reason::Switch)
+            (Action::Switch, switch_reason)
         };
         let record = DecisionRecord {
             schema: DECISION_SCHEMA.to_string(),
@@ -679,6 +757,95 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         // bpfland → lavd: no measured cost; rusty: no score in the table.
         assert_eq!(run(20, "bpfland").action, Action::Switch);
         assert_eq!(run(20, "rusty").action, Action::Switch);
+    }
+
+    /// busy: lavd 0.9, bpfland 0.8, eevdf 0.5; measured from eevdf: lavd costs `lavd_cost`,
+    /// bpfland 0.05, in 20 s runs. Net values (horizon h): lavd 0.4·h/20 − lavd_cost,
+    /// bpfland 0.3·h/20 − 0.05.
+    /// * h = 20, lavd 0.5: lavd −0.1, bpfland 0.25 → bpfland, net of cost.
+    /// * h = 60, lavd 0.5: lavd 0.7, bpfland 0.85 → bpfland (half a minute of loading eats
+    ///   more than lavd's lead earns in a minute).
+    /// * h = 60, lavd 0.2: lavd 1.0 > 0.85 → lavd, the first choice, a plain switch.
+    /// * h = 20, lavd 0.5, bpfland not usable: nothing pays → stay, numbers of lavd.
+    #[test]
+    fn the_switch_goes_where_it_pays_most_net_of_its_cost() {
+        let table_with = |lavd_cost: f64| {
+            MappingTable::parse(
+                &format!(
+                    "{}\n[[switch]]\nfrom = \"eevdf\"\nto = \"lavd\"\nscore_cost = {lavd_cost}\nspread = 0.0\nruns = 2\nrun_s = 20.0\n\
+                     [[switch]]\nfrom = \"eevdf\"\nto = \"bpfland\"\nscore_cost = 0.05\nspread = 0.0\nruns = 2\nrun_s = 20.0\n",
+                    TABLE.replace(
+                        "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
+                        "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },"
+                    )
+                ),
+                "test",
+            )
+            .unwrap()
+        };
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let run = |horizon_s: u64, lavd_cost: f64, not_usable: &'static str| {
+            let config = PolicyConfig {
+                cooldown: Duration::ZERO,
+                horizon: Duration::from_secs(horizon_s),
+                ..PolicyConfig::default()
+            };
+            let mut p = Policy::new(
+                config,
+                classes.clone(),
+                &table_with(lavd_cost),
+                move |e| e != not_usable,
+                Some("eevdf".into()),
+            )
+            .unwrap();
+            let last = (1..=3)
+                .map(|s| p.on_tick(at(s), &BUSY).unwrap())
+                .last()
+                .unwrap();
+            (last, p.current_expert().map(str::to_string))
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+
+        let (r, now) = run(20, 0.5, "");
+        assert_eq!(r.action, Action::Switch);
+        assert_eq!(r.target_expert.as_deref(), Some("bpfland"));
+        assert_eq!(now.as_deref(), Some("bpfland"));
+        match &r.reason {
+            Reason::SwitchNetOfCost {
+                preferred,
+                preferred_net,
+                net,
+            } => {
+                assert_eq!(preferred, "lavd");
+                assert!(close(*preferred_net, -0.1) && close(*net, 0.25), "{r:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            r.summary().contains("lavd would net -0.100"),
+            "{}",
+            r.summary()
+        );
+
+        let (r, _) = run(60, 0.5, "");
+        assert_eq!(r.target_expert.as_deref(), Some("bpfland"));
+        assert!(
+            matches!(r.reason, Reason::SwitchNetOfCost { net, .. } if close(net, 0.85)),
+            "{r:?}"
+        );
+
+        let (r, now) = run(60, 0.2, "");
+        assert_eq!((r.action, r.reason), (Action::Switch, Reason::Switch));
+        assert_eq!(now.as_deref(), Some("lavd"));
+
+        let (r, now) = run(20, 0.5, "bpfland");
+        assert_eq!(r.action, Action::Stay);
+        assert_eq!(r.target_expert.as_deref(), Some("lavd"));
+        assert!(
+            matches!(r.reason, Reason::NotWorthSwitching { gain, cost, .. } if close(gain, 0.4) && close(cost, 0.5)),
+            "{r:?}"
+        );
+        assert_eq!(now.as_deref(), Some("eevdf"));
     }
 
     #[test]
