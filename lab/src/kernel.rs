@@ -18,6 +18,10 @@ pub const SUITES: &[&str] = &["sid", "trixie-backports"];
 /// The meta package that names the current cloud kernel (virtio drivers built in).
 pub const META_PACKAGE: &str = "linux-image-cloud-amd64";
 
+/// Environment variable naming a cached kernel release to boot instead of the latest fetched
+/// (e.g. to continue a calibration on the kernel its table was measured on).
+pub const KERNEL_ENV: &str = "ASA_LAB_KERNEL";
+
 /// A kernel ready to boot.
 #[derive(Debug, Clone)]
 pub struct Kernel {
@@ -38,9 +42,48 @@ impl Kernel {
         }
     }
 
-    /// The kernel in the cache, if there is a complete one.
+    /// The kernel in the cache, if there is a complete one: the release named by
+    /// [`KERNEL_ENV`] when it is set (an error when that one is not cached), else the latest
+    /// fetched.
     pub fn cached(cache: &Path) -> Result<Option<Self>> {
+        Self::cached_release(cache, std::env::var(KERNEL_ENV).ok().as_deref())
+    }
+
+    /// [`Kernel::cached`] with the override passed in.
+    fn cached_release(cache: &Path, wanted: Option<&str>) -> Result<Option<Self>> {
         let dir = cache.join("kernel");
+        if let Some(release) = wanted.filter(|r| !r.trim().is_empty()) {
+            let release = release.trim().to_owned();
+            let kernel = Self {
+                vmlinuz: dir.join(&release).join("vmlinuz"),
+                config: dir.join(&release).join("config"),
+                release,
+            };
+            if !kernel.vmlinuz.is_file() || !kernel.config.is_file() {
+                let cached: Vec<String> = std::fs::read_dir(&dir)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok())
+                            .filter(|e| e.path().join("vmlinuz").is_file())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                bail!(
+                    "{KERNEL_ENV}={} names no cached kernel in {} (cached: {}); unset it to use \
+                     the latest (`asa-lab kernel` fetches it)",
+                    kernel.release,
+                    dir.display(),
+                    if cached.is_empty() {
+                        "none".to_string()
+                    } else {
+                        cached.join(", ")
+                    }
+                );
+            }
+            check_config(&kernel.config)?;
+            return Ok(Some(kernel));
+        }
         let Ok(release) = std::fs::read_to_string(dir.join("current")) else {
             return Ok(None);
         };
@@ -337,5 +380,46 @@ mod tests {
         assert!(err.contains("CONFIG_SCHED_CLASS_EXT=y"), "{err}");
         std::fs::write(&cfg, "CONFIG_SCHED_CLASS_EXT=y\n").unwrap();
         check_config(&cfg).unwrap();
+    }
+
+    /// Two cached releases, `current` naming the newer: no override boots `current`, an
+    /// override boots the one it names, an unknown one is an error that lists what is cached.
+    #[test]
+    fn an_override_picks_a_cached_release() {
+        let cache = tempfile::tempdir().unwrap();
+        let kernels = cache.path().join("kernel");
+        for release in ["7.2.13+deb14-cloud-amd64", "7.3.4+deb13-cloud-amd64"] {
+            std::fs::create_dir_all(kernels.join(release)).unwrap();
+            std::fs::write(kernels.join(release).join("vmlinuz"), "").unwrap();
+            std::fs::write(
+                kernels.join(release).join("config"),
+                "CONFIG_SCHED_CLASS_EXT=y\n",
+            )
+            .unwrap();
+        }
+        std::fs::write(kernels.join("current"), "7.3.4+deb13-cloud-amd64\n").unwrap();
+        let release =
+            |wanted| Kernel::cached_release(cache.path(), wanted).map(|k| k.map(|k| k.release));
+        assert_eq!(
+            release(None).unwrap().as_deref(),
+            Some("7.3.4+deb13-cloud-amd64")
+        );
+        assert_eq!(
+            release(Some("")).unwrap().as_deref(),
+            Some("7.3.4+deb13-cloud-amd64")
+        );
+        assert_eq!(
+            release(Some("7.2.13+deb14-cloud-amd64"))
+                .unwrap()
+                .as_deref(),
+            Some("7.2.13+deb14-cloud-amd64")
+        );
+        let err = release(Some("6.1.0-cloud-amd64")).unwrap_err().to_string();
+        assert!(
+            err.contains("ASA_LAB_KERNEL=6.1.0-cloud-amd64")
+                && err.contains("7.2.13+deb14-cloud-amd64")
+                && err.contains("7.3.4+deb13-cloud-amd64"),
+            "{err}"
+        );
     }
 }

@@ -261,6 +261,18 @@ pub fn boot(
             ))
             .args(["-device", "nvme,serial=asa-rootfs,drive=rootfs"]);
     }
+    // The VM dies with the thread that started it (which waits for it below): a killed
+    // asa-lab or test leaves no orphaned qemu burning a CPU for the rest of its timeout.
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     debug!("starting {cmd:?}");
     let t0 = Instant::now();
     let mut child = cmd.spawn().context("starting qemu")?;
