@@ -26,12 +26,11 @@ MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
 
-for b in asa asa-lab asa-scenarios; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab -p asa-scenarios" >&2; exit 1; }
-done
+. lab/vm-run.sh
+lab_require_bins
 ORT=$(gru_expert/setup_ort.sh)
 PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
-GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+GUEST_EXPERTS=$(lab_guest_experts "$EXPERTS")
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 GUEST_SCRIPT=$(mktemp)
@@ -40,29 +39,19 @@ cat > "$GUEST_SCRIPT" <<SCRIPT
 set -u
 mkdir -p /var/tmp/asa-work
 start=\$(date +%s)
-asa calibrate --stage live --dir /tmp/live --table /lab/table.toml --model /lab/model.onnx \\
+{ asa calibrate --stage live --dir /tmp/live --table /lab/table.toml --model /lab/model.onnx \\
   --onnxruntime /lab/libonnxruntime.so --agent-cooldown-s $AGENT_COOLDOWN --classes $CLASSES \\
   --scenarios $SCENARIOS --experts $EXPERTS --reps $REPS --duration $DURATION --settle $SETTLE \\
-  --cooldown $COOLDOWN --work-dir /var/tmp/asa-work > /tmp/live.log 2>&1
-rc=\$?
+  --cooldown $COOLDOWN --work-dir /var/tmp/asa-work 2>&1; echo \$? > /tmp/live.rc; } | tee /tmp/live.log
+rc=\$(cat /tmp/live.rc)
 echo "ASA-LIVE-RUN: asa calibrate --stage live exited \$rc after \$((\$(date +%s) - start)) s"
 cp /tmp/live.log /tmp/live/calibrate.log
 tar -C /tmp/live -cf /lab/out/live.tar .
 exit \$rc
 SCRIPT
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
-started=$(date +%s)
-set +e
-"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+rc=0
+lab_run_vm live "$OUT" "$GUEST_SCRIPT" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
   --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" --file "$ORT:/lab/libonnxruntime.so" \
-  --memory "$MEMORY" --timeout "$TIMEOUT" --script "$GUEST_SCRIPT" --out "$OUT/guest" \
-  2> "$OUT/console.log"
-rc=$?
-set -e
-echo "live run: VM exited $rc after $(( $(date +%s) - started )) s (host wall time)" | tee -a "$OUT/console.log" >&2
-if [ -f "$OUT/guest/live.tar" ]; then
-  tar -C "$OUT" -xf "$OUT/guest/live.tar"
-  rm -f "$OUT/guest/live.tar"
-fi
-grep -a 'ASA-LIVE-RUN\|asa-lab:' "$OUT/console.log" >&2 || true
+  --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
 exit $rc

@@ -22,11 +22,10 @@ MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-6000}
 BIN=${BIN:-target/release}
 
-for b in asa asa-lab asa-scenarios; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab -p asa-scenarios" >&2; exit 1; }
-done
+. lab/vm-run.sh
+lab_require_bins
 PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
-GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+GUEST_EXPERTS=$(lab_guest_experts "$EXPERTS")
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 GUEST_SCRIPT=$(mktemp)
@@ -48,17 +47,7 @@ tar -C /tmp/full -cf /lab/out/full.tar .
 exit \$rc
 EOF
 echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs; guest packages: $PACKAGES" >&2
-started=$(date +%s)
-set +e
-"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
-  --memory "$MEMORY" --timeout "$TIMEOUT" --script "$GUEST_SCRIPT" --out "$OUT/guest" \
-  2> "$OUT/console.log"
-rc=$?
-set -e
-echo "full run: VM exited $rc after $(( $(date +%s) - started )) s (host wall time)" | tee -a "$OUT/console.log" >&2
-if [ -f "$OUT/guest/full.tar" ]; then
-  tar -C "$OUT" -xf "$OUT/guest/full.tar"
-  rm -f "$OUT/guest/full.tar"
-fi
-grep -a 'ASA-FULL-RUN\|asa-lab:' "$OUT/console.log" >&2 || true
+rc=0
+lab_run_vm full "$OUT" "$GUEST_SCRIPT" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+  --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
 exit $rc
