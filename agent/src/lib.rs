@@ -4,11 +4,13 @@
 //! - [`control`]: the control socket protocol between `asa` commands and a running agent;
 //! - [`controller`]: the action path, one thread that owns the expert supervisor;
 //! - [`daemon`]: `asa run`, the perception → decision → action loop;
+//! - [`memory`]: keeping the resident set small (start-up code pages released);
 //! - [`switch_bench`]: the switch-time benchmark over every ordered pair of experts.
 
 pub mod control;
 pub mod controller;
 pub mod daemon;
 pub mod decision;
+pub mod memory;
 pub mod perception;
 pub mod switch_bench;

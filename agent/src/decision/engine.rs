@@ -136,12 +136,14 @@ impl DecisionEngine {
             Some(path) => SchemaFile::load(path)?,
             None => SchemaFile::builtin().context("the built-in feature schema")?,
         };
-        log::debug!("memory before ONNX Runtime: {}", memory_summary());
+        // Each start-up phase faults in code it alone runs (ONNX Runtime's registries above
+        // all); releasing it between phases keeps it out of the peak RSS (crate::memory).
+        crate::memory::release_after("reading the configuration");
         let runtime = OrtRuntime::load(sources.onnxruntime.as_deref())?;
-        log::debug!("memory with ONNX Runtime: {}", memory_summary());
+        crate::memory::release_after("loading ONNX Runtime");
         let classifier =
             WorkloadClassifier::load(runtime, &sources.model, &schema.to_feature_schema())?;
-        log::debug!("memory with the model: {}", memory_summary());
+        crate::memory::release_after("loading the model");
         let classes = classifier.info().class_names.clone();
         let names: Vec<&str> = classes.iter().map(String::as_str).collect();
         let (table, origin) = match &sources.mapping {
@@ -205,6 +207,7 @@ impl DecisionEngine {
             BpfMode::Auto
         };
         let sampler = Sampler::new(schema, mode)?;
+        crate::memory::release_after("loading the sampler");
         if !sampler.bpf_active() {
             log::warn!(
                 "the BPF scheduler features are missing ({}): they are NaN for the classifier, which was trained with them; expect lower accuracy",
