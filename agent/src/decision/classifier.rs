@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::TensorRef;
 
@@ -207,12 +208,8 @@ impl WorkloadClassifier {
         if !path.is_file() {
             return Err(bad("no such file".to_string()));
         }
-        let session = Session::builder(&runtime.environment)
+        let session = small_session(runtime)
             .map_err(|e| bad(format!("cannot create a session: {e}")))?
-            .with_intra_threads(1)
-            .map_err(|e| bad(format!("cannot set intra-op threads: {e}")))?
-            .with_inter_threads(1)
-            .map_err(|e| bad(format!("cannot set inter-op threads: {e}")))?
             .commit_from_file(path)
             .map_err(|e| bad(format!("not a loadable ONNX model ({e})")))?;
         let info = read_info(&session).map_err(bad)?;
@@ -306,6 +303,22 @@ impl WorkloadClassifier {
         }
         Ok(probabilities.to_vec())
     }
+}
+
+/// Session options for a one-row model run once a second, chosen for memory: one thread and
+/// no spinning (no thread pool is started), no CPU memory arena and no memory pattern (a few
+/// small tensors are allocated per run instead of keeping preallocated blocks), no graph
+/// optimisation (the exported ensemble has nothing to fuse; skipping the optimisers also keeps
+/// their code out of memory).
+fn small_session(runtime: &OrtRuntime) -> ort::Result<ort::session::builder::SessionBuilder> {
+    Ok(Session::builder(&runtime.environment)?
+        .with_intra_threads(1)?
+        .with_inter_threads(1)?
+        .with_intra_op_spinning(false)?
+        .with_inter_op_spinning(false)?
+        .with_memory_pattern(false)?
+        .with_optimization_level(GraphOptimizationLevel::Disable)?
+        .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])?)
 }
 
 /// Reads and checks the ASA metadata of a session's model.
