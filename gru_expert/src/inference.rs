@@ -1,21 +1,25 @@
-//! The two user-space threads of scx_gru: the ring-buffer poller and the
-//! inference loop that writes predictions into `pid_to_cpu`.
+//! The user-space side of scx_gru in model mode: one thread polls the ring
+//! buffer, keeps the per-task windows and runs the GRU, writing predictions
+//! into `pid_to_cpu` (the thesis's design: one user-space loop).
 //!
 //! Nothing here can block scheduling: the BPF side never waits for user space
-//! (a missing or stale prediction falls back), the poller never waits for the
-//! inference thread (a full queue drops the event and counts it).
+//! (a missing or stale prediction falls back, a full ring buffer drops the
+//! event and counts it). One thread instead of a poller handing events to an
+//! inference thread: every hand-over woke the second thread, a context switch
+//! per poll that the machine paid for no gain.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBuffer, RingBufferBuilder};
 use log::warn;
 
-use crate::features::{TaskEvent, TaskWindows};
+use crate::features::{Scaling, TaskEvent, TaskWindows};
 use crate::model::GruModel;
 use crate::stats::UserCounters;
 
@@ -30,34 +34,22 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Longest time an event waits in the ring buffer before it is read.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Longest a poll waits: the BPF side wakes the poller when a batch of events is waiting or
+/// the oldest waiting event is old enough, and a signal interrupts the wait; this bounds how
+/// late a lone event or a kernel-side exit is noticed.
+pub const MAX_POLL_WAIT: Duration = Duration::from_secs(1);
 
-/// Polls the `events` ring buffer until `shutdown`, sending decoded events to
-/// the inference thread without ever waiting for it.
-pub fn poll_ring_buffer(
-    events: MapHandle,
-    queue: SyncSender<TaskEvent>,
-    counters: Arc<UserCounters>,
-    shutdown: Arc<AtomicBool>,
-) -> Result<()> {
+/// The events ring buffer, delivering decoded events to a [`Predictor`].
+pub fn event_ring(
+    events: &MapHandle,
+    predictor: Rc<RefCell<Predictor>>,
+) -> Result<RingBuffer<'static>> {
     let mut decode_errors = 0u64;
     let mut builder = RingBufferBuilder::new();
     builder
-        .add(&events, move |data: &[u8]| {
+        .add(events, move |data: &[u8]| {
             match TaskEvent::from_bytes(data) {
-                Ok(event) => {
-                    counters.events_received.fetch_add(1, Ordering::Relaxed);
-                    match queue.try_send(event) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(_)) => {
-                            counters
-                                .events_dropped_queue
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(TrySendError::Disconnected(_)) => return -1,
-                    }
-                }
+                Ok(event) => predictor.borrow_mut().push(&event),
                 Err(e) => {
                     decode_errors += 1;
                     if decode_errors == 1 {
@@ -68,21 +60,17 @@ pub fn poll_ring_buffer(
             0
         })
         .context("register the events ring buffer")?;
-    let ring = builder.build().context("build the ring buffer poller")?;
-    while !shutdown.load(Ordering::Relaxed) {
-        // The BPF side wakes us only for a batch of events; whatever is
-        // waiting is drained at least every POLL_INTERVAL.
-        let polled = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
-        if let Err(e) = polled {
-            // EINTR (a signal) is expected at shutdown; the callback returning
-            // -1 means the inference thread is gone.
-            if shutdown.load(Ordering::Relaxed) {
-                break;
-            }
-            return Err(e).context("poll the events ring buffer");
-        }
+    builder.build().context("build the ring buffer poller")
+}
+
+/// Waits up to `timeout` for events and hands them to the ring's callback. Returns false
+/// if the wait was interrupted (a signal), true otherwise.
+pub fn poll_events(ring: &RingBuffer<'_>, timeout: Duration) -> Result<bool> {
+    match ring.poll(timeout) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e).context("poll the events ring buffer"),
     }
-    Ok(())
 }
 
 /// Settings of the inference loop.
@@ -131,99 +119,162 @@ impl InferenceBudget {
     }
 }
 
-/// Consumes events, keeps per-task windows, runs the GRU on every task whose
-/// window is full and changed, and writes the predicted CPU with a timestamp
-/// into `pid_to_cpu`.
-pub fn run_inference(
-    mut model: GruModel,
-    queue: Receiver<TaskEvent>,
+/// Per-task windows and the GRU: [`Predictor::push`] takes events, [`Predictor::predict`]
+/// runs the model on every task whose window is full and changed and writes the predicted
+/// CPU with a timestamp into `pid_to_cpu`.
+pub struct Predictor {
+    model: GruModel,
+    scaling: Scaling,
     pid_to_cpu: MapHandle,
     counters: Arc<UserCounters>,
-    shutdown: Arc<AtomicBool>,
     config: InferenceConfig,
-) -> Result<()> {
-    let mut windows = TaskWindows::new(model.meta().window);
-    let mut last_prediction_ns: HashMap<u32, u64> = HashMap::new();
-    let mut dirty: HashSet<u32> = HashSet::new();
-    let mut input = vec![0.0f32; model.input_len()];
-    let mut last_eviction = monotonic_ns();
-    let mut model_seq = 0u32;
-    let mut logged_errors = 0u32;
-    let scaling = model.scaling().clone();
-    let mut budget = InferenceBudget::new(config.budget_ns_per_s, monotonic_ns());
+    windows: TaskWindows,
+    last_prediction_ns: HashMap<u32, u64>,
+    dirty: HashSet<u32>,
+    input: Vec<f32>,
+    last_eviction: u64,
+    model_seq: u32,
+    logged_errors: u32,
+    budget: InferenceBudget,
+}
 
-    while !shutdown.load(Ordering::Relaxed) {
-        let first = match queue.recv_timeout(Duration::from_millis(100)) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        // Take what is queued now, bounded so predictions keep flowing.
-        for event in std::iter::once(first).chain(queue.try_iter().take(4096)) {
-            if windows.push(event.pid, event.stamp_ns, scaling.features(&event)) {
-                dirty.insert(event.pid);
-            }
+impl Predictor {
+    /// A predictor writing into `pid_to_cpu`.
+    pub fn new(
+        model: GruModel,
+        pid_to_cpu: MapHandle,
+        counters: Arc<UserCounters>,
+        config: InferenceConfig,
+    ) -> Self {
+        let now = monotonic_ns();
+        Self {
+            windows: TaskWindows::new(model.meta().window),
+            input: vec![0.0f32; model.input_len()],
+            scaling: model.scaling().clone(),
+            model,
+            pid_to_cpu,
+            counters,
+            config,
+            last_prediction_ns: HashMap::new(),
+            dirty: HashSet::new(),
+            last_eviction: now,
+            model_seq: 0,
+            logged_errors: 0,
+            budget: InferenceBudget::new(config.budget_ns_per_s, now),
         }
-        for pid in dirty.drain() {
+    }
+
+    /// Adds one event to its task's window.
+    pub fn push(&mut self, event: &TaskEvent) {
+        self.counters
+            .events_received
+            .fetch_add(1, Ordering::Relaxed);
+        if self
+            .windows
+            .push(event.pid, event.stamp_ns, self.scaling.features(event))
+        {
+            self.dirty.insert(event.pid);
+        }
+    }
+
+    /// Predicts for every task with a full, changed window (at most once per
+    /// `repredict_ns` per task, within the CPU budget); forgets silent tasks.
+    pub fn predict(&mut self) {
+        let dirty: Vec<u32> = self.dirty.drain().collect();
+        for pid in dirty {
             let now = monotonic_ns();
-            if let Some(last) = last_prediction_ns.get(&pid) {
-                if now.saturating_sub(*last) < config.repredict_ns {
+            if let Some(last) = self.last_prediction_ns.get(&pid) {
+                if now.saturating_sub(*last) < self.config.repredict_ns {
+                    // Still changed: predict when the interval is over.
+                    self.dirty.insert(pid);
                     continue;
                 }
             }
-            if !windows.fill_tensor(pid, &mut input) {
+            if !self.windows.fill_tensor(pid, &mut self.input) {
                 continue;
             }
-            if !budget.allows(now) {
-                counters
+            if !self.budget.allows(now) {
+                self.counters
                     .inferences_over_budget
                     .fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let started = Instant::now();
-            let result = model.predict(&input);
-            let elapsed = started.elapsed().as_nanos() as u64;
-            budget.charge(elapsed);
-            counters.inferences.fetch_add(1, Ordering::Relaxed);
-            let cpu = match result {
-                Ok(cpu) => cpu,
-                Err(e) => {
-                    counters.inference_errors.fetch_add(1, Ordering::Relaxed);
-                    if logged_errors < 5 {
-                        logged_errors += 1;
-                        warn!("inference failed: {e:#}");
-                    }
-                    continue;
+            self.predict_one(pid);
+        }
+        let now = monotonic_ns();
+        if now.saturating_sub(self.last_eviction) > self.config.forget_ns {
+            let oldest = now.saturating_sub(self.config.forget_ns);
+            self.windows.evict_older_than(oldest);
+            self.last_prediction_ns.retain(|_, t| *t >= oldest);
+            self.last_eviction = now;
+        }
+    }
+
+    fn predict_one(&mut self, pid: u32) {
+        let started = Instant::now();
+        let result = self.model.predict(&self.input);
+        let elapsed = started.elapsed().as_nanos() as u64;
+        self.budget.charge(elapsed);
+        self.counters.inferences.fetch_add(1, Ordering::Relaxed);
+        let cpu = match result {
+            Ok(cpu) => cpu,
+            Err(e) => {
+                self.counters
+                    .inference_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                if self.logged_errors < 5 {
+                    self.logged_errors += 1;
+                    warn!("inference failed: {e:#}");
                 }
-            };
-            counters
-                .latency
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .record(elapsed);
-            model_seq = model_seq.wrapping_add(1);
-            let stamp = monotonic_ns();
-            let value = prediction_bytes(stamp, cpu as i32, model_seq);
-            match pid_to_cpu.update(&pid.to_ne_bytes(), &value, MapFlags::ANY) {
-                Ok(()) => {
-                    counters.predictions_written.fetch_add(1, Ordering::Relaxed);
-                    last_prediction_ns.insert(pid, stamp);
-                }
-                Err(e) => {
-                    counters.map_update_errors.fetch_add(1, Ordering::Relaxed);
-                    if logged_errors < 5 {
-                        logged_errors += 1;
-                        warn!("pid_to_cpu update failed: {e}");
-                    }
+                return;
+            }
+        };
+        self.counters
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(elapsed);
+        self.model_seq = self.model_seq.wrapping_add(1);
+        let stamp = monotonic_ns();
+        let value = prediction_bytes(stamp, cpu as i32, self.model_seq);
+        match self
+            .pid_to_cpu
+            .update(&pid.to_ne_bytes(), &value, MapFlags::ANY)
+        {
+            Ok(()) => {
+                self.counters
+                    .predictions_written
+                    .fetch_add(1, Ordering::Relaxed);
+                self.last_prediction_ns.insert(pid, stamp);
+            }
+            Err(e) => {
+                self.counters
+                    .map_update_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                if self.logged_errors < 5 {
+                    self.logged_errors += 1;
+                    warn!("pid_to_cpu update failed: {e}");
                 }
             }
         }
-        let now = monotonic_ns();
-        if now.saturating_sub(last_eviction) > config.forget_ns {
-            let oldest = now.saturating_sub(config.forget_ns);
-            windows.evict_older_than(oldest);
-            last_prediction_ns.retain(|_, t| *t >= oldest);
-            last_eviction = now;
+    }
+}
+
+/// Polls until `shutdown`: events into `predictor`, predictions after every poll, and
+/// `tick` after every poll (stats; returning false stops the loop). Waits at most
+/// `max_wait()` per poll.
+pub fn run_event_loop(
+    ring: &RingBuffer<'_>,
+    predictor: &RefCell<Predictor>,
+    shutdown: &AtomicBool,
+    mut max_wait: impl FnMut() -> Duration,
+    mut tick: impl FnMut() -> bool,
+) -> Result<()> {
+    while !shutdown.load(Ordering::Relaxed) {
+        poll_events(ring, max_wait())?;
+        predictor.borrow_mut().predict();
+        if !tick() {
+            break;
         }
     }
     Ok(())

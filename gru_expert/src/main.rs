@@ -1,23 +1,25 @@
 //! scx_gru: GRU_sched as a sched_ext scheduler (see README.md).
 
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
-use libbpf_rs::MapHandle;
+use libbpf_rs::{MapHandle, RingBufferBuilder};
 use log::{info, warn};
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
 
 use asa_gru_expert::bpf_intf;
 use asa_gru_expert::bpf_skel::BpfSkelBuilder;
 use asa_gru_expert::features::TaskEvent;
-use asa_gru_expert::inference::{poll_ring_buffer, run_inference, InferenceConfig};
+use asa_gru_expert::inference::{
+    event_ring, poll_events, run_event_loop, InferenceConfig, Predictor, MAX_POLL_WAIT,
+};
 use asa_gru_expert::model::{cached_ort_library, GruModel, DEFAULT_MODEL, DEFAULT_ORT_LIB};
 use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
 
@@ -52,6 +54,15 @@ struct Opts {
     /// Do not predict again for a task within this many ms.
     #[arg(long, default_value_t = 20)]
     repredict_ms: u64,
+
+    /// The BPF side sends at most one event per task within this many ms.
+    #[arg(long, default_value_t = 10)]
+    event_gap_ms: u64,
+
+    /// The BPF side sends no event for a task whose prediction is younger than this (ms;
+    /// below the TTL, so the prediction is refreshed before it goes stale).
+    #[arg(long, default_value_t = 250)]
+    event_refresh_ms: u64,
 
     /// Share of one CPU (percent) the inference thread may use; inferences
     /// beyond it are skipped until the next second (their tasks fall back).
@@ -118,12 +129,16 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
     BpfCounters {
         nr_events: bss.nr_events,
         nr_ringbuf_drops: bss.nr_ringbuf_drops,
+        nr_events_fresh: bss.nr_events_fresh,
+        nr_events_gap: bss.nr_events_gap,
+        nr_ringbuf_wakeups: bss.nr_ringbuf_wakeups,
         nr_pred_applied: bss.nr_pred_applied,
         nr_pred_applied_select: bss.nr_pred_applied_select,
         nr_pred_missing: bss.nr_pred_missing,
         nr_pred_stale: bss.nr_pred_stale,
         nr_pred_disallowed: bss.nr_pred_disallowed,
         nr_pred_busy: bss.nr_pred_busy,
+        nr_pred_prev_idle: bss.nr_pred_prev_idle,
         nr_direct_idle: bss.nr_direct_idle,
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
@@ -176,6 +191,8 @@ fn main() -> Result<()> {
         );
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.prediction_ttl_ns = opts.prediction_ttl_ms * 1_000_000;
+        rodata.event_gap_ns = opts.event_gap_ms * 1_000_000;
+        rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
         rodata.usersched_tgid = std::process::id();
     }
@@ -188,29 +205,6 @@ fn main() -> Result<()> {
     let attached_at = Instant::now();
 
     let counters = Arc::new(UserCounters::default());
-    let mut threads: Vec<(&str, JoinHandle<Result<()>>)> = Vec::new();
-    if let Mode::Model(model, _) = mode {
-        let events = MapHandle::try_from(&skel.maps.events).context("handle of the events map")?;
-        let pid_to_cpu =
-            MapHandle::try_from(&skel.maps.pid_to_cpu).context("handle of pid_to_cpu")?;
-        let (tx, rx) = sync_channel::<TaskEvent>(65536);
-        let config = InferenceConfig {
-            repredict_ns: opts.repredict_ms * 1_000_000,
-            forget_ns: 10_000_000_000,
-            budget_ns_per_s: (opts.inference_budget_pct.clamp(0.0, 100.0) * 1e7) as u64,
-        };
-        let (c, s) = (counters.clone(), shutdown.clone());
-        threads.push((
-            "ringbuf",
-            std::thread::spawn(move || poll_ring_buffer(events, tx, c, s)),
-        ));
-        let (c, s) = (counters.clone(), shutdown.clone());
-        threads.push((
-            "inference",
-            std::thread::spawn(move || run_inference(*model, rx, pid_to_cpu, c, s, config)),
-        ));
-    }
-
     let write_stats = |skel: &asa_gru_expert::bpf_skel::BpfSkel, log_it: bool| {
         let bss = skel.maps.bss_data.as_ref().expect("BPF bss");
         let snap = StatsSnapshot::new(
@@ -228,34 +222,79 @@ fn main() -> Result<()> {
         }
     };
 
+    // One thread: it sleeps in the ring buffer's epoll (woken by the BPF side for a batch of
+    // events, by a signal, or at the next stats time), then predicts and writes stats.
     let interval = Duration::from_secs_f64(opts.stats_interval.max(0.1));
     let mut next_stats = Instant::now() + interval;
-    while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&skel, uei) {
-        if threads.iter().any(|(_, t)| t.is_finished()) {
-            warn!("a worker thread stopped; detaching");
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        if Instant::now() >= next_stats {
+    let events = MapHandle::try_from(&skel.maps.events).context("handle of the events map")?;
+    let wait = |next_stats: Instant| {
+        next_stats
+            .saturating_duration_since(Instant::now())
+            .min(MAX_POLL_WAIT)
+    };
+    let tick = |next_stats: &mut Instant| {
+        if Instant::now() >= *next_stats {
             write_stats(&skel, true);
-            next_stats += interval;
+            *next_stats += interval;
         }
+        !uei_exited!(&skel, uei)
+    };
+    let loop_result = match mode {
+        Mode::Model(model, _) => {
+            let pid_to_cpu =
+                MapHandle::try_from(&skel.maps.pid_to_cpu).context("handle of pid_to_cpu")?;
+            let config = InferenceConfig {
+                repredict_ns: opts.repredict_ms * 1_000_000,
+                forget_ns: 10_000_000_000,
+                budget_ns_per_s: (opts.inference_budget_pct.clamp(0.0, 100.0) * 1e7) as u64,
+            };
+            let predictor = Rc::new(RefCell::new(Predictor::new(
+                *model,
+                pid_to_cpu,
+                counters.clone(),
+                config,
+            )));
+            let ring = event_ring(&events, predictor.clone())?;
+            let next = RefCell::new(next_stats);
+            run_event_loop(
+                &ring,
+                &predictor,
+                &shutdown,
+                || wait(*next.borrow()),
+                || tick(&mut next.borrow_mut()),
+            )
+        }
+        Mode::FallbackOnly(_) => {
+            // No events are sent: the ring buffer's epoll is only a sleep that a signal
+            // interrupts.
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(&events, |_: &[u8]| 0)
+                .context("register the events ring buffer")?;
+            let ring = builder.build().context("build the ring buffer poller")?;
+            let mut result = Ok(());
+            while !shutdown.load(Ordering::Relaxed) {
+                if let Err(e) = poll_events(&ring, wait(next_stats)) {
+                    result = Err(e);
+                    break;
+                }
+                if !tick(&mut next_stats) {
+                    break;
+                }
+            }
+            result
+        }
+    };
+    if let Err(e) = &loop_result {
+        warn!("the event loop failed; detaching: {e:#}");
     }
 
     drop(link);
-    shutdown.store(true, Ordering::Relaxed);
     write_stats(&skel, true);
-    for (name, thread) in threads {
-        match thread.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!("{name} thread failed: {e:#}"),
-            Err(_) => warn!("{name} thread panicked"),
-        }
-    }
     info!("scx_gru detached");
     let exit = uei_report!(&skel, uei)?;
     if exit.should_restart() {
         info!("the kernel asked for a restart");
     }
-    Ok(())
+    loop_result
 }

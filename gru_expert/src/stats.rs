@@ -21,6 +21,15 @@ pub struct BpfCounters {
     pub nr_events: u64,
     /// Events lost because the ring buffer was full.
     pub nr_ringbuf_drops: u64,
+    /// Events not sent: the task's prediction was younger than the refresh age.
+    #[serde(default)]
+    pub nr_events_fresh: u64,
+    /// Events not sent: the task had sent one within the event gap.
+    #[serde(default)]
+    pub nr_events_gap: u64,
+    /// Ring-buffer submits that woke the poller (a batch waiting or the oldest event old enough).
+    #[serde(default)]
+    pub nr_ringbuf_wakeups: u64,
     /// Placements on the predicted CPU.
     pub nr_pred_applied: u64,
     /// ... of which decided in select_cpu.
@@ -33,6 +42,9 @@ pub struct BpfCounters {
     pub nr_pred_disallowed: u64,
     /// Fallback placements: predicted CPU busy.
     pub nr_pred_busy: u64,
+    /// Fallback placements: another CPU predicted, the idle previous CPU kept (select_cpu).
+    #[serde(default)]
+    pub nr_pred_prev_idle: u64,
     /// Fallback placements on an idle CPU found by the kernel (select_cpu).
     pub nr_direct_idle: u64,
     /// Fallback placements in the shared vtime DSQ.
@@ -46,7 +58,11 @@ pub struct BpfCounters {
 impl BpfCounters {
     /// All placements that did not follow a prediction.
     pub fn fallbacks(&self) -> u64 {
-        self.nr_pred_missing + self.nr_pred_stale + self.nr_pred_disallowed + self.nr_pred_busy
+        self.nr_pred_missing
+            + self.nr_pred_stale
+            + self.nr_pred_disallowed
+            + self.nr_pred_busy
+            + self.nr_pred_prev_idle
     }
 }
 
@@ -103,7 +119,8 @@ impl LatencyWindow {
 pub struct UserCounters {
     /// Events decoded from the ring buffer.
     pub events_received: AtomicU64,
-    /// Events dropped because the inference thread lagged (queue full).
+    /// Events dropped because the inference lagged (kept for the schema: the poller and the
+    /// inference are one thread since the events are handed over in place, so it stays 0).
     pub events_dropped_queue: AtomicU64,
     /// Inferences run.
     pub inferences: AtomicU64,
@@ -230,8 +247,9 @@ impl StatsSnapshot {
     pub fn summary(&self) -> String {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
         format!(
-            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {}) pinned {} \
-             events {} ringbuf_drops {} queue_drops {} inferences {} (over budget {}) infer_us p50 {} p99 {}",
+            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
+             pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
+             queue_drops {} inferences {} (over budget {}) infer_us p50 {} p99 {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -239,8 +257,12 @@ impl StatsSnapshot {
             self.bpf.nr_pred_stale,
             self.bpf.nr_pred_disallowed,
             self.bpf.nr_pred_busy,
+            self.bpf.nr_pred_prev_idle,
             self.bpf.nr_pinned_local,
             self.bpf.nr_events,
+            self.bpf.nr_events_fresh,
+            self.bpf.nr_events_gap,
+            self.bpf.nr_ringbuf_wakeups,
             self.ringbuf_drops,
             self.user.events_dropped_queue,
             self.user.inferences,
@@ -313,15 +335,41 @@ mod tests {
             nr_pred_stale: 2,
             nr_pred_disallowed: 3,
             nr_pred_busy: 4,
+            nr_pred_prev_idle: 6,
             nr_pinned_local: 100,
+            nr_events_fresh: 7,
             ..Default::default()
         };
         let snap = StatsSnapshot::new("model", None, 1.5, bpf, UserSnapshot::default());
-        assert_eq!(snap.fallbacks, 10);
+        assert_eq!(snap.fallbacks, 16);
         assert_eq!(snap.predictions_applied, 5);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s/stats.json");
         snap.write_to(&path).unwrap();
+        assert_eq!(StatsSnapshot::read_from(&path).unwrap(), snap);
+    }
+
+    #[test]
+    fn files_without_the_newer_counters_still_read() {
+        let snap = StatsSnapshot::new(
+            "model",
+            None,
+            1.0,
+            BpfCounters::default(),
+            UserSnapshot::default(),
+        );
+        let mut v = serde_json::to_value(&snap).unwrap();
+        for key in [
+            "nr_events_fresh",
+            "nr_events_gap",
+            "nr_ringbuf_wakeups",
+            "nr_pred_prev_idle",
+        ] {
+            assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        std::fs::write(&path, v.to_string()).unwrap();
         assert_eq!(StatsSnapshot::read_from(&path).unwrap(), snap);
     }
 }

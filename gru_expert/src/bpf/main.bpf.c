@@ -7,8 +7,11 @@
  * take the task now; every other case falls back to a default policy: the
  * kernel's idle-CPU selection and one shared, vtime-ordered DSQ.
  *
- * Every placement sends the task's features (struct gru_task_event) through a
- * ring buffer; a full ring buffer drops the event and counts the drop.
+ * Placements send the task's features (struct gru_task_event) through a ring
+ * buffer, except where an event cannot change a placement: a task with a
+ * prediction young enough, a task that sent one within the last event gap, a
+ * single-CPU task and scx_gru's own threads. A full ring buffer drops the event
+ * and counts the drop.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -23,8 +26,14 @@ const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
 const volatile u32 usersched_tgid;
 /* Send task events to user space (false when no model is loaded). */
 const volatile bool send_events = true;
-/* Wake the ring-buffer poller when this many bytes are waiting. */
+/* Wake the ring-buffer poller when this many bytes are waiting ... */
 const volatile u64 wakeup_batch_bytes = 64 * sizeof(struct gru_task_event);
+/* ... or when the oldest waiting event is this old (ns). */
+const volatile u64 wakeup_max_delay_ns = 100ULL * 1000 * 1000;
+/* At most one event per task within this gap (ns). */
+const volatile u64 event_gap_ns = 10ULL * 1000 * 1000;
+/* No event for a task whose prediction is younger than this (ns). */
+const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
 /* Size of struct gru_task_event as compiled here; user space checks it. */
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
@@ -33,10 +42,15 @@ UEI_DEFINE(uei);
 
 /* Global virtual time: the vtime of the most recently started task. */
 static u64 vtime_now;
+/* When the oldest event still waiting in the ring buffer was written. */
+static u64 pending_since_ns;
 
 /* Counters read by user space (bss). */
 u64 nr_events;			/* events written to the ring buffer */
 u64 nr_ringbuf_drops;		/* events lost: ring buffer full */
+u64 nr_events_fresh;		/* events not sent: the task's prediction is young enough */
+u64 nr_events_gap;		/* events not sent: the task sent one within the event gap */
+u64 nr_ringbuf_wakeups;		/* submits that woke the poller */
 u64 nr_pred_applied;		/* placed on the predicted CPU */
 u64 nr_pred_applied_select;	/*   ... of which in select_cpu */
 /* Placements that fell back to the default policy, by reason (each placement counted once): */
@@ -44,6 +58,7 @@ u64 nr_pred_missing;		/* no prediction for the pid */
 u64 nr_pred_stale;		/* prediction older than the TTL */
 u64 nr_pred_disallowed;		/* predicted CPU not allowed by the cpumask / out of range */
 u64 nr_pred_busy;		/* predicted CPU not idle */
+u64 nr_pred_prev_idle;		/* another CPU predicted, the idle previous CPU kept */
 /* Where fallback placements went: */
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
@@ -65,6 +80,7 @@ struct {
 /* Per-task state kept by the program. */
 struct task_ctx {
 	u64 switch_count;
+	u64 last_event_ns;	/* when the last event for the task was written */
 };
 
 struct {
@@ -84,22 +100,42 @@ static __always_inline bool vtime_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
-/* Send the features of @p, placed on @cpu, to user space. */
-static void send_event(struct task_struct *p, s32 cpu, u32 source)
+/*
+ * Send the features of @p, placed on @cpu, to user space; @pred_age_ns is the
+ * age of the task's prediction (U64 max if it has none).
+ *
+ * An event only feeds the task's window in user space, which predicts again
+ * at most every few tens of ms per task: no event while the task's prediction
+ * is younger than event_refresh_ns (user space gets new events in time to
+ * refresh it before the TTL), and at most one per event_gap_ns per task.
+ */
+static void send_event(struct task_struct *p, s32 cpu, u32 source, u64 pred_age_ns)
 {
 	struct gru_task_event *ev;
 	struct task_ctx *tctx;
+	u64 now, waiting;
 
 	if (!send_events)
 		return;
+	if (pred_age_ns < event_refresh_ns) {
+		stat_inc(&nr_events_fresh);
+		return;
+	}
+	now = bpf_ktime_get_ns();
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	if (tctx && tctx->last_event_ns && now - tctx->last_event_ns < event_gap_ns) {
+		stat_inc(&nr_events_gap);
+		return;
+	}
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		stat_inc(&nr_ringbuf_drops);
 		return;
 	}
-	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	if (tctx)
+		tctx->last_event_ns = now;
 
-	ev->stamp_ns = bpf_ktime_get_ns();
+	ev->stamp_ns = now;
 	ev->pid = p->pid;
 	ev->cpu = cpu;
 	ev->prio = p->prio;
@@ -113,14 +149,21 @@ static void send_event(struct task_struct *p, s32 cpu, u32 source)
 	bpf_probe_read_kernel_str(ev->comm, sizeof(ev->comm), p->comm);
 
 	/*
-	 * Wake the poller only once a batch is waiting: a wake-up per event
-	 * would add a context switch per placement. The poller also drains the
-	 * buffer every few milliseconds on its own.
+	 * Wake the poller only once a batch is waiting or the oldest waiting
+	 * event is wakeup_max_delay_ns old: a wake-up per event would add a
+	 * context switch per placement. The bytes waiting include this record
+	 * (and its 8-byte header): less than two records means it is the first.
 	 */
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_batch_bytes)
+	waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	if (waiting < 2 * sizeof(*ev))
+		pending_since_ns = now;
+	if (waiting >= wakeup_batch_bytes ||
+	    (s64)(now - pending_since_ns) >= (s64)wakeup_max_delay_ns) {
 		bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
-	else
+		stat_inc(&nr_ringbuf_wakeups);
+	} else {
 		bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	}
 	stat_inc(&nr_events);
 }
 
@@ -131,25 +174,32 @@ enum pred_miss {
 	PRED_STALE,
 	PRED_DISALLOWED,
 	PRED_BUSY,
+	PRED_PREV_IDLE,
 };
 
 /*
  * The CPU predicted for @p if the prediction is fresh and the CPU is allowed
- * (>= 0), otherwise -1 with the reason in @miss. Counts nothing: every
- * placement is counted once, where it happens.
+ * (>= 0), otherwise -1 with the reason in @miss; @age_ns gets the prediction's
+ * age (U64 max without one). Counts nothing: every placement is counted once,
+ * where it happens.
  */
-static s32 predicted_cpu(struct task_struct *p, enum pred_miss *miss)
+static s32 predicted_cpu(struct task_struct *p, enum pred_miss *miss, u64 *age_ns)
 {
 	struct gru_prediction *pred;
 	u32 pid = p->pid;
+	s64 age;
 	s32 cpu;
 
+	*age_ns = (u64)-1;
 	pred = bpf_map_lookup_elem(&pid_to_cpu, &pid);
 	if (!pred) {
 		*miss = PRED_MISSING;
 		return -1;
 	}
-	if ((s64)(bpf_ktime_get_ns() - pred->stamp_ns) > (s64)prediction_ttl_ns) {
+	age = (s64)(bpf_ktime_get_ns() - pred->stamp_ns);
+	if (age >= 0)
+		*age_ns = age;
+	if (age > (s64)prediction_ttl_ns) {
 		*miss = PRED_STALE;
 		return -1;
 	}
@@ -176,6 +226,9 @@ static void count_fallback(enum pred_miss miss)
 	case PRED_DISALLOWED:
 		stat_inc(&nr_pred_disallowed);
 		break;
+	case PRED_PREV_IDLE:
+		stat_inc(&nr_pred_prev_idle);
+		break;
 	default:
 		stat_inc(&nr_pred_busy);
 		break;
@@ -192,34 +245,73 @@ static u64 task_vtime(struct task_struct *p)
 	return vtime;
 }
 
+static __always_inline bool is_usersched(struct task_struct *p)
+{
+	return usersched_tgid && p->tgid == usersched_tgid;
+}
+
 s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	enum pred_miss miss;
 	bool is_idle = false;
+	u64 age;
 	s32 cpu;
 
+	/*
+	 * scx_gru's own threads: the default selection, no prediction and no
+	 * event (they are not part of the workload).
+	 */
+	if (is_usersched(p)) {
+		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+		if (is_idle) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			stat_inc(&nr_usersched_local);
+		}
+		return cpu;
+	}
+
+	cpu = predicted_cpu(p, &miss, &age);
+
+	/*
+	 * The thesis's select_cpu: an idle previous CPU keeps the task (warm
+	 * caches, no migration), whatever the prediction says; a prediction
+	 * of another CPU is only followed when the previous CPU is busy.
+	 */
+	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		if (cpu == prev_cpu) {
+			stat_inc(&nr_pred_applied);
+			stat_inc(&nr_pred_applied_select);
+		} else {
+			count_fallback(cpu >= 0 ? PRED_PREV_IDLE : miss);
+			stat_inc(&nr_direct_idle);
+		}
+		send_event(p, prev_cpu, GRU_SRC_SELECT_CPU, age);
+		return prev_cpu;
+	}
+
 	/* A fresh prediction whose CPU is idle: place the task there now. */
-	cpu = predicted_cpu(p, &miss);
 	if (cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		stat_inc(&nr_pred_applied);
 		stat_inc(&nr_pred_applied_select);
-		send_event(p, cpu, GRU_SRC_SELECT_CPU);
+		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
 		return cpu;
 	}
 
 	/*
-	 * Default policy: the kernel's selection (idle previous CPU first, then
-	 * any idle CPU); an idle CPU gets the task on its local DSQ directly.
-	 * Without an idle CPU the decision is deferred to ops.enqueue(), which
-	 * looks at the prediction again.
+	 * Default policy: the kernel's selection (any idle CPU); an idle CPU
+	 * gets the task on its local DSQ directly. Without an idle CPU the
+	 * decision is deferred to ops.enqueue(), which looks at the prediction
+	 * again.
 	 */
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_idle) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		count_fallback(miss);
 		stat_inc(&nr_direct_idle);
-		send_event(p, cpu, GRU_SRC_SELECT_CPU);
+		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
 	}
 	return cpu;
 }
@@ -228,28 +320,30 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	enum pred_miss miss;
 	s32 cpu, idle_cpu;
+	u64 age;
 
 	/*
-	 * scx_gru's own threads (ring-buffer poller, inference) run next on
-	 * their CPU: predictions that wait behind the load go stale. No event:
-	 * they are not part of the workload.
+	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
+	 * its CPU: predictions that wait behind the load go stale. No event:
+	 * it is not part of the workload.
 	 */
-	if (usersched_tgid && p->tgid == usersched_tgid) {
+	if (is_usersched(p)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		stat_inc(&nr_usersched_local);
 		return;
 	}
 
-	/* Tasks that can run on one CPU only go straight to that CPU. */
+	/*
+	 * Tasks that can run on one CPU only go straight to that CPU. No event:
+	 * no prediction can place them anywhere else.
+	 */
 	if (p->nr_cpus_allowed == 1) {
-		cpu = scx_bpf_task_cpu(p);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		stat_inc(&nr_pinned_local);
-		send_event(p, cpu, GRU_SRC_ENQUEUE);
 		return;
 	}
 
-	cpu = predicted_cpu(p, &miss);
+	cpu = predicted_cpu(p, &miss, &age);
 	if (cpu >= 0) {
 		/*
 		 * Follow the prediction only if the CPU is idle: queueing behind
@@ -260,7 +354,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			stat_inc(&nr_pred_applied);
-			send_event(p, cpu, GRU_SRC_ENQUEUE);
+			send_event(p, cpu, GRU_SRC_ENQUEUE, age);
 			return;
 		}
 		miss = PRED_BUSY;
@@ -273,7 +367,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	if (idle_cpu >= 0)
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
-	send_event(p, scx_bpf_task_cpu(p), GRU_SRC_ENQUEUE);
+	send_event(p, scx_bpf_task_cpu(p), GRU_SRC_ENQUEUE, age);
 }
 
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
