@@ -37,6 +37,12 @@ const SCHEDULERS: [&str; 5] = ["eevdf", "gru", "gru-noinfer", "gru-fallback", "b
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
 const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
+/// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
+const PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 /// The guest's Debian packages for the loads.
 const PACKAGES: [&str; 3] = ["sysbench", "rt-tests", "linux-perf"];
 
@@ -420,8 +426,10 @@ fn main() -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
-            v["mode"], v["predictions_applied"], v["fallbacks"], v["user"]["inferences"],
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
+            v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
+            v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"],
             v["user"]["inferences_over_budget"], v["ringbuf_drops"],
             v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
         );
@@ -432,11 +440,12 @@ fn main() -> Result<()> {
             "# vm_compare: EEVDF vs scx_gru vs scx_bpfland (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
              --schedulers {}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
-             qemu TCG, 2 vCPUs, 2 GiB.\n\nGuest: {}\n\n{table}",
+             qemu TCG, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
             args.rounds,
             args.seconds,
             args.schedulers.join(","),
             args.rounds,
+            PROFILE,
             versions.lines().collect::<Vec<_>>().join(", ")
         );
         std::fs::write(dir.join("table.md"), md)?;
