@@ -654,11 +654,24 @@ pub const PROCFS_FEATURES: &[&str] = &[
     "forks_per_s",
 ];
 
+/// At most this many /proc/<pid>/stat files stay open between scans (beyond: opened and
+/// closed per scan), well inside the default limit of 1024 open files.
+pub const MAX_OPEN_STAT_FILES: usize = 512;
+
 /// Scans /proc/<pid>/stat once per tick and remembers each process's CPU time for the next
 /// scan (keyed by pid and start time, so a reused pid is not mistaken for the old process).
+///
+/// The stat files stay open between scans and are re-read from offset 0 (procfs formats them
+/// afresh on every read): a scan costs one pread per process instead of open + read + close
+/// and the path walk, which is most of the agent's own CPU time in an emulated guest. A file
+/// of a process that exited fails to read (ESRCH) and is reopened by path, which finds the
+/// process now holding the pid, if any.
 pub struct ProcessScanner {
     previous: HashMap<(i32, u64), u64>,
     current: HashMap<(i32, u64), u64>,
+    /// pid → (its open stat file, the scan that last saw the pid).
+    open: HashMap<i32, (File, u64)>,
+    scans: u64,
     buffer: Vec<u8>,
     page_size: u64,
 }
@@ -675,6 +688,8 @@ impl ProcessScanner {
         ProcessScanner {
             previous: HashMap::new(),
             current: HashMap::new(),
+            open: HashMap::new(),
+            scans: 0,
             buffer: Vec::with_capacity(8192),
             page_size: procfs::page_size(),
         }
@@ -685,6 +700,8 @@ impl ProcessScanner {
     pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
         let mut tick = ProcessTick::default();
         self.current.clear();
+        self.scans += 1;
+        let scan = self.scans;
         let entries = std::fs::read_dir(proc_root)
             .with_context(|| format!("list {}", proc_root.display()))?;
         let mut path = proc_root.to_path_buf();
@@ -693,13 +710,29 @@ impl ProcessScanner {
             let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            path.push(&name);
-            path.push("stat");
-            let read = read_file(&path, &mut self.buffer, true);
-            path.pop();
-            path.pop();
-            if read.is_err() {
-                continue; // exited between readdir and open
+            let reread = match self.open.get_mut(&pid) {
+                Some((file, seen)) => {
+                    *seen = scan;
+                    pread_file(file, &mut self.buffer, true).is_ok()
+                }
+                None => false,
+            };
+            if !reread {
+                self.open.remove(&pid);
+                path.push(&name);
+                path.push("stat");
+                let opened = File::open(&path);
+                path.pop();
+                path.pop();
+                let Ok(file) = opened else {
+                    continue; // exited between readdir and open
+                };
+                if pread_file(&file, &mut self.buffer, true).is_err() {
+                    continue;
+                }
+                if self.open.len() < MAX_OPEN_STAT_FILES {
+                    self.open.insert(pid, (file, scan));
+                }
             }
             let Ok(stat) = procfs::process::Stat::from_read(&self.buffer[..]) else {
                 continue;
@@ -713,6 +746,7 @@ impl ProcessScanner {
             self.current.insert(key, cpu);
             tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
         }
+        self.open.retain(|_, (_, seen)| *seen == scan);
         std::mem::swap(&mut self.previous, &mut self.current);
         Ok(tick)
     }
@@ -722,6 +756,8 @@ impl ProcessScanner {
 pub struct ProcReader {
     root: std::path::PathBuf,
     buffers: [Vec<u8>; 6],
+    /// The system files, kept open and re-read from offset 0 (reopened after a failed read).
+    files: [Option<File>; 6],
     disks: DiskFilter,
     scanner: ProcessScanner,
     last_scan: Option<(f64, ProcessTick)>,
@@ -739,20 +775,24 @@ const SYSTEM_FILES: [&str; 6] = [
     "loadavg",
 ];
 
-/// Reads a /proc file into `buffer` (cleared first) with plain read(2) calls: unlike
+/// Reads a procfs file that is already open, from offset 0 (procfs formats it again for a
+/// read at offset 0), into `buffer` (cleared first), with plain pread(2) calls: unlike
 /// `read_to_end`, no statx/lseek probing of the size (procfs reports 0 anyway). With
 /// `single_read`, a read that does not fill the buffer ends the file: true of
 /// /proc/<pid>/stat, which the kernel formats whole into the first read's buffer.
-fn read_file(path: &Path, buffer: &mut Vec<u8>, single_read: bool) -> std::io::Result<()> {
+fn pread_file(file: &File, buffer: &mut Vec<u8>, single_read: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
     const CHUNK: usize = 4096;
     buffer.clear();
-    let mut file = File::open(path)?;
     loop {
         let len = buffer.len();
         buffer.resize(len + CHUNK, 0);
-        let n = match file.read(&mut buffer[len..]) {
+        let n = match file.read_at(&mut buffer[len..], len as u64) {
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                buffer.truncate(len);
+                continue;
+            }
             Err(e) => {
                 buffer.truncate(len);
                 return Err(e);
@@ -776,6 +816,7 @@ impl ProcReader {
         ProcReader {
             root: root.to_path_buf(),
             buffers: std::array::from_fn(|_| Vec::with_capacity(8192)),
+            files: Default::default(),
             disks,
             scanner: ProcessScanner::new(),
             last_scan: None,
@@ -790,7 +831,21 @@ impl ProcReader {
         let at_s = self.epoch.elapsed().as_secs_f64();
         let mut readable = [false; 6];
         for (i, name) in SYSTEM_FILES.iter().enumerate() {
-            match read_file(&self.root.join(name), &mut self.buffers[i], false) {
+            let kept = match &self.files[i] {
+                Some(file) => pread_file(file, &mut self.buffers[i], false).is_ok(),
+                None => false,
+            };
+            let read = if kept {
+                Ok(())
+            } else {
+                self.files[i] = None;
+                File::open(self.root.join(name)).and_then(|file| {
+                    pread_file(&file, &mut self.buffers[i], false)?;
+                    self.files[i] = Some(file);
+                    Ok(())
+                })
+            };
+            match read {
                 Ok(()) => readable[i] = std::str::from_utf8(&self.buffers[i]).is_ok(),
                 Err(e) if i == 0 => {
                     return Err(e).with_context(|| format!("read {}/stat", self.root.display()))
@@ -1085,6 +1140,52 @@ mod tests {
         write_stat(root.path(), 12, (1000, 0), 5000, 7); // +100 for the new process
         let third = scanner.scan(root.path()).unwrap();
         assert_eq!(third.top_cpu_ticks, 100);
+        assert_eq!(scanner.open.len(), 3, "the three stat files stay open");
+
+        // pid 11 exits, 14 starts: the exited one's file is closed, the new one read.
+        std::fs::remove_dir_all(root.path().join("11")).unwrap();
+        write_stat(root.path(), 14, (5, 5), 6000, 1);
+        write_stat(root.path(), 10, (85, 50), 1000, 10); // +5
+        let fourth = scanner.scan(root.path()).unwrap();
+        assert_eq!(fourth.count, 3);
+        assert_eq!(fourth.top_cpu_ticks, 5);
+        let mut open: Vec<i32> = scanner.open.keys().copied().collect();
+        open.sort();
+        assert_eq!(open, vec![10, 12, 14]);
+    }
+
+    /// On the real /proc: the scanner's own process is found with a CPU time that grows
+    /// between scans, through its kept-open stat file, and a child that exits is dropped.
+    #[test]
+    fn process_scan_of_the_real_proc_rereads_kept_files() {
+        let mut scanner = ProcessScanner::new();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let child_pid = child.id() as i32;
+        let first = scanner.scan(Path::new("/proc")).unwrap();
+        assert!(first.count >= 2, "{first:?}");
+        assert!(scanner.open.contains_key(&child_pid));
+        let me = std::process::id() as i32;
+        let key = *scanner.previous.keys().find(|(pid, _)| *pid == me).unwrap();
+        let before = scanner.previous[&key];
+        let spin = Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(300) {
+            std::hint::black_box(spin.elapsed());
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        scanner.scan(Path::new("/proc")).unwrap();
+        assert!(
+            scanner.previous[&key] > before,
+            "own CPU time did not grow: {before} -> {}",
+            scanner.previous[&key]
+        );
+        assert!(
+            !scanner.open.contains_key(&child_pid),
+            "exited child still open"
+        );
     }
 
     #[test]
