@@ -1,46 +1,69 @@
 # Shared by the long lab runs (scenarios/lab/full-run.sh, mapping/lab/live-run.sh,
-# mapping/lab/overhead-run.sh): sourced, not executed. Each of those scripts writes a guest
-# script that leaves its results as /lab/out/NAME.tar, then calls lab_run_vm.
+# mapping/lab/overhead-run.sh): sourced, not executed.
 #
 #   BIN=target/release; . lab/vm-run.sh
-#   lab_require_bins                       # asa, asa-lab, asa-scenarios built in $BIN
-#   GUEST_EXPERTS=$(lab_guest_experts eevdf,lavd,bpfland)   # -> lavd,bpfland (EEVDF is built in)
-#   lab_run_vm NAME OUT_DIR GUEST_SCRIPT [more `asa-lab run` arguments...]
+#   lab_prepare OUT_DIR SCENARIOS EXPERTS  # checks $BIN; sets OUT (absolute), PACKAGES (the
+#                                          # scenarios' guest packages), GUEST_EXPERTS (all but
+#                                          # eevdf) and GUEST_SCRIPT (a temporary file)
+#   lab_guest_script NAME LOG 'asa ... --out /tmp/NAME ...'
+#                                          # writes GUEST_SCRIPT: runs the command with its output
+#                                          # on the console and in /tmp/NAME/LOG, leaves /tmp/NAME
+#                                          # as /lab/out/NAME.tar
+#   lab_run_vm NAME [more `asa-lab run` arguments...]
 #
 # lab_run_vm streams the guest's progress (lines of the asa runner and calibration, and lines
-# starting with ASA-) to stderr while the whole console goes to OUT_DIR/console.log, unpacks
-# OUT_DIR/guest/NAME.tar into OUT_DIR and returns the VM's exit status.
+# starting with ASA-) to stderr while the whole console goes to OUT/console.log, unpacks
+# OUT/guest/NAME.tar into OUT and returns the VM's exit status.
 
-lab_require_bins() {
+lab_prepare() {
   for b in asa asa-lab asa-scenarios; do
     [ -x "$BIN/$b" ] || {
       echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab -p asa-scenarios" >&2
       return 1
     }
   done
+  PACKAGES=$("$BIN/asa-scenarios" packages "$2") || return 1
+  GUEST_EXPERTS=$(echo "$3" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+  mkdir -p "$1"
+  OUT=$(cd "$1" && pwd)
+  GUEST_SCRIPT=$(mktemp)
+  trap 'rm -f "$GUEST_SCRIPT"' EXIT
 }
 
-lab_guest_experts() {
-  echo "$1" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -
+lab_guest_script() {
+  cat > "$GUEST_SCRIPT" <<SCRIPT
+set -u
+# Load inputs on the guest's disk (fio measures a real block device; the kernel tree is large).
+mkdir -p /var/tmp/asa-work /tmp/$1
+start=\$(date +%s)
+{ $3 2>&1; echo \$? > /tmp/$1.rc; } | tee /tmp/$1.log
+rc=\$(cat /tmp/$1.rc)
+echo "ASA-RUN: $1 exited \$rc after \$((\$(date +%s) - start)) s"
+df -h /var/tmp /tmp
+cp /tmp/$1.log /tmp/$1/$2
+tar -C /tmp/$1 -cf /lab/out/$1.tar .
+exit \$rc
+SCRIPT
 }
 
 lab_run_vm() {
-  _name=$1 _out=$2 _script=$3
-  shift 3
+  _name=$1
+  shift
   _started=$(date +%s)
-  rm -f "$_out/.vm-rc"
+  rm -f "$OUT/.vm-rc"
   # The console (stderr of asa-lab) goes to console.log in full; progress lines also to stderr.
-  { "$BIN/asa-lab" run --asa "$BIN/asa" --script "$_script" --out "$_out/guest" "$@" 2>&1
-    echo $? > "$_out/.vm-rc"; } \
-    | tee "$_out/console.log" \
+  { "$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+      --script "$GUEST_SCRIPT" --out "$OUT/guest" "$@" 2>&1
+    echo $? > "$OUT/.vm-rc"; } \
+    | tee "$OUT/console.log" \
     | grep -a --line-buffered 'ASA-\|asa-lab:\|calibration scenario\|\] run [0-9]\|ERROR\|WARN' >&2
-  _rc=$(cat "$_out/.vm-rc" 2>/dev/null || echo 1)
-  rm -f "$_out/.vm-rc"
+  _rc=$(cat "$OUT/.vm-rc" 2>/dev/null || echo 1)
+  rm -f "$OUT/.vm-rc"
   echo "$_name: VM exited $_rc after $(( $(date +%s) - _started )) s (host wall time)" \
-    | tee -a "$_out/console.log" >&2
-  if [ -f "$_out/guest/$_name.tar" ]; then
-    tar -C "$_out" -xf "$_out/guest/$_name.tar"
-    rm -f "$_out/guest/$_name.tar"
+    | tee -a "$OUT/console.log" >&2
+  if [ -f "$OUT/guest/$_name.tar" ]; then
+    tar -C "$OUT" -xf "$OUT/guest/$_name.tar"
+    rm -f "$OUT/guest/$_name.tar"
   fi
   return "$_rc"
 }

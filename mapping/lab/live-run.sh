@@ -27,31 +27,14 @@ TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
 
 . lab/vm-run.sh
-lab_require_bins
 ORT=$(gru_expert/setup_ort.sh)
-PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
-GUEST_EXPERTS=$(lab_guest_experts "$EXPERTS")
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-GUEST_SCRIPT=$(mktemp)
-trap 'rm -f "$GUEST_SCRIPT"' EXIT
-cat > "$GUEST_SCRIPT" <<SCRIPT
-set -u
-mkdir -p /var/tmp/asa-work
-start=\$(date +%s)
-{ asa calibrate --stage live --dir /tmp/live --table /lab/table.toml --model /lab/model.onnx \\
-  --onnxruntime /lab/libonnxruntime.so --agent-cooldown-s $AGENT_COOLDOWN --classes $CLASSES \\
-  --scenarios $SCENARIOS --experts $EXPERTS --reps $REPS --duration $DURATION --settle $SETTLE \\
-  --cooldown $COOLDOWN --work-dir /var/tmp/asa-work 2>&1; echo \$? > /tmp/live.rc; } | tee /tmp/live.log
-rc=\$(cat /tmp/live.rc)
-echo "ASA-LIVE-RUN: asa calibrate --stage live exited \$rc after \$((\$(date +%s) - start)) s"
-cp /tmp/live.log /tmp/live/calibrate.log
-tar -C /tmp/live -cf /lab/out/live.tar .
-exit \$rc
-SCRIPT
+lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
+lab_guest_script live calibrate.log "asa calibrate --stage live --dir /tmp/live \
+  --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
+  --agent-cooldown-s $AGENT_COOLDOWN --classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
+  --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
-lab_run_vm live "$OUT" "$GUEST_SCRIPT" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
-  --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" --file "$ORT:/lab/libonnxruntime.so" \
-  --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
+lab_run_vm live --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" \
+  --file "$ORT:/lab/libonnxruntime.so" --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
 exit $rc

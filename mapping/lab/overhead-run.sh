@@ -33,28 +33,11 @@ if [ -z "${PAIRS:-}" ]; then
 fi
 
 . lab/vm-run.sh
-lab_require_bins
-PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
-GUEST_EXPERTS=$(lab_guest_experts "$EXPERTS")
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-GUEST_SCRIPT=$(mktemp)
-trap 'rm -f "$GUEST_SCRIPT"' EXIT
-cat > "$GUEST_SCRIPT" <<SCRIPT
-set -u
-mkdir -p /var/tmp/asa-work
-start=\$(date +%s)
-{ asa calibrate --stage overhead --dir /tmp/overhead --table /lab/table.toml --classes load \\
-  --pairs '$PAIRS' --scenarios $SCENARIOS --reps $REPS --duration $DURATION --settle $SETTLE \\
-  --cooldown $COOLDOWN --work-dir /var/tmp/asa-work 2>&1; echo \$? > /tmp/overhead.rc; } | tee /tmp/overhead.log
-rc=\$(cat /tmp/overhead.rc)
-echo "ASA-OVERHEAD-RUN: asa calibrate --stage overhead exited \$rc after \$((\$(date +%s) - start)) s"
-cp /tmp/overhead.log /tmp/overhead/calibrate.log
-tar -C /tmp/overhead -cf /lab/out/overhead.tar .
-exit \$rc
-SCRIPT
+lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
+lab_guest_script overhead calibrate.log "asa calibrate --stage overhead --dir /tmp/overhead \
+  --table /lab/table.toml --classes load --pairs '$PAIRS' --scenarios $SCENARIOS --reps $REPS \
+  --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
 echo "overhead run: $SCENARIOS x ($EXPERTS + $PAIRS), ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
-lab_run_vm overhead "$OUT" "$GUEST_SCRIPT" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
-  --file "$TABLE:/lab/table.toml" --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
+lab_run_vm overhead --file "$TABLE:/lab/table.toml" --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
 exit $rc

@@ -23,31 +23,12 @@ TIMEOUT=${TIMEOUT:-6000}
 BIN=${BIN:-target/release}
 
 . lab/vm-run.sh
-lab_require_bins
-PACKAGES=$("$BIN/asa-scenarios" packages "$SCENARIOS")
-GUEST_EXPERTS=$(lab_guest_experts "$EXPERTS")
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-GUEST_SCRIPT=$(mktemp)
-trap 'rm -f "$GUEST_SCRIPT"' EXIT
-cat > "$GUEST_SCRIPT" <<EOF
-set -u
-# Load inputs on the guest's disk (fio measures a real block device; the kernel tree is large).
-mkdir -p /var/tmp/asa-work
-start=\$(date +%s)
-asa scenario run $SCENARIOS --experts $EXPERTS --order by-expert --reps $REPS \\
-  --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \\
-  --work-dir /var/tmp/asa-work --out /tmp/full \\
-  --record-features /tmp/full/dataset --record-interval-ms $RECORD_INTERVAL_MS \\
-  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB"
-rc=\$?
-echo "ASA-FULL-RUN: asa scenario run exited \$rc after \$((\$(date +%s) - start)) s"
-df -h /var/tmp /tmp
-tar -C /tmp/full -cf /lab/out/full.tar .
-exit \$rc
-EOF
+lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
+lab_guest_script full run.log "asa scenario run $SCENARIOS --experts $EXPERTS --order by-expert \
+  --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \
+  --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
+  --record-interval-ms $RECORD_INTERVAL_MS --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
 echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
-lab_run_vm full "$OUT" "$GUEST_SCRIPT" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
-  --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
+lab_run_vm full --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
 exit $rc

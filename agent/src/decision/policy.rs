@@ -697,43 +697,59 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         assert_eq!(back.probabilities["busy"], 0.9);
     }
 
+    /// TABLE with eevdf ranked third for busy (0.5) and the given measured switch costs
+    /// (from, to, score cost) in 20 s runs.
+    fn table_with_costs(costs: &[(&str, &str, f64)]) -> MappingTable {
+        let mut text = TABLE.replace(
+            "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
+            "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },",
+        );
+        for (from, to, cost) in costs {
+            text.push_str(&format!(
+                "\n[[switch]]\nfrom = \"{from}\"\nto = \"{to}\"\nscore_cost = {cost}\nspread = 0.0\nruns = 2\nrun_s = 20.0\n"
+            ));
+        }
+        MappingTable::parse(&text, "test").unwrap()
+    }
+
+    /// Three confident busy ticks from `current` (cooldown 0, the given horizon, every expert
+    /// but `not_usable` usable): the last record and the expert running after it.
+    fn three_busy_ticks(
+        table: &MappingTable,
+        horizon_s: u64,
+        current: &str,
+        not_usable: &'static str,
+    ) -> (DecisionRecord, Option<String>) {
+        let config = PolicyConfig {
+            cooldown: Duration::ZERO,
+            horizon: Duration::from_secs(horizon_s),
+            ..PolicyConfig::default()
+        };
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let mut p = Policy::new(
+            config,
+            classes,
+            table,
+            move |e| e != not_usable,
+            Some(current.into()),
+        )
+        .unwrap();
+        let last = (1..=3)
+            .map(|s| p.on_tick(at(s), &BUSY).unwrap())
+            .last()
+            .unwrap();
+        (last, p.current_expert().map(str::to_string))
+    }
+
     /// The table's busy row scores lavd 0.9 and eevdf 0.5 (gain 0.4 for eevdf → lavd). With a
     /// measured cost of 0.5 per switch in a 20 s run: horizon 20 s gives 0.4 · 20/20 = 0.4 ≤ 0.5
     /// (stay), horizon 60 s gives 1.2 > 0.5 (switch). A pair the table has no cost for, or a
     /// running expert it has no score for, switches as before.
     #[test]
     fn a_switch_that_does_not_pay_for_its_cost_is_not_made() {
-        let table = MappingTable::parse(
-            &format!(
-                "{}\n[[switch]]\nfrom = \"eevdf\"\nto = \"lavd\"\nscore_cost = 0.5\nspread = 0.0\nruns = 2\nrun_s = 20.0\n",
-                TABLE.replace(
-                    "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
-                    "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },"
-                )
-            ),
-            "test",
-        )
-        .unwrap();
-        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
-        let run = |horizon_s: u64, current: &str| {
-            let config = PolicyConfig {
-                cooldown: Duration::ZERO,
-                horizon: Duration::from_secs(horizon_s),
-                ..PolicyConfig::default()
-            };
-            let mut p = Policy::new(
-                config,
-                classes.clone(),
-                &table,
-                |_| true,
-                Some(current.into()),
-            )
-            .unwrap();
-            (1..=3)
-                .map(|s| p.on_tick(at(s), &BUSY).unwrap())
-                .last()
-                .unwrap()
-        };
+        let table = table_with_costs(&[("eevdf", "lavd", 0.5)]);
+        let run =
+            |horizon_s: u64, current: &str| three_busy_ticks(&table, horizon_s, current, "").0;
         let short = run(20, "eevdf");
         assert_eq!(short.action, Action::Stay);
         match short.reason {
@@ -769,40 +785,10 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// * h = 20, lavd 0.5, bpfland not usable: nothing pays → stay, numbers of lavd.
     #[test]
     fn the_switch_goes_where_it_pays_most_net_of_its_cost() {
-        let table_with = |lavd_cost: f64| {
-            MappingTable::parse(
-                &format!(
-                    "{}\n[[switch]]\nfrom = \"eevdf\"\nto = \"lavd\"\nscore_cost = {lavd_cost}\nspread = 0.0\nruns = 2\nrun_s = 20.0\n\
-                     [[switch]]\nfrom = \"eevdf\"\nto = \"bpfland\"\nscore_cost = 0.05\nspread = 0.0\nruns = 2\nrun_s = 20.0\n",
-                    TABLE.replace(
-                        "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
-                        "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },"
-                    )
-                ),
-                "test",
-            )
-            .unwrap()
-        };
-        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
         let run = |horizon_s: u64, lavd_cost: f64, not_usable: &'static str| {
-            let config = PolicyConfig {
-                cooldown: Duration::ZERO,
-                horizon: Duration::from_secs(horizon_s),
-                ..PolicyConfig::default()
-            };
-            let mut p = Policy::new(
-                config,
-                classes.clone(),
-                &table_with(lavd_cost),
-                move |e| e != not_usable,
-                Some("eevdf".into()),
-            )
-            .unwrap();
-            let last = (1..=3)
-                .map(|s| p.on_tick(at(s), &BUSY).unwrap())
-                .last()
-                .unwrap();
-            (last, p.current_expert().map(str::to_string))
+            let table =
+                table_with_costs(&[("eevdf", "lavd", lavd_cost), ("eevdf", "bpfland", 0.05)]);
+            three_busy_ticks(&table, horizon_s, "eevdf", not_usable)
         };
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
 
