@@ -535,8 +535,7 @@ impl Supervisor {
             });
         }
         let spawned_at = Instant::now();
-        let mut child = cmd
-            .spawn()
+        let mut child = spawn_from_lasting_thread(cmd)
             .with_context(|| format!("starting {}", binary.display()))?;
         let gate = if gated {
             match AttachGate::attach_to(child.id(), GatePolicy::default()) {
@@ -825,6 +824,42 @@ pub fn describe_status(status: ExitStatus) -> String {
     }
 }
 
+/// A spawn request: the command and where to send the child.
+type SpawnRequest = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+
+/// Starts `cmd` from one thread that lives as long as the process.
+///
+/// `PR_SET_PDEATHSIG` (set in the expert's `pre_exec`) fires when the *thread* that forked the
+/// child exits, not the process: an expert started from a short-lived thread (the mid-run
+/// switch of calibration stage 2) got SIGINT and detached as soon as that thread ended. Forking
+/// from this thread keeps the promise "the expert detaches when the agent dies" and nothing
+/// else.
+pub(crate) fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<Child> {
+    use std::sync::mpsc;
+    use std::sync::OnceLock;
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, incoming) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("asa-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in incoming {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("starting the process spawner thread");
+        Mutex::new(requests)
+    });
+    let (reply, child) = mpsc::channel();
+    let gone = || std::io::Error::other("the process spawner thread is gone");
+    spawner
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, reply))
+        .map_err(|_| gone())?;
+    child.recv().map_err(|_| gone())?
+}
+
 fn spawn_reader<R: Read + Send + 'static>(
     name: &str,
     stream: Option<R>,
@@ -880,5 +915,52 @@ fn check_runs(binary: &Path) -> Result<()> {
             bail!("`{} --version` did not finish in 20 s", binary.display());
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child with PR_SET_PDEATHSIG started from a thread that then exits: forked by that
+    /// thread it would be killed at once; through the lasting spawner it keeps running.
+    #[test]
+    fn a_child_outlives_the_short_lived_thread_that_asked_for_it() {
+        let start = |via_spawner: bool| {
+            std::thread::spawn(move || {
+                let mut cmd = Command::new("sleep");
+                cmd.arg("30");
+                // SAFETY: prctl is async-signal-safe.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                if via_spawner {
+                    spawn_from_lasting_thread(cmd).unwrap()
+                } else {
+                    cmd.spawn().unwrap()
+                }
+            })
+            .join()
+            .unwrap()
+        };
+        let mut direct = start(false);
+        let mut kept = start(true);
+        std::thread::sleep(Duration::from_millis(300));
+        let direct_status = direct.try_wait().unwrap();
+        let kept_status = kept.try_wait().unwrap();
+        let _ = kept.kill();
+        let _ = kept.wait();
+        let _ = direct.kill();
+        let _ = direct.wait();
+        assert!(
+            direct_status.is_some(),
+            "the control case: a child of an exited thread gets its death signal"
+        );
+        assert_eq!(kept_status, None, "the spawner's child was killed");
     }
 }
