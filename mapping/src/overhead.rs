@@ -128,8 +128,18 @@ impl ExpertSwitcher for MidRunSwitcher {
     }
 
     fn still_pinned(&mut self, expert: &str) -> Result<bool> {
+        // A switch still under way when the run ends (lavd loads for 40-80 s under TCG, longer
+        // than a probe) left the probe on the first expert plus the second one's loading: no
+        // cost of a switch can be read from such a run, so it is not counted.
+        let in_time = self.pending.as_ref().is_none_or(|h| h.is_finished());
         let switched = match self.finish_pending() {
-            Ok(()) => true,
+            Ok(()) if in_time => true,
+            Ok(()) => {
+                warn!(
+                    "{expert}: the switch was still under way when the run ended (the switch                      takes longer than the rest of the probe): run not counted"
+                );
+                false
+            }
             Err(e) => {
                 warn!("{e:#}");
                 false
@@ -247,6 +257,21 @@ pub fn markdown(table: &crate::MappingTable, set: &ResultSet) -> String {
         out.push_str(&format!(
             "| {} → {} | {:+.3} | {:.3} | {} |\n",
             s.from, s.to, s.score_cost, s.spread, s.runs
+        ));
+    }
+    let unmeasured: Vec<String> = o
+        .experts
+        .iter()
+        .filter_map(|e| parse_switch(e))
+        .filter(|(a, b)| !table.switches.iter().any(|s| s.from == *a && s.to == *b))
+        .map(|(a, b)| format!("{a} → {b}"))
+        .collect();
+    if !unmeasured.is_empty() {
+        out.push_str(&format!(
+            "\nNo cost measured for {}: none of their runs was valid (the switch did not complete \
+             within the probe, or an expert failed; `results.json` has each run's note). The \
+             decision puts no penalty on these switches.\n",
+            unmeasured.join(", ")
         ));
     }
     out

@@ -46,7 +46,7 @@ echo "show_exit=$?" >> /lab/out/results
 # Stage 2: the cost of a switch half way through a run, added to the prototype table.
 asa calibrate --stage overhead --dir /lab/out/ovh --table /lab/out/cal/mapping.toml \
   --pairs 'eevdf>bpfland,bpfland>eevdf' --catalogue /lab/cal.toml --scenarios CAL-GAME \
-  --reps 2 --duration 4 --settle 0.5 --cooldown 0.2 --work-dir /tmp/work > /lab/out/overhead.log 2>&1
+  --reps 2 --duration 8 --settle 0.5 --cooldown 0.2 --work-dir /tmp/work > /lab/out/overhead.log 2>&1
 echo "overhead_exit=$?" >> /lab/out/results
 echo "state_after_overhead=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
 "#;
@@ -134,4 +134,42 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
         .read_out("cal/calibration.md")
         .unwrap()
         .contains("Noise floor"));
+
+    // Stage 2: the switch runs happened, the experts they switched to kept running to the end
+    // of the run (an expert started by the mid-run switch thread once got its parent-death
+    // signal when that thread ended), and the table gained the costs.
+    assert_eq!(results["overhead_exit"], "0");
+    assert_eq!(results["state_after_overhead"], "disabled");
+    let overhead_log = out.read_out("overhead.log").unwrap();
+    assert!(
+        !overhead_log.contains("ended (exit code"),
+        "an expert died during the switch runs"
+    );
+    let switches = ResultSet::load(&out.out_dir.join("ovh/results.json")).unwrap();
+    let runs: Vec<_> = switches.scenarios[0]
+        .runs
+        .iter()
+        .filter(|r| r.expert.contains('>'))
+        .collect();
+    assert_eq!(runs.len(), 4, "2 pairs x 2 reps");
+    for r in &runs {
+        // Invalid only when the switch was still loading at the end of the run (logged).
+        assert!(
+            r.valid
+                || overhead_log.contains(&format!("{}: the switch was still under way", r.expert)),
+            "{} rep {} invalid: {overhead_log}",
+            r.expert,
+            r.rep
+        );
+    }
+    let costed = MappingTable::load(&out.out_dir.join("ovh/mapping.toml")).unwrap();
+    assert_eq!(costed.source, "overhead");
+    assert!(
+        costed
+            .switches
+            .iter()
+            .any(|c| c.from == "bpfland" && c.to == "eevdf" && c.runs >= 1),
+        "{:?}",
+        costed.switches
+    );
 }
