@@ -250,7 +250,10 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
             let (plan, text) = plan(args, overhead::experts_for(&pairs))?;
             let supervisor =
                 system_supervisor(&catalogue).context("starting the expert supervisor")?;
-            let mut switcher = MidRunSwitcher::new(supervisor, plan.settle + plan.duration / 2);
+            std::fs::create_dir_all(&args.dir)
+                .with_context(|| format!("creating {}", args.dir.display()))?;
+            let mut switcher = MidRunSwitcher::new(supervisor, plan.settle + plan.duration / 2)
+                .recording_times_in(&args.dir);
             calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?
         }
         [one] => ResultSet::load(one)?,
@@ -272,7 +275,12 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
             set.machine.kernel
         );
     }
-    let costs = overhead::switch_costs(&set)?;
+    // Switch durations: from this folder, or from the folder of the given result file.
+    let times_dir = match args.from_results.as_slice() {
+        [one] => one.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        _ => args.dir.clone(),
+    };
+    let costs = overhead::switch_costs(&set, &overhead::read_switch_times(&times_dir)?)?;
     if costs.is_empty() {
         bail!("no switch run could be scored: nothing to add");
     }

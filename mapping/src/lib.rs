@@ -325,9 +325,10 @@ impl MappingTable {
                 )));
             }
             let finite = sw.score_cost.is_finite() && sw.spread.is_finite() && sw.run_s.is_finite();
-            if !finite || sw.spread < 0.0 || sw.run_s <= 0.0 || sw.from == sw.to {
+            let time_ok = sw.switch_s.is_none_or(|t| t.is_finite() && t >= 0.0);
+            if !finite || !time_ok || sw.spread < 0.0 || sw.run_s <= 0.0 || sw.from == sw.to {
                 return Err(invalid(format!(
-                    "switch {} -> {}: needs two different experts, a finite score_cost, spread >= 0 and run_s > 0",
+                    "switch {} -> {}: needs two different experts, a finite score_cost, spread >= 0, run_s > 0 and switch_s >= 0",
                     sw.from, sw.to
                 )));
             }
@@ -553,6 +554,23 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
             .unwrap_err()
             .to_string();
         assert!(err.contains("run_s > 0"), "{err}");
+        // The switch time is optional (older tables), and must be a duration when given.
+        let timed = good.replace(
+            "run_s = 20.0\n[[switch]]",
+            "run_s = 20.0\nswitch_s = 31.5\n[[switch]]",
+        );
+        let t2 = MappingTable::parse(&with(&timed), "t").unwrap();
+        assert_eq!(t2.switches[0].switch_s, Some(31.5));
+        assert_eq!(t2.switches[1].switch_s, None);
+        assert_eq!(
+            MappingTable::parse(&t2.to_toml().unwrap(), "t").unwrap(),
+            t2
+        );
+        let negative = timed.replace("switch_s = 31.5", "switch_s = -1.0");
+        let err = MappingTable::parse(&with(&negative), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("switch_s >= 0"), "{err}");
         // Round trip keeps them.
         assert_eq!(MappingTable::parse(&t.to_toml().unwrap(), "t").unwrap(), t);
     }

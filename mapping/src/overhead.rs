@@ -54,6 +54,43 @@ pub struct SwitchCost {
     pub runs: u32,
     /// Probe duration of the runs, seconds (the cost is per switch in a run this long).
     pub run_s: f64,
+    /// Median time the switch took, seconds (from starting `to` to `to` scheduling, the old
+    /// expert's stop included): the gain of `to` only starts after it, so the decision counts
+    /// the horizon minus this. Absent in tables written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_s: Option<f64>,
+}
+
+/// The file in a stage 2 folder where every mid-run switch's duration is appended (one JSON
+/// object per line: `pair`, `switch_s`, `in_run`), so a resumed calibration keeps them.
+pub const SWITCH_TIMES_FILE: &str = "switch-times.jsonl";
+
+/// One mid-run switch's duration, as appended to [`SWITCH_TIMES_FILE`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchTime {
+    /// The pseudo-expert, `from>to`.
+    pub pair: String,
+    /// How long the switch took, seconds.
+    pub switch_s: f64,
+    /// Whether it completed before its run ended (only then does the run count for the cost).
+    pub in_run: bool,
+}
+
+/// Reads [`SWITCH_TIMES_FILE`] of a stage 2 folder (none yet: empty).
+pub fn read_switch_times(dir: &std::path::Path) -> Result<Vec<SwitchTime>> {
+    let path = dir.join(SWITCH_TIMES_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(anyhow!("reading {}: {e}", path.display())),
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| anyhow!("{} line {}: {e}", path.display(), i + 1))
+        })
+        .collect()
 }
 
 /// An [`ExpertSwitcher`] over the supervisor that also understands `A>B`: pin A now, and switch
@@ -61,7 +98,10 @@ pub struct SwitchCost {
 pub struct MidRunSwitcher {
     supervisor: Arc<Mutex<Supervisor>>,
     delay: Duration,
-    pending: Option<JoinHandle<Result<()>>>,
+    /// The pair under way and its switch thread (the switch's duration in seconds).
+    pending: Option<(String, JoinHandle<Result<f64>>)>,
+    /// Where switch durations are appended ([`SWITCH_TIMES_FILE`]), if anywhere.
+    times: Option<std::path::PathBuf>,
 }
 
 impl MidRunSwitcher {
@@ -71,6 +111,29 @@ impl MidRunSwitcher {
             supervisor: Arc::new(Mutex::new(supervisor)),
             delay,
             pending: None,
+            times: None,
+        }
+    }
+
+    /// Appends every switch's duration to `dir`/[`SWITCH_TIMES_FILE`].
+    pub fn recording_times_in(mut self, dir: &std::path::Path) -> Self {
+        self.times = Some(dir.join(SWITCH_TIMES_FILE));
+        self
+    }
+
+    fn record_time(&self, time: &SwitchTime) {
+        let Some(path) = &self.times else { return };
+        let line = match serde_json::to_string(time) {
+            Ok(l) => l,
+            Err(e) => return warn!("switch time not recorded: {e}"),
+        };
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+        if let Err(e) = appended {
+            warn!("switch time not recorded in {}: {e}", path.display());
         }
     }
 
@@ -78,20 +141,27 @@ impl MidRunSwitcher {
         self.supervisor.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a pending mid-run switch; its error, if it failed.
-    fn finish_pending(&mut self) -> Result<()> {
-        match self.pending.take() {
-            Some(h) => h
-                .join()
-                .map_err(|_| anyhow!("the mid-run switch thread panicked"))?,
-            None => Ok(()),
-        }
+    /// Waits for a pending mid-run switch and records its duration (`in_run`: it had
+    /// completed before the run ended); its error, if it failed.
+    fn finish_pending(&mut self, in_run: bool) -> Result<()> {
+        let Some((pair, handle)) = self.pending.take() else {
+            return Ok(());
+        };
+        let switch_s = handle
+            .join()
+            .map_err(|_| anyhow!("the mid-run switch thread panicked"))??;
+        self.record_time(&SwitchTime {
+            pair,
+            switch_s,
+            in_run,
+        });
+        Ok(())
     }
 }
 
 impl ExpertSwitcher for MidRunSwitcher {
     fn pin(&mut self, expert: &str) -> Result<String> {
-        if let Err(e) = self.finish_pending() {
+        if let Err(e) = self.finish_pending(false) {
             warn!("the previous mid-run switch failed: {e:#}");
         }
         let (first, second) = match parse_switch(expert) {
@@ -105,24 +175,28 @@ impl ExpertSwitcher for MidRunSwitcher {
         if let Some(second) = second {
             let supervisor = self.supervisor.clone();
             let delay = self.delay;
-            self.pending = Some(std::thread::spawn(move || {
-                std::thread::sleep(delay);
-                let mut sup = supervisor.lock().unwrap_or_else(|e| e.into_inner());
-                let report = sup
-                    .switch_to(&second)
-                    .map_err(|e| anyhow!("mid-run switch to {second}: {e}"))?;
-                info!(
-                    "mid-run switch {} -> {} in {:.0} ms (EEVDF gap {})",
-                    report.from,
-                    report.to,
-                    report.total_ms,
-                    report
-                        .eevdf_gap_ms
-                        .map(|g| format!("{g:.0} ms"))
-                        .unwrap_or("-".into())
-                );
-                Ok(())
-            }));
+            let pair = expert.to_string();
+            self.pending = Some((
+                pair,
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
+                    let mut sup = supervisor.lock().unwrap_or_else(|e| e.into_inner());
+                    let report = sup
+                        .switch_to(&second)
+                        .map_err(|e| anyhow!("mid-run switch to {second}: {e}"))?;
+                    info!(
+                        "mid-run switch {} -> {} in {:.0} ms (EEVDF gap {})",
+                        report.from,
+                        report.to,
+                        report.total_ms,
+                        report
+                            .eevdf_gap_ms
+                            .map(|g| format!("{g:.0} ms"))
+                            .unwrap_or("-".into())
+                    );
+                    Ok(report.total_ms / 1000.0)
+                }),
+            ));
         }
         Ok(report.ops.unwrap_or(report.to))
     }
@@ -131,8 +205,8 @@ impl ExpertSwitcher for MidRunSwitcher {
         // A switch still under way when the run ends (lavd loads for 40-80 s under TCG, longer
         // than a probe) left the probe on the first expert plus the second one's loading: no
         // cost of a switch can be read from such a run, so it is not counted.
-        let in_time = self.pending.as_ref().is_none_or(|h| h.is_finished());
-        let switched = match self.finish_pending() {
+        let in_time = self.pending.as_ref().is_none_or(|(_, h)| h.is_finished());
+        let switched = match self.finish_pending(in_time) {
             Ok(()) if in_time => true,
             Ok(()) => {
                 warn!(
@@ -154,7 +228,7 @@ impl ExpertSwitcher for MidRunSwitcher {
     }
 
     fn release(&mut self) -> Result<()> {
-        let pending = self.finish_pending();
+        let pending = self.finish_pending(false);
         self.supervisor().stop()?;
         pending
     }
@@ -190,7 +264,7 @@ pub fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
 
 /// The cost of every switch measured in `set` (runs of `A`, `B` and `A>B` of the same
 /// scenario and repetition).
-pub fn switch_costs(set: &ResultSet) -> Result<Vec<SwitchCost>> {
+pub fn switch_costs(set: &ResultSet, times: &[SwitchTime]) -> Result<Vec<SwitchCost>> {
     let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, "result set")?;
     // (from, to) -> per-repetition costs
     let mut costs: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
@@ -215,10 +289,25 @@ pub fn switch_costs(set: &ResultSet) -> Result<Vec<SwitchCost>> {
             }
         }
     }
+    // Durations per pair, whether or not the switch completed within its run: a switch that
+    // is too slow for the run still has a known duration (and no measured score cost).
+    let mut durations: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for t in times {
+        if let Some((a, b)) = parse_switch(&t.pair) {
+            durations
+                .entry((a.to_string(), b.to_string()))
+                .or_default()
+                .push(t.switch_s);
+            costs.entry((a.to_string(), b.to_string())).or_default();
+        }
+    }
     let run_s = set.options.duration.as_secs_f64();
     Ok(costs
         .into_iter()
         .map(|((from, to), xs)| {
+            let switch_s = durations
+                .get(&(from.clone(), to.clone()))
+                .and_then(|d| median(d));
             let n = xs.len() as f64;
             let spread = if xs.len() < 2 {
                 0.0
@@ -232,9 +321,20 @@ pub fn switch_costs(set: &ResultSet) -> Result<Vec<SwitchCost>> {
                 spread,
                 runs: xs.len() as u32,
                 run_s,
+                switch_s,
             }
         })
         .collect())
+}
+
+fn median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 /// A markdown report of the switch costs in `table`, measured in `set`.
@@ -245,7 +345,9 @@ pub fn markdown(table: &crate::MappingTable, set: &ResultSet) -> String {
          Measured on {} ({} CPUs, kernel {}): {} scenario(s) × {} rep(s), {:.0} s probe, the \
          switch half way through the probe. Cost = mean over repetitions of \
          (score(from) + score(to)) / 2 − score(from>to), in UX score (0..1) per switch in a run \
-         this long.\n\n| switch | score cost | spread | runs |\n|---|---:|---:|---:|\n",
+         this long, over the runs whose switch completed within the run; switch time = median \
+         duration of the switch (the decision counts the class gain only after it).\n\n\
+         | switch | score cost | spread | runs | switch time |\n|---|---:|---:|---:|---:|\n",
         set.machine.cpu_model,
         set.machine.cpus,
         set.machine.kernel,
@@ -254,10 +356,21 @@ pub fn markdown(table: &crate::MappingTable, set: &ResultSet) -> String {
         o.duration.as_secs_f64()
     );
     for s in &table.switches {
-        out.push_str(&format!(
-            "| {} → {} | {:+.3} | {:.3} | {} |\n",
-            s.from, s.to, s.score_cost, s.spread, s.runs
-        ));
+        let time = s
+            .switch_s
+            .map(|t| format!("{t:.1} s"))
+            .unwrap_or("-".into());
+        if s.runs == 0 {
+            out.push_str(&format!(
+                "| {} → {} | - (never completed within a run) | - | 0 | {time} |\n",
+                s.from, s.to
+            ));
+        } else {
+            out.push_str(&format!(
+                "| {} → {} | {:+.3} | {:.3} | {} | {time} |\n",
+                s.from, s.to, s.score_cost, s.spread, s.runs
+            ));
+        }
     }
     let unmeasured: Vec<String> = o
         .experts
@@ -268,9 +381,9 @@ pub fn markdown(table: &crate::MappingTable, set: &ResultSet) -> String {
         .collect();
     if !unmeasured.is_empty() {
         out.push_str(&format!(
-            "\nNo cost measured for {}: none of their runs was valid (the switch did not complete \
-             within the probe, or an expert failed; `results.json` has each run's note). The \
-             decision puts no penalty on these switches.\n",
+            "\nNothing measured for {}: no valid run and no switch time (an expert failed; \
+             `results.json` has each run's note). The decision puts no penalty on these \
+             switches.\n",
             unmeasured.join(", ")
         ));
     }
@@ -280,6 +393,27 @@ pub fn markdown(table: &crate::MappingTable, set: &ResultSet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switch_times_read_back_and_their_median() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_switch_times(dir.path()).unwrap().is_empty());
+        std::fs::write(
+            dir.path().join(SWITCH_TIMES_FILE),
+            "{\"pair\":\"eevdf>lavd\",\"switch_s\":60.2,\"in_run\":false}\n\n\
+             {\"pair\":\"eevdf>lavd\",\"switch_s\":43.9,\"in_run\":false}\n",
+        )
+        .unwrap();
+        let times = read_switch_times(dir.path()).unwrap();
+        assert_eq!(times.len(), 2);
+        assert_eq!(times[1].switch_s, 43.9);
+        assert_eq!(median(&[60.2, 43.9]), Some(52.05));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
+        std::fs::write(dir.path().join(SWITCH_TIMES_FILE), "{\"pair\":1}\n").unwrap();
+        let err = read_switch_times(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
 
     #[test]
     fn pairs_parse_and_expand_into_experts() {

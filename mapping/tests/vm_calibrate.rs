@@ -172,4 +172,11 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
         "{:?}",
         costed.switches
     );
+    // Every pair's switch duration was measured (4 switches recorded, each a duration).
+    let times = asa_mapping::overhead::read_switch_times(&out.out_dir.join("ovh")).unwrap();
+    assert_eq!(times.len(), 4, "{times:?}");
+    assert!(times.iter().all(|t| t.switch_s >= 0.0 && t.switch_s < 60.0));
+    for c in &costed.switches {
+        assert!(c.switch_s.is_some(), "{c:?}");
+    }
 }

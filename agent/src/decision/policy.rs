@@ -105,9 +105,10 @@ pub enum Reason {
     /// The voted class's expert is already running.
     AlreadyRunning,
     /// The mapping table's switch cost (calibration stage 2) is larger than what the switch
-    /// gains over the horizon: gain · horizon / run_s ≤ cost, where gain is the class's score of
-    /// the target minus that of the running expert and cost is the UX score one switch costs in
-    /// a run of run_s seconds.
+    /// gains over the horizon: gain · (horizon − switch_s) / run_s ≤ cost, where gain is the
+    /// class's score of the target minus that of the running expert, switch_s how long the
+    /// switch takes (the gain starts after it) and cost the UX score one switch costs in a run
+    /// of run_s seconds.
     NotWorthSwitching {
         /// Score gain of the target over the running expert for the voted class.
         gain: f64,
@@ -117,6 +118,9 @@ pub enum Reason {
         run_s: f64,
         /// Horizon (s).
         horizon_s: f64,
+        /// Measured duration of the switch (s; 0 when the table has none).
+        #[serde(default)]
+        switch_s: f64,
     },
     /// A confident vote for a class whose first-ranked expert does not pay for its switch from
     /// the running one, while a lower-ranked expert does and pays more: the switch goes to
@@ -193,8 +197,9 @@ impl DecisionRecord {
                 cost,
                 run_s,
                 horizon_s,
+                switch_s,
             } => format!(
-                "stay: not worth a switch (gain {gain:.3} × {horizon_s:.0} s / {run_s:.0} s ≤ cost {cost:.3})"
+                "stay: not worth a switch (gain {gain:.3} × ({horizon_s:.0} s − {switch_s:.1} s switching) / {run_s:.0} s ≤ cost {cost:.3})"
             ),
             Reason::Switch => format!(
                 "switch from {}",
@@ -230,8 +235,9 @@ pub struct Policy {
     class_usable: Vec<Vec<String>>,
     /// Per class index: expert → its score in the mapping table.
     class_scores: Vec<BTreeMap<String, f64>>,
-    /// (from, to) → (score cost, run length in s), from the table's `[[switch]]` entries.
-    switch_costs: BTreeMap<(String, String), (f64, f64)>,
+    /// (from, to) → (score cost, run length in s, switch duration in s), from the table's
+    /// `[[switch]]` entries.
+    switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
     current_expert: Option<String>,
     last_switch: Option<Duration>,
@@ -287,7 +293,12 @@ impl Policy {
         let switch_costs = mapping
             .switches
             .iter()
-            .map(|c| ((c.from.clone(), c.to.clone()), (c.score_cost, c.run_s)))
+            .map(|c| {
+                (
+                    (c.from.clone(), c.to.clone()),
+                    (c.score_cost, c.run_s, c.switch_s.unwrap_or(0.0)),
+                )
+            })
             .collect();
         Ok(Self {
             config,
@@ -339,20 +350,27 @@ impl Policy {
     }
 
     /// Net value of switching from the running expert to `target` for class index `class`:
-    /// `(gain · horizon / run_s − cost, gain, cost, run_s)`, or `None` when the table lacks the
-    /// running expert's score, the target's score or the pair's measured cost.
-    fn net_of_cost(&self, class: usize, target: &str) -> Option<(f64, f64, f64, f64)> {
+    /// `(gain · max(horizon − switch_s, 0) / run_s − cost, gain, cost, run_s, switch_s)`: the
+    /// gain only starts once the switch is done. `None` when the table lacks the running
+    /// expert's score, the target's score or the pair's measurement.
+    fn net_of_cost(&self, class: usize, target: &str) -> Option<(f64, f64, f64, f64, f64)> {
         let current = self.current_expert.as_deref()?;
         let scores = &self.class_scores[class];
         let gain = scores.get(target)? - scores.get(current)?;
-        let &(cost, run_s) = self
+        let &(cost, run_s, switch_s) = self
             .switch_costs
             .get(&(current.to_string(), target.to_string()))?;
         if run_s <= 0.0 {
             return None;
         }
-        let horizon_s = self.config.horizon.as_secs_f64();
-        Some((gain * horizon_s / run_s - cost.max(0.0), gain, cost, run_s))
+        let gaining_s = (self.config.horizon.as_secs_f64() - switch_s).max(0.0);
+        Some((
+            gain * gaining_s / run_s - cost.max(0.0),
+            gain,
+            cost,
+            run_s,
+            switch_s,
+        ))
     }
 
     /// The switching penalty (calibration stage 2). For a class whose first-ranked usable
@@ -369,7 +387,8 @@ impl Policy {
     fn choose_target(&self, class: usize) -> Option<(String, Reason)> {
         let usable = &self.class_usable[class];
         let preferred = usable.first()?;
-        let Some((preferred_net, gain, cost, run_s)) = self.net_of_cost(class, preferred) else {
+        let Some((preferred_net, gain, cost, run_s, switch_s)) = self.net_of_cost(class, preferred)
+        else {
             return Some((preferred.clone(), Reason::Switch));
         };
         let best = usable
@@ -398,6 +417,7 @@ impl Policy {
                     cost,
                     run_s,
                     horizon_s: self.config.horizon.as_secs_f64(),
+                    switch_s,
                 },
             ),
         })
@@ -700,14 +720,23 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// TABLE with eevdf ranked third for busy (0.5) and the given measured switch costs
     /// (from, to, score cost) in 20 s runs.
     fn table_with_costs(costs: &[(&str, &str, f64)]) -> MappingTable {
+        let timed: Vec<_> = costs.iter().map(|&(a, b, c)| (a, b, c, None)).collect();
+        table_with_timed_costs(&timed)
+    }
+
+    /// [`table_with_costs`] with switch durations (s) where given.
+    fn table_with_timed_costs(costs: &[(&str, &str, f64, Option<f64>)]) -> MappingTable {
         let mut text = TABLE.replace(
             "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
             "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },",
         );
-        for (from, to, cost) in costs {
+        for (from, to, cost, switch_s) in costs {
             text.push_str(&format!(
                 "\n[[switch]]\nfrom = \"{from}\"\nto = \"{to}\"\nscore_cost = {cost}\nspread = 0.0\nruns = 2\nrun_s = 20.0\n"
             ));
+            if let Some(t) = switch_s {
+                text.push_str(&format!("switch_s = {t}\n"));
+            }
         }
         MappingTable::parse(&text, "test").unwrap()
     }
@@ -758,9 +787,10 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
                 cost,
                 run_s,
                 horizon_s,
+                switch_s,
             } => {
                 assert!((gain - 0.4).abs() < 1e-12);
-                assert_eq!((cost, run_s, horizon_s), (0.5, 20.0, 20.0));
+                assert_eq!((cost, run_s, horizon_s, switch_s), (0.5, 20.0, 20.0, 0.0));
             }
             other => panic!("{other:?}"),
         }
@@ -832,6 +862,34 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
             "{r:?}"
         );
         assert_eq!(now.as_deref(), Some("eevdf"));
+    }
+
+    /// The gain only starts once the switch is done. busy, from eevdf, horizon 60 s, 20 s runs:
+    /// lavd (gain 0.4) costs nothing measurable but takes 50 s to switch: 0.4 · 10/20 = 0.2;
+    /// bpfland (gain 0.3, cost 0.05, 2 s): 0.3 · 58/20 − 0.05 = 0.82 → bpfland. With bpfland
+    /// unusable and lavd taking the whole horizon (60 s): nothing is gained → stay.
+    #[test]
+    fn a_slow_switch_earns_only_after_it_is_done() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let table = table_with_timed_costs(&[
+            ("eevdf", "lavd", 0.0, Some(50.0)),
+            ("eevdf", "bpfland", 0.05, Some(2.0)),
+        ]);
+        let (r, now) = three_busy_ticks(&table, 60, "eevdf", "");
+        assert_eq!(now.as_deref(), Some("bpfland"));
+        assert!(
+            matches!(r.reason, Reason::SwitchNetOfCost { preferred_net, net, .. }
+                if close(preferred_net, 0.2) && close(net, 0.82)),
+            "{r:?}"
+        );
+        let table = table_with_timed_costs(&[("eevdf", "lavd", 0.0, Some(60.0))]);
+        let (r, now) = three_busy_ticks(&table, 60, "eevdf", "bpfland");
+        assert_eq!(now.as_deref(), Some("eevdf"));
+        assert!(
+            matches!(r.reason, Reason::NotWorthSwitching { switch_s, .. } if switch_s == 60.0),
+            "{r:?}"
+        );
+        assert!(r.summary().contains("60.0 s switching"), "{}", r.summary());
     }
 
     #[test]
