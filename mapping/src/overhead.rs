@@ -210,7 +210,7 @@ impl ExpertSwitcher for MidRunSwitcher {
             Ok(()) if in_time => true,
             Ok(()) => {
                 warn!(
-                    "{expert}: the switch was still under way when the run ended (the switch                      takes longer than the rest of the probe): run not counted"
+                    "{expert}: the switch was still under way when the run ended (the switch takes longer than the rest of the probe): run not counted"
                 );
                 false
             }
