@@ -121,17 +121,7 @@ pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Re
     for round in 0..rounds {
         for target in &circuit[1..] {
             let report = supervisor.switch_to(target)?;
-            eprintln!(
-                "round {}: {} -> {}: {:.0} ms (gap {})",
-                round + 1,
-                report.from,
-                report.to,
-                report.total_ms,
-                report
-                    .eevdf_gap_ms
-                    .map(|g| format!("{g:.0} ms"))
-                    .unwrap_or_else(|| "-".into())
-            );
+            eprintln!("round {}: {}", round + 1, report.summary());
             switches.push(report);
         }
     }

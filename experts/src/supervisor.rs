@@ -104,6 +104,21 @@ pub struct SwitchReport {
     pub no_op: bool,
 }
 
+impl SwitchReport {
+    /// `bpfland -> lavd in 1234 ms (EEVDF gap 56 ms)` (gap `-` when nothing ran before).
+    pub fn summary(&self) -> String {
+        format!(
+            "{} -> {} in {:.0} ms (EEVDF gap {})",
+            self.from,
+            self.to,
+            self.total_ms,
+            self.eevdf_gap_ms
+                .map(|g| format!("{g:.0} ms"))
+                .unwrap_or_else(|| "-".into())
+        )
+    }
+}
+
 /// Why a switch did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
@@ -432,16 +447,7 @@ impl Supervisor {
                 timings.start = Some(start);
                 timings.gap = timings.stop.map(|_| disabled_at.elapsed());
                 let report = self.report(from, timings, t0, false);
-                info!(
-                    "switched {} -> {} in {:.0} ms (EEVDF gap {})",
-                    report.from,
-                    report.to,
-                    report.total_ms,
-                    report
-                        .eevdf_gap_ms
-                        .map(|g| format!("{g:.0} ms"))
-                        .unwrap_or_else(|| "-".into())
-                );
+                info!("switched {}", report.summary());
                 Ok(report)
             }
             Err(cause) => {

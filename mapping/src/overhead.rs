@@ -184,16 +184,7 @@ impl ExpertSwitcher for MidRunSwitcher {
                     let report = sup
                         .switch_to(&second)
                         .map_err(|e| anyhow!("mid-run switch to {second}: {e}"))?;
-                    info!(
-                        "mid-run switch {} -> {} in {:.0} ms (EEVDF gap {})",
-                        report.from,
-                        report.to,
-                        report.total_ms,
-                        report
-                            .eevdf_gap_ms
-                            .map(|g| format!("{g:.0} ms"))
-                            .unwrap_or("-".into())
-                    );
+                    info!("mid-run switch {}", report.summary());
                     Ok(report.total_ms / 1000.0)
                 }),
             ));
