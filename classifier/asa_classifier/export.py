@@ -65,6 +65,9 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         nodes.append(helper.make_node("Mul", [output, weight], [f"{name}_weighted"], name=f"{name}_weighting"))
         weighted.append(f"{name}_weighted")
     nodes.append(helper.make_node("Sum", weighted, [s.OUTPUT_NAME], name="soft_vote"))
+    # The weighting and the vote are standard operators: an ensemble of XGBoost alone imports
+    # only the ML domain from its converter.
+    opsets[""] = max(opsets.get("", 0), OPSET)
     classes = len(ensemble.classes)
     graph = helper.make_graph(
         nodes, "asa_workload_classifier",

@@ -114,6 +114,18 @@ def test_member_subset_exports_and_renormalises(dataset_dir, schema, tmp_path):
         train(x, y, dataset.classes(), small=True, members=("lstm",))
 
 
+@pytest.mark.parametrize("member", ["xgboost", "random_forest", "svm"])
+def test_single_member_exports(dataset_dir, schema, tmp_path, member):
+    """Each member alone is a valid model (XGBoost's converter imports no standard-operator
+    opset of its own; the vote's Mul and Sum need one)."""
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    x, y, _ = stack(dataset.runs, dataset.classes())
+    ensemble = train(x, y, dataset.classes(), small=True, members=(member,))
+    path = tmp_path / "m.onnx"
+    onnx.save(to_onnx(ensemble, schema, "pytest"), str(path))
+    assert np.abs(ensemble.predict_proba(x) - OnnxClassifier(path, schema).predict_proba(x)).max() < 1e-5
+
+
 def test_load_class_set_and_two_manifests(dataset_dir, schema, tmp_path):
     """`--classes load` keeps the background load of `<probe>+<load>` labels; a second manifest
     (here: the same runs under other names) is merged; the report lists each held-out run."""
