@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -219,13 +219,10 @@ impl Predictor {
         let cpu = match result {
             Ok(cpu) => cpu,
             Err(e) => {
-                self.counters
-                    .inference_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                if self.logged_errors < 5 {
-                    self.logged_errors += 1;
-                    warn!("inference failed: {e:#}");
-                }
+                self.count_failure(
+                    |c| &c.inference_errors,
+                    || format!("inference failed: {e:#}"),
+                );
                 return;
             }
         };
@@ -248,17 +245,32 @@ impl Predictor {
                 self.last_prediction_ns.insert(pid, stamp);
             }
             Err(e) => {
-                self.counters
-                    .map_update_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                if self.logged_errors < 5 {
-                    self.logged_errors += 1;
-                    warn!("pid_to_cpu update failed: {e}");
-                }
+                self.count_failure(
+                    |c| &c.map_update_errors,
+                    || format!("pid_to_cpu update failed: {e}"),
+                );
             }
         }
     }
+
+    /// Counts one failure in its counter and logs the first `LOGGED_FAILURES` failures of the
+    /// run (of any kind): a failing model or map fails on every prediction.
+    fn count_failure(
+        &mut self,
+        counter: fn(&UserCounters) -> &AtomicU64,
+        message: impl FnOnce() -> String,
+    ) {
+        counter(&self.counters).fetch_add(1, Ordering::Relaxed);
+        if self.logged_errors < LOGGED_FAILURES {
+            self.logged_errors += 1;
+            warn!("{}", message());
+        }
+    }
 }
+
+/// How many failed predictions (inference or map update) a run logs; later ones are only
+/// counted.
+const LOGGED_FAILURES: u32 = 5;
 
 /// Polls until `shutdown`: events into `predictor`, predictions after every poll, and
 /// `tick` after every poll (stats; returning false stops the loop). Waits at most
