@@ -145,6 +145,8 @@ fn unprivileged_sampler_degrades_to_procfs_only() {
         return;
     }
     assert!(is_root(), "needs root to switch to nobody");
+    // The child's BPF load attempt and start-up must not overlap another test's measurement.
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().unwrap();
     let output = std::process::Command::new(&exe)
