@@ -146,7 +146,7 @@ def split_by_run(runs: list[Run], heldout_fraction: float = 0.25, seed: int = 0)
         elif run.heldout is False:
             train.append(run)
         else:
-            majority = max(set(run.labels), key=run.labels.count)
+            majority = max(sorted(set(run.labels)), key=run.labels.count)  # ties: the first name
             free.setdefault(majority, []).append(run)
     rng = random.Random(seed)
     for label in sorted(free):

@@ -32,3 +32,24 @@ def test_csv_recording_with_missing_values_and_extra_columns(tmp_path):
     assert read_recording(path, schema, default_label="z")[1] == ["z"]
     with pytest.raises(ValueError, match="no label"):
         read_recording(path, schema)
+
+
+def test_split_does_not_depend_on_string_hashing():
+    """A run whose labels tie (a phased run: half one load, half another) is grouped under the
+    same class in every interpreter: the split, and so the report of a committed model, must
+    not change with PYTHONHASHSEED."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = (
+        "import numpy as np\n"
+        "from asa_classifier.dataset import Run, split_by_run\n"
+        "runs = [Run(f'r{i}', np.zeros((4, 1)), ['zstd'] * 2 + ['idle'] * 2) for i in range(6)]\n"
+        "runs += [Run(f'i{i}', np.zeros((4, 1)), ['idle'] * 4) for i in range(6)]\n"
+        "train, held = split_by_run(runs, 0.25, 0)\n"
+        "print(sorted(r.name for r in held))\n")
+    root = Path(__file__).resolve().parents[1]
+    outputs = {subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
+                              env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin:/bin"}).stdout
+               for seed in range(8)}
+    assert len(outputs) == 1, outputs
