@@ -2,7 +2,7 @@
 
     python -m asa_classifier.train --manifest DATA/manifest.toml [--manifest MORE/manifest.toml] \
         --feature-schema ../agent/feature_schema.toml --out OUT [--heldout-fraction 0.25] [--seed 0] \
-        [--classes label|load]
+        [--classes label|load] [--members xgboost,random_forest,svm] [--svm-max-ticks N] [--other-splits K]
 
 `--classes load` trains on the background load only (`game+xz_compress` -> `xz_compress`).
 
@@ -47,7 +47,8 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
 
 
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
-        small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label") -> dict:
+        small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
+        svm_max_ticks: int | None = None, other_splits: int = 0) -> dict:
     manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
     dataset = merge([load_manifest(m, schema) for m in manifests])
     relabel(dataset.runs, class_set)
@@ -58,7 +59,7 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
         raise SystemExit("no held-out run: record at least two runs of some class")
     x_train, y_train, _ = stack(train_runs, classes)
     x_test, y_test, test_runs = stack(heldout_runs, classes)
-    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members)
+    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "classifier.onnx"
@@ -84,6 +85,9 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
         **evaluate(python_probs, y_test, test_runs, classes, voting),
     }
     result["per_run"] = per_run(python_probs, y_test, test_runs, classes, voting)
+    result["other_splits"] = [split_accuracy(dataset.runs, classes, heldout_fraction, other, small, members,
+                                             svm_max_ticks, voting)
+                              for other in range(seed + 1, seed + 1 + other_splits)]
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
@@ -93,11 +97,30 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
               + f". ONNX vs Python max |diff| {export_diff:.1e}. Model {result['model_bytes'] / 1e6:.1f} MB; one-row "
               f"inference in Python onnxruntime p50 {cost['p50']:.0f} us, p99 {cost['p99']:.0f} us "
               "(the Rust figure: cargo bench -p asa-agent --bench decision with ASA_BENCH_MODEL).")
+    if result["other_splits"]:
+        raw = [s["raw"] for s in result["other_splits"]] + [result["raw"]["accuracy"]]
+        voted = [s["voted"] for s in result["other_splits"]] + [result["voted"]["accuracy"]]
+        header += (f"\n\nThe same training on {len(raw)} held-out splits (seeds {seed}..{seed + other_splits}; "
+                   f"this model is seed {seed}): raw accuracy mean {np.mean(raw):.4f} (range {min(raw):.4f}-{max(raw):.4f}), "
+                   f"voted mean {np.mean(voted):.4f} (range {min(voted):.4f}-{max(voted):.4f}).")
     per_run_lines = ["## Held-out runs", "", "| run | class | ticks | raw accuracy | voted accuracy |", "|---|---|---|---|---|"]
     per_run_lines += [f"| {r['run']} | {r['class']} | {r['ticks']} | {r['raw']:.3f} | {r['voted']:.3f} |"
                       for r in result["per_run"]]
     (out / "report.md").write_text(markdown(result, classes, header) + "\n".join(per_run_lines) + "\n")
     return result
+
+
+def split_accuracy(runs, classes: list[str], heldout_fraction: float, seed: int, small: bool,
+                   members: tuple[str, ...], svm_max_ticks: int | None, voting: dict) -> dict:
+    """Held-out raw and voted accuracy of the same training on the split of `seed` (no export):
+    how much the figure of one split owes to which runs it happened to hold out."""
+    train_runs, heldout_runs = split_by_run(runs, heldout_fraction, seed)
+    x_train, y_train, _ = stack(train_runs, classes)
+    x_test, y_test, test_runs = stack(heldout_runs, classes)
+    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
+    m = evaluate(ensemble.predict_proba(x_test), y_test, test_runs, classes, voting)
+    return {"seed": seed, "heldout_runs": len(heldout_runs), "ticks": m["raw"]["ticks"],
+            "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"]}
 
 
 def per_run(probabilities: np.ndarray, y_true: np.ndarray, runs: list[str], classes: list[str], voting: dict) -> list[dict]:
@@ -125,11 +148,18 @@ def main(argv=None) -> None:
                         help="label: the recorded labels; load: the background load only")
     parser.add_argument("--members", default=",".join(MEMBERS),
                         help=f"comma-separated subset of {','.join(MEMBERS)} (default: all)")
+    parser.add_argument("--svm-max-ticks", type=int, default=None,
+                        help="training ticks the SVM sees (a stratified subsample; default: the production size)")
+    parser.add_argument("--other-splits", type=int, default=0,
+                        help="also train on this many other held-out splits and report the accuracy's spread")
     args = parser.parse_args(argv)
     result = run(args.manifest, FeatureSchema.load(args.feature_schema), args.out, args.heldout_fraction, args.seed,
-                 members=tuple(m for m in args.members.split(",") if m), class_set=args.classes)
+                 members=tuple(m for m in args.members.split(",") if m), class_set=args.classes,
+                 svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits)
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "
           f"voted {result['voted']['accuracy']:.4f} (coverage {result['voted']['coverage']:.4f}); wrote {args.out}")
+    for other in result["other_splits"]:
+        print(f"  split seed {other['seed']}: {other['ticks']} held-out ticks, raw {other['raw']:.4f}, voted {other['voted']:.4f}")
 
 
 if __name__ == "__main__":

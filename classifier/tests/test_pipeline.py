@@ -151,3 +151,19 @@ def test_load_class_set_and_two_manifests(dataset_dir, schema, tmp_path):
     meta = read_metadata(out / "classifier.onnx")
     assert json.loads(meta["asa.class_names"]) == ["disk_io", "idle", "kernel_build"]
     assert "classes by load" in meta["asa.trained_on"]
+
+
+def test_other_splits_report_the_spread(dataset_dir, schema, tmp_path):
+    """`--other-splits 2`: two more trainings on other held-out splits, each with its own runs
+    held out, and the spread in the report; seed 0's figure is the model's own."""
+    from asa_classifier.dataset import load_manifest, split_by_run
+    out = tmp_path / "out"
+    result = train_cli.run(dataset_dir / "manifest.toml", schema, out, small=True, other_splits=2, svm_max_ticks=40)
+    assert [s["seed"] for s in result["other_splits"]] == [1, 2]
+    runs = load_manifest(dataset_dir / "manifest.toml", schema).runs
+    for other in result["other_splits"]:
+        assert other["heldout_runs"] == len(split_by_run(runs, 0.25, other["seed"])[1])
+        assert 0.0 <= other["voted"] <= 1.0 and other["ticks"] > 0
+    assert "held-out splits (seeds 0..2" in (out / "report.md").read_text()
+    with pytest.raises(ValueError, match="too small"):
+        train_cli.run(dataset_dir / "manifest.toml", schema, out, small=True, svm_max_ticks=1)
