@@ -9,7 +9,8 @@
 //!   [--schedulers eevdf,gru,gru-fallback,bpfland]
 //! ```
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
-//! running, inference budget 0: no inference), to tell the event path's cost from the GRU's.
+//! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
+//! and `gru-nopreempt` (scx_gru without wakeup preemption, `--no-wakeup-preempt`).
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -33,7 +34,14 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows; the default set leaves out gru-noinfer.
-const SCHEDULERS: [&str; 5] = ["eevdf", "gru", "gru-noinfer", "gru-fallback", "bpfland"];
+const SCHEDULERS: [&str; 6] = [
+    "eevdf",
+    "gru",
+    "gru-noinfer",
+    "gru-fallback",
+    "gru-nopreempt",
+    "bpfland",
+];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
 const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
@@ -77,6 +85,7 @@ start() {
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
+    gru-nopreempt) scx_gru --no-wakeup-preempt --stats-file $out/stats-gru-nopreempt-$2.json > $out/log-gru-nopreempt-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
   [ -n "$P" ] && waitstate enabled
@@ -416,7 +425,7 @@ fn main() -> Result<()> {
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
-        for s in ["gru", "gru-noinfer", "gru-fallback"] {
+        for s in ["gru", "gru-noinfer", "gru-fallback", "gru-nopreempt"] {
             if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
                 let v: serde_json::Value =
                     serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;
@@ -426,8 +435,9 @@ fn main() -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
+            v["bpf"]["nr_wakeup_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"],
             v["user"]["inferences_over_budget"], v["ringbuf_drops"],

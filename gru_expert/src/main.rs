@@ -77,6 +77,11 @@ struct Opts {
     #[arg(long, default_value = "/run/scx_gru/stats.json")]
     stats_file: PathBuf,
 
+    /// No wakeup preemption: a waking task that finds no idle CPU waits in the shared DSQ for
+    /// a slice to end, even when it is owed CPU time (the behaviour before 2026-11-23).
+    #[arg(long)]
+    no_wakeup_preempt: bool,
+
     /// Exit debug dump buffer length (0: default).
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
@@ -143,6 +148,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
         nr_usersched_local: bss.nr_usersched_local,
+        nr_wakeup_preempts: bss.nr_wakeup_preempts,
     }
 }
 
@@ -195,6 +201,7 @@ fn main() -> Result<()> {
         rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
         rodata.usersched_tgid = std::process::id();
+        rodata.wakeup_preempt = !opts.no_wakeup_preempt;
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;

@@ -53,6 +53,10 @@ pub struct BpfCounters {
     pub nr_pinned_local: u64,
     /// scx_gru's own threads placed on their CPU (neither prediction nor fallback).
     pub nr_usersched_local: u64,
+    /// Wake-ups queued in the shared DSQ that preempted their previous CPU (no CPU was idle
+    /// and the task was owed CPU time).
+    #[serde(default)]
+    pub nr_wakeup_preempts: u64,
 }
 
 impl BpfCounters {

@@ -134,6 +134,9 @@ fn vm_gru_without_model_runs_fallback_only() {
         "no events are sent without a model: {stats:#?}"
     );
     assert!(stats.fallbacks > 0, "{stats:#?}");
+    // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
+    // CPU and, being owed CPU time, preempt their previous CPU.
+    assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
 }
 
 #[test]

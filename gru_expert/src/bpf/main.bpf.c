@@ -5,7 +5,8 @@
  * Placement follows a CPU predicted by a GRU in user space (map pid_to_cpu)
  * when the prediction is fresh, allowed by the task's cpumask and the CPU can
  * take the task now; every other case falls back to a default policy: the
- * kernel's idle-CPU selection and one shared, vtime-ordered DSQ.
+ * kernel's idle-CPU selection and one shared, vtime-ordered DSQ (a waking task
+ * owed CPU time preempts its previous CPU when none is idle).
  *
  * Placements send the task's features (struct gru_task_event) through a ring
  * buffer, except where an event cannot change a placement: a task with a
@@ -34,6 +35,13 @@ const volatile u64 wakeup_max_delay_ns = 100ULL * 1000 * 1000;
 const volatile u64 event_gap_ns = 10ULL * 1000 * 1000;
 /* No event for a task whose prediction is younger than this (ns). */
 const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
+/*
+ * A waking task that finds no idle CPU preempts the task running on its
+ * previous CPU when it is owed CPU time (its vtime is behind the global one),
+ * as EEVDF's wakeup preemption does: otherwise it waits in the shared DSQ for
+ * a slice to end.
+ */
+const volatile bool wakeup_preempt = true;
 /* Size of struct gru_task_event as compiled here; user space checks it. */
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
@@ -64,6 +72,7 @@ u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
+u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -319,8 +328,8 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	enum pred_miss miss;
-	s32 cpu, idle_cpu;
-	u64 age;
+	s32 cpu, idle_cpu, prev_cpu;
+	u64 age, vtime;
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
@@ -361,13 +370,25 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 	count_fallback(miss);
 
-	/* Fallback: the shared vtime-ordered DSQ; wake an idle CPU for it. */
-	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice_ns, task_vtime(p), enq_flags);
+	/*
+	 * Fallback: the shared vtime-ordered DSQ; wake an idle CPU for it, or,
+	 * for a wake-up owed CPU time, preempt its previous CPU (which then
+	 * dispatches the lowest vtime: this task, unless another is owed more).
+	 */
+	vtime = task_vtime(p);
+	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice_ns, vtime, enq_flags);
 	stat_inc(&nr_shared_enqueued);
+	prev_cpu = scx_bpf_task_cpu(p);
 	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (idle_cpu >= 0)
+	if (idle_cpu >= 0) {
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
-	send_event(p, scx_bpf_task_cpu(p), GRU_SRC_ENQUEUE, age);
+	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
+		   vtime_before(vtime, vtime_now) &&
+		   bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_PREEMPT);
+		stat_inc(&nr_wakeup_preempts);
+	}
+	send_event(p, prev_cpu, GRU_SRC_ENQUEUE, age);
 }
 
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
