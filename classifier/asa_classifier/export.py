@@ -109,9 +109,12 @@ class OnnxClassifier:
             raise ValueError(f"{path}: not an {s.MODEL_SCHEMA} v{s.MODEL_VERSION} model")
         live.check_same(s.metadata_schema(self.meta), f"model {path}")
         self.classes = json.loads(self.meta[s.META_CLASS_NAMES])
+        # The agent's session options (agent/src/decision/classifier.rs): one thread, no graph
+        # optimisation, so the report's latency is measured the way the agent runs the model.
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
