@@ -15,10 +15,11 @@ pub mod image;
 pub mod kernel;
 pub mod rootfs;
 pub mod vm;
+pub mod work_disk;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 pub use image::ImageBuilder;
 pub use kernel::Kernel;
@@ -115,6 +116,9 @@ pub struct GuestRun {
     /// A Debian root filesystem to run the script in (chrooted), for real tools; `None`
     /// runs it in the busybox initramfs.
     pub rootfs: Option<RootfsSpec>,
+    /// A persistent work disk by name ([`work_disk`]), mounted at `/var/tmp/asa-work` in the
+    /// root filesystem; `None`: that folder starts empty every boot.
+    pub work_disk: Option<String>,
     /// How to boot.
     pub vm: VmConfig,
 }
@@ -130,6 +134,7 @@ impl GuestRun {
             experts: Vec::new(),
             host_tools: Vec::new(),
             rootfs: None,
+            work_disk: None,
             vm: VmConfig::default(),
         }
     }
@@ -211,6 +216,18 @@ impl Lab {
                 .extend(BASE_ROOTFS_PACKAGES.iter().map(|p| p.to_string()));
             vm.rootfs = Some(rootfs::ensure(&self.cache, &spec)?);
         }
+        // Held (locked) until the VM is gone.
+        let _work_disk = match (&run.work_disk, &vm.rootfs) {
+            (Some(name), Some(rootfs)) => {
+                let disk = work_disk::acquire(&work_disk::path_for(&self.cache, name, rootfs)?)?;
+                vm.work_disk = Some(disk.path.clone());
+                Some(disk)
+            }
+            (Some(name), None) => {
+                bail!("work disk {name}: a work disk needs a root filesystem (--rootfs)")
+            }
+            (None, _) => None,
+        };
         vm::boot(&self.kernel, &initramfs, &work, &vm)
     }
 }

@@ -54,6 +54,10 @@ enum Command {
         /// Guest memory in MiB.
         #[arg(long, default_value_t = 2048)]
         memory: u32,
+        /// A persistent work disk by name, mounted at /var/tmp/asa-work in the root filesystem
+        /// (kept in the lab cache, one per name and root filesystem, one VM at a time).
+        #[arg(long, value_name = "NAME", requires = "rootfs")]
+        work_disk: Option<String>,
         /// Seconds before the VM is killed.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -175,6 +179,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             files,
             rootfs,
             memory,
+            work_disk,
             timeout,
             out,
         } => {
@@ -206,6 +211,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             run.rootfs = rootfs.map(asa_lab::RootfsSpec::with_packages);
             run.vm.memory_mib = memory;
+            run.work_disk = work_disk;
             run.vm.timeout = Duration::from_secs(timeout);
             run.vm.echo_console = true;
             let outcome = lab.run(&run)?;

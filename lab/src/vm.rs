@@ -44,11 +44,25 @@ hostname asa-lab
 echo "ASA-LAB-BOOTED $(cut -d' ' -f1 /proc/uptime) $(uname -r) cpus=$(nproc)"
 mkdir -p /lab/out
 cd /lab
+# The block device of the ext4 file system labelled $1, waiting up to 10 s for it to appear
+# (NVMe disks are probed in parallel: their names do not follow the command line's order).
+disk() {
+  i=0; while ! findfs LABEL=$1 > /dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  findfs LABEL=$1 2>/dev/null
+}
 if grep -qw asa.rootfs /proc/cmdline; then
-  # A Debian root filesystem on the NVMe disk: run the script chrooted into it.
+  # A Debian root filesystem on an NVMe disk: run the script chrooted into it.
   mkdir -p /rootfs
-  i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-  if mount -t ext4 /dev/nvme0n1 /rootfs; then
+  if mount -t ext4 "$(disk asa-rootfs)" /rootfs; then
+    if grep -qw asa.work /proc/cmdline; then
+      # The persistent work disk: what runs leave in /var/tmp/asa-work is there next boot.
+      mkdir -p /rootfs/var/tmp/asa-work
+      if mount -t ext4 "$(disk asa-work)" /rootfs/var/tmp/asa-work; then
+        echo "ASA-LAB: work disk at /var/tmp/asa-work, $(df -m /rootfs/var/tmp/asa-work | awk 'NR==2 {print $3}') MiB kept from earlier runs"
+      else
+        echo "ASA-LAB: cannot mount the work disk (label asa-work); /var/tmp/asa-work starts empty"
+      fi
+    fi
     for m in proc sys dev tmp run; do mkdir -p /rootfs/$m; mount --rbind /$m /rootfs/$m; done
     for m in lab boot usr/local/bin; do mkdir -p /rootfs/$m; mount --bind /$m /rootfs/$m; done
     # Support files of the experts (scx_gru's model and ONNX Runtime), when the run has any.
@@ -59,7 +73,7 @@ if grep -qw asa.rootfs /proc/cmdline; then
     chroot /rootfs /usr/bin/env -i PATH=$PATH HOME=/root TERM=dumb sh -c 'cd /lab && exec sh /lab/run.sh'
     rc=$?
   else
-    echo "ASA-LAB: cannot mount the guest root filesystem (/dev/nvme0n1)"
+    echo "ASA-LAB: cannot mount the guest root filesystem (label asa-rootfs)"
     rc=125
   fi
 else
@@ -67,6 +81,9 @@ else
   rc=$?
 fi
 dmesg > /lab/out/dmesg.txt 2>/dev/null
+# The work disk outlives the VM: its data must be on it before the power goes.
+sync
+umount /rootfs/var/tmp/asa-work 2>/dev/null
 port=
 for p in /sys/class/virtio-ports/*; do
   [ "$(cat $p/name 2>/dev/null)" = "asa.lab.out" ] && port=/dev/$(basename $p)
@@ -117,6 +134,11 @@ pub struct VmConfig {
     pub extra_cmdline: String,
     /// A root filesystem image (ext4) attached as an NVMe disk, copy-on-write.
     pub rootfs: Option<PathBuf>,
+    /// A persistent ext4 image (label `asa-work`) attached as a second NVMe disk, written in
+    /// place and mounted at `/var/tmp/asa-work` in the root filesystem: what one run prepares
+    /// there (the scenarios' unpacked kernel tree, corpora) is there at the next boot. Only
+    /// with `rootfs`; see [`crate::work_disk`].
+    pub work_disk: Option<PathBuf>,
 }
 
 impl Default for VmConfig {
@@ -128,6 +150,7 @@ impl Default for VmConfig {
             echo_console: false,
             extra_cmdline: String::new(),
             rootfs: None,
+            work_disk: None,
         }
     }
 }
@@ -227,6 +250,11 @@ pub fn boot(
     let mut cmdline = "console=ttyS0 quiet panic=-1 rdinit=/init".to_owned();
     if config.rootfs.is_some() {
         cmdline.push_str(" asa.rootfs");
+        if config.work_disk.is_some() {
+            cmdline.push_str(" asa.work");
+        }
+    } else if config.work_disk.is_some() {
+        bail!("a work disk needs a root filesystem (it is mounted at /var/tmp/asa-work in it)");
     }
     if !config.extra_cmdline.is_empty() {
         cmdline.push(' ');
@@ -260,6 +288,15 @@ pub fn boot(
                 rootfs.display()
             ))
             .args(["-device", "nvme,serial=asa-rootfs,drive=rootfs"]);
+    }
+    if let Some(work) = &config.work_disk {
+        // Written in place (no snapshot): it is the point of the disk.
+        cmd.arg("-drive")
+            .arg(format!(
+                "file={},if=none,id=work,format=raw",
+                work.display()
+            ))
+            .args(["-device", "nvme,serial=asa-work,drive=work"]);
     }
     // The VM dies with the thread that started it (which waits for it below): a killed
     // asa-lab or test leaves no orphaned qemu burning a CPU for the rest of its timeout.

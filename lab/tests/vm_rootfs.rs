@@ -63,3 +63,56 @@ cat /sys/kernel/sched_ext/state > /lab/out/state_after
     assert!(out.read_out("ops").unwrap().starts_with("bpfland"));
     assert_eq!(out.read_out("state_after").unwrap().trim(), "disabled");
 }
+
+/// A work disk keeps what one boot wrote in /var/tmp/asa-work for the next boot, while the
+/// rest of the root filesystem starts from the cached image again (copy-on-write).
+#[test]
+#[ignore = "boots the lab VM"]
+fn work_disk_keeps_its_files_across_boots() {
+    let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().unwrap();
+    let name = format!("test-{}", std::process::id());
+    let token = format!("{:x}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos());
+    let boot = |script: &str| {
+        let mut run = GuestRun::new("lab-work-disk", script);
+        run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
+        run.work_disk = Some(name.clone());
+        let out = lab.run(&run).unwrap();
+        eprintln!("{}", out.script_output());
+        out
+    };
+    let first = boot(&format!(
+        "set -u\nawk '$2 == \"/var/tmp/asa-work\" {{ print $3 }}' /proc/mounts > /lab/out/fstype\n\
+         echo {token} > /var/tmp/asa-work/marker\necho gone > /var/tmp/not-kept\n"
+    ));
+    assert_eq!(first.exit_code, 0);
+    assert_eq!(first.read_out("fstype").unwrap().trim(), "ext4");
+    assert!(
+        first
+            .console
+            .contains("ASA-LAB: work disk at /var/tmp/asa-work"),
+        "{}",
+        first.console
+    );
+    let second = boot(
+        "cat /var/tmp/asa-work/marker > /lab/out/marker\n\
+         test -e /var/tmp/not-kept && echo kept > /lab/out/other || echo absent > /lab/out/other\n",
+    );
+    let rootfs_image = std::fs::read_dir(lab.cache.join("lab/work"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{name}-")))
+        })
+        .collect::<Vec<_>>();
+    for p in &rootfs_image {
+        std::fs::remove_file(p).unwrap();
+    }
+    assert_eq!(rootfs_image.len(), 1, "one image for this name");
+    assert_eq!(second.exit_code, 0);
+    assert_eq!(second.read_out("marker").unwrap().trim(), token);
+    assert_eq!(second.read_out("other").unwrap().trim(), "absent");
+}
