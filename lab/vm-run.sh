@@ -11,6 +11,10 @@
 #                                          # as /lab/out/NAME.tar
 #   lab_run_vm NAME [more `asa-lab run` arguments...]
 #
+# WORK_DISK (default `scenarios`; empty: none) names the persistent work disk mounted at
+# /var/tmp/asa-work (`asa-lab run --work-disk`): the loads' prepared inputs (kernel_build's
+# tree: 10-15 min under TCG) are made by the first VM and reused by the next ones.
+#
 # lab_run_vm streams the guest's progress (lines of the asa runner and calibration, and lines
 # starting with ASA-) to stderr while the whole console goes to OUT/console.log, unpacks
 # OUT/guest/NAME.tar into OUT and returns the VM's exit status.
@@ -50,9 +54,11 @@ lab_run_vm() {
   _name=$1
   shift
   _started=$(date +%s)
+  _work_disk=${WORK_DISK-scenarios}
   rm -f "$OUT/.vm-rc"
   # The console (stderr of asa-lab) goes to console.log in full; progress lines also to stderr.
   { "$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+      ${_work_disk:+--work-disk "$_work_disk"} \
       --script "$GUEST_SCRIPT" --out "$OUT/guest" "$@" 2>&1
     echo $? > "$OUT/.vm-rc"; } \
     | tee "$OUT/console.log" \

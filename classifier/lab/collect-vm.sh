@@ -11,6 +11,7 @@
 #   classifier/lab/collect-vm.sh OUT_DIR        (BIN=target/release, REPS, DURATION, TIMEOUT)
 #
 # Other loads: PROBES=office LOADS=archive_extract,zstd_compress,... NOPROBE=0
+#   WORK_DISK (default `scenarios`, empty: none): the persistent work disk of lab/vm-run.sh.
 #   ROOTFS=$(target/release/asa scenario packages all) (the no-probe part knows only idle and
 #   xz_compress; ROOTFS = the packages the loads need, `all` shares the image of the full run).
 set -eu
@@ -100,7 +101,9 @@ echo "collecting: {$PROBES} x {$LOADS} x {$EXPERTS} x $REPS reps of ${DURATION}s
 started=$(date +%s)
 set +e
 GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+WORK_DISK=${WORK_DISK-scenarios}
 "$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$ROOTFS" --memory "$MEMORY" --timeout "$TIMEOUT" \
+  ${WORK_DISK:+--work-disk "$WORK_DISK"} \
   --script "$GUEST" --out "$OUT/guest" 2> "$OUT/console.log"
 rc=$?
 set -e
