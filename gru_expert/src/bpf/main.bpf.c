@@ -244,13 +244,24 @@ static void count_fallback(enum pred_miss miss)
 	}
 }
 
+/*
+ * The task's virtual time, kept within one slice of the global one on both
+ * sides. Behind: a long sleeper brings back at most one slice of credit.
+ * Ahead: a low-weight task is charged up to 100x its run time (nice 19 has
+ * weight 1), and the global vtime advances only by the CPUs' share of each
+ * runnable task, so an unbounded lead could keep it off the CPUs for seconds
+ * under overload: past sched_ext's watchdog, which then ejects the scheduler
+ * (seen with khugepaged under hackbench). Weights still order tasks within
+ * the bound.
+ */
 static u64 task_vtime(struct task_struct *p)
 {
 	u64 vtime = p->scx.dsq_vtime;
 
-	/* Cap the credit a long sleeper can bring back to one slice. */
 	if (vtime_before(vtime, vtime_now - slice_ns))
 		vtime = vtime_now - slice_ns;
+	else if (vtime_before(vtime_now + slice_ns, vtime))
+		vtime = vtime_now + slice_ns;
 	return vtime;
 }
 
