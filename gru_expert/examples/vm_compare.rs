@@ -10,7 +10,8 @@
 //! ```
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
-//! and `gru-nopreempt` (scx_gru without wakeup preemption, `--no-wakeup-preempt`).
+//! and `gru-preempt` (scx_gru `--wakeup-preempt`). `gru-nopreempt` is the default scx_gru under
+//! the name it had in the A/B run of 2026-11-23, when wakeup preemption was the default.
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -34,12 +35,13 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows; the default set leaves out gru-noinfer.
-const SCHEDULERS: [&str; 6] = [
+const SCHEDULERS: [&str; 7] = [
     "eevdf",
     "gru",
     "gru-noinfer",
     "gru-fallback",
     "gru-nopreempt",
+    "gru-preempt",
     "bpfland",
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
@@ -85,7 +87,8 @@ start() {
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
-    gru-nopreempt) scx_gru --no-wakeup-preempt --stats-file $out/stats-gru-nopreempt-$2.json > $out/log-gru-nopreempt-$2.txt 2>&1 & P=$! ;;
+    gru-nopreempt) scx_gru --stats-file $out/stats-gru-nopreempt-$2.json > $out/log-gru-nopreempt-$2.txt 2>&1 & P=$! ;;
+    gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
   [ -n "$P" ] && waitstate enabled
@@ -425,7 +428,13 @@ fn main() -> Result<()> {
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
-        for s in ["gru", "gru-noinfer", "gru-fallback", "gru-nopreempt"] {
+        for s in [
+            "gru",
+            "gru-noinfer",
+            "gru-fallback",
+            "gru-nopreempt",
+            "gru-preempt",
+        ] {
             if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
                 let v: serde_json::Value =
                     serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;

@@ -53,14 +53,16 @@ rec stress_light_rc $?
 const MODEL_TEST_ARGS: &str = "--inference-budget-pct 25";
 
 fn run_guest(name: &str, model: bool) -> VmOutcome {
-    run_guest_with(name, model, MANY_TASKS)
+    run_guest_with(name, model, MANY_TASKS, "")
 }
 
-fn run_guest_with(name: &str, model: bool, workload: &str) -> VmOutcome {
+/// `extra_args`: more scx_gru arguments.
+fn run_guest_with(name: &str, model: bool, workload: &str, extra_args: &str) -> VmOutcome {
     let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let args = format!("{} {extra_args}", if model { MODEL_TEST_ARGS } else { "" });
     let script = SCRIPT
-        .replace("GRU_ARGS", if model { MODEL_TEST_ARGS } else { "" })
+        .replace("GRU_ARGS", &args)
         .replace("WORKLOAD", workload);
     let mut run = GuestRun::new(name, &script);
     run.executables.push((
@@ -151,6 +153,7 @@ rec stress_light_rc $?
 wait $S
 rec stress_rc $?
 "#,
+        "",
     );
     let r = results(&outcome);
     check_lifecycle(&r);
@@ -169,7 +172,8 @@ rec stress_rc $?
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
-    let outcome = run_guest("gru-fallback", false);
+    // With the optional wakeup preemption, so its path is exercised too.
+    let outcome = run_guest_with("gru-fallback", false, MANY_TASKS, "--wakeup-preempt");
     check_lifecycle(&results(&outcome));
     let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert_eq!(stats.mode, "fallback-only", "{stats:#?}");
@@ -180,7 +184,7 @@ fn vm_gru_without_model_runs_fallback_only() {
     );
     assert!(stats.fallbacks > 0, "{stats:#?}");
     // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
-    // CPU and, being owed CPU time, preempt their previous CPU.
+    // CPU and, being owed CPU time, preempt their previous CPU (`--wakeup-preempt`).
     assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
 }
 
