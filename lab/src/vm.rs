@@ -231,6 +231,21 @@ pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> 
     Ok(())
 }
 
+/// qemu arguments attaching the raw image `path` as an NVMe disk (drive id `id`, serial
+/// `asa-<id>`), copy-on-write when `snapshot`.
+fn nvme_disk_args(id: &str, path: &Path, snapshot: bool) -> [String; 4] {
+    let snapshot = if snapshot { ",snapshot=on" } else { "" };
+    [
+        "-drive".into(),
+        format!(
+            "file={},if=none,id={id},format=raw{snapshot}",
+            path.display()
+        ),
+        "-device".into(),
+        format!("nvme,serial=asa-{id},drive={id}"),
+    ]
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -282,21 +297,11 @@ pub fn boot(
         .stderr(Stdio::piped());
     if let Some(rootfs) = &config.rootfs {
         // snapshot=on: the guest's writes go to a temporary overlay, the cache stays as built.
-        cmd.arg("-drive")
-            .arg(format!(
-                "file={},if=none,id=rootfs,format=raw,snapshot=on",
-                rootfs.display()
-            ))
-            .args(["-device", "nvme,serial=asa-rootfs,drive=rootfs"]);
+        cmd.args(nvme_disk_args("rootfs", rootfs, true));
     }
     if let Some(work) = &config.work_disk {
         // Written in place (no snapshot): it is the point of the disk.
-        cmd.arg("-drive")
-            .arg(format!(
-                "file={},if=none,id=work,format=raw",
-                work.display()
-            ))
-            .args(["-device", "nvme,serial=asa-work,drive=work"]);
+        cmd.args(nvme_disk_args("work", work, false));
     }
     // The VM dies with the thread that started it (which waits for it below): a killed
     // asa-lab or test leaves no orphaned qemu burning a CPU for the rest of its timeout.
