@@ -18,13 +18,14 @@ import argparse
 import datetime as dt
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 
 from .dataset import CLASS_SETS, load_manifest, merge, relabel, split_by_run, stack
-from .ensemble import MEMBERS, train
+from .ensemble import MEMBERS, Ensemble, train
 from .export import OnnxClassifier, to_onnx
 from .report import evaluate, markdown
 from .schema import FeatureSchema
@@ -54,12 +55,9 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     relabel(dataset.runs, class_set)
     manifest = ", ".join(str(m) for m in manifests)
     classes = dataset.classes()
-    train_runs, heldout_runs = split_by_run(dataset.runs, heldout_fraction, seed)
-    if not heldout_runs:
-        raise SystemExit("no held-out run: record at least two runs of some class")
-    x_train, y_train, _ = stack(train_runs, classes)
-    x_test, y_test, test_runs = stack(heldout_runs, classes)
-    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
+    fitted = fit_split(dataset.runs, classes, heldout_fraction, seed, small, members, svm_max_ticks)
+    ensemble, train_runs, heldout_runs = fitted.ensemble, fitted.train_runs, fitted.heldout_runs
+    x_test, y_test, test_runs = fitted.x_test, fitted.y_test, fitted.test_runs
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "classifier.onnx"
@@ -110,16 +108,37 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     return result
 
 
+@dataclass
+class FittedSplit:
+    """An ensemble trained on one split by run, with that split's held-out ticks."""
+
+    ensemble: Ensemble
+    train_runs: list
+    heldout_runs: list
+    x_test: np.ndarray
+    y_test: np.ndarray
+    test_runs: list[str]
+
+
+def fit_split(runs, classes: list[str], heldout_fraction: float, seed: int, small: bool,
+              members: tuple[str, ...], svm_max_ticks: int | None) -> FittedSplit:
+    """Splits `runs` by run with `seed` and trains the ensemble on the training side."""
+    train_runs, heldout_runs = split_by_run(runs, heldout_fraction, seed)
+    if not heldout_runs:
+        raise SystemExit("no held-out run: record at least two runs of some class")
+    x_train, y_train, _ = stack(train_runs, classes)
+    x_test, y_test, test_runs = stack(heldout_runs, classes)
+    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
+    return FittedSplit(ensemble, train_runs, heldout_runs, x_test, y_test, test_runs)
+
+
 def split_accuracy(runs, classes: list[str], heldout_fraction: float, seed: int, small: bool,
                    members: tuple[str, ...], svm_max_ticks: int | None, voting: dict) -> dict:
     """Held-out raw and voted accuracy of the same training on the split of `seed` (no export):
     how much the figure of one split owes to which runs it happened to hold out."""
-    train_runs, heldout_runs = split_by_run(runs, heldout_fraction, seed)
-    x_train, y_train, _ = stack(train_runs, classes)
-    x_test, y_test, test_runs = stack(heldout_runs, classes)
-    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
-    m = evaluate(ensemble.predict_proba(x_test), y_test, test_runs, classes, voting)
-    return {"seed": seed, "heldout_runs": len(heldout_runs), "ticks": m["raw"]["ticks"],
+    fitted = fit_split(runs, classes, heldout_fraction, seed, small, members, svm_max_ticks)
+    m = evaluate(fitted.ensemble.predict_proba(fitted.x_test), fitted.y_test, fitted.test_runs, classes, voting)
+    return {"seed": seed, "heldout_runs": len(fitted.heldout_runs), "ticks": m["raw"]["ticks"],
             "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"]}
 
 
