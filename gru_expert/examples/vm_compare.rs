@@ -10,8 +10,8 @@
 //! ```
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
-//! and `gru-preempt` (scx_gru `--wakeup-preempt`). `gru-nopreempt` is the default scx_gru under
-//! the name it had in the A/B run of 2026-11-23, when wakeup preemption was the default.
+//! and `gru-preempt` (scx_gru `--wakeup-preempt`). (In the A/B run of 2026-11-23, when wakeup
+//! preemption was the default, `gru-nopreempt` named what `gru` runs now.)
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -35,12 +35,11 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows; the default set leaves out gru-noinfer.
-const SCHEDULERS: [&str; 7] = [
+const SCHEDULERS: [&str; 6] = [
     "eevdf",
     "gru",
     "gru-noinfer",
     "gru-fallback",
-    "gru-nopreempt",
     "gru-preempt",
     "bpfland",
 ];
@@ -87,7 +86,6 @@ start() {
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
-    gru-nopreempt) scx_gru --stats-file $out/stats-gru-nopreempt-$2.json > $out/log-gru-nopreempt-$2.txt 2>&1 & P=$! ;;
     gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
@@ -428,13 +426,8 @@ fn main() -> Result<()> {
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
-        for s in [
-            "gru",
-            "gru-noinfer",
-            "gru-fallback",
-            "gru-nopreempt",
-            "gru-preempt",
-        ] {
+        // Every scx_gru variant writes a stats file.
+        for s in SCHEDULERS.iter().filter(|s| s.starts_with("gru")) {
             if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
                 let v: serde_json::Value =
                     serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;
