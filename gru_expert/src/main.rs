@@ -77,11 +77,16 @@ struct Opts {
     #[arg(long, default_value = "/run/scx_gru/stats.json")]
     stats_file: PathBuf,
 
-    /// Wakeup preemption: a waking task that finds no idle CPU and is owed CPU time preempts
-    /// its previous CPU instead of waiting in the shared DSQ for a slice to end. Off by
-    /// default: in the lab it helped the I/O part of a mixed load and cost hackbench 3.5x.
+    /// Wakeup preemption: a waking task that finds no idle CPU and whose vtime is behind the
+    /// task running on its previous CPU by more than --preempt-margin-us preempts that task
+    /// instead of waiting in the shared DSQ for a slice to end.
     #[arg(long)]
     wakeup_preempt: bool,
+
+    /// How far (vtime, microseconds) a wakee must be behind the running task to preempt it
+    /// (with --wakeup-preempt).
+    #[arg(long, default_value_t = 2500)]
+    preempt_margin_us: u64,
 
     /// Exit debug dump buffer length (0: default).
     #[arg(long, default_value_t = 0)]
@@ -203,6 +208,7 @@ fn main() -> Result<()> {
         rodata.send_events = matches!(mode, Mode::Model(..));
         rodata.usersched_tgid = std::process::id();
         rodata.wakeup_preempt = opts.wakeup_preempt;
+        rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;

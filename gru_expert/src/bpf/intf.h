@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * scx_gru: types and constants shared by the BPF programs (scheduler and
- * recorder) and the Rust side (through bindgen). Anything changed here changes
- * the event ABI: bump GRU_EVENT_ABI_VERSION.
+ * recorder) and the Rust side (through bindgen). A change to struct
+ * gru_task_event changes the event ABI: bump GRU_EVENT_ABI_VERSION.
  */
 #ifndef __GRU_INTF_H
 #define __GRU_INTF_H
@@ -26,6 +26,8 @@ enum gru_consts {
 	GRU_MAX_PREDICTIONS	= 65536,
 	/* Ring buffer size in bytes (a power of two, multiple of the page size). */
 	GRU_RINGBUF_BYTES	= 1 << 20,
+	/* Most CPUs scx_gru keeps a per-CPU record for (a bigger id: no wakeup preemption). */
+	GRU_MAX_CPUS		= 1024,
 	/* PF_KTHREAD from include/linux/sched.h. */
 	GRU_PF_KTHREAD		= 0x00200000,
 };

@@ -6,7 +6,8 @@
  * when the prediction is fresh, allowed by the task's cpumask and the CPU can
  * take the task now; every other case falls back to a default policy: the
  * kernel's idle-CPU selection and one shared, vtime-ordered DSQ (optionally, a
- * waking task owed CPU time preempts its previous CPU when none is idle).
+ * waking task clearly behind the task running on its previous CPU preempts it
+ * when no CPU is idle).
  *
  * Placements send the task's features (struct gru_task_event) through a ring
  * buffer, except where an event cannot change a placement: a task with a
@@ -37,13 +38,16 @@ const volatile u64 event_gap_ns = 10ULL * 1000 * 1000;
 const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
 /*
  * Optional (off by default): a waking task that finds no idle CPU preempts the
- * task running on its previous CPU when it is owed CPU time (its vtime is
- * behind the global one), as EEVDF's wakeup preemption does, instead of
- * waiting in the shared DSQ for a slice to end. Measured in the lab: the mixed
- * load's I/O part 0.78 -> 1.10 x EEVDF, but its CPU part 1.42 -> 0.77 and
- * hackbench 1.39 -> 0.39 (nearly every wake-up preempts).
+ * task running on its previous CPU when its vtime is behind that task's by
+ * more than preempt_margin_ns, as EEVDF's wakeup preemption does, instead of
+ * waiting in the shared DSQ for a slice to end. The first version compared
+ * with the global vtime (any task owed time preempted): the mixed load's I/O
+ * part 0.78 -> 1.10 x EEVDF, but its CPU part 1.42 -> 0.77 and hackbench
+ * 1.39 -> 0.39, as nearly every wake-up preempted.
  */
 const volatile bool wakeup_preempt = false;
+/* How far (vtime ns) a wakee must be behind the running task to preempt it. */
+const volatile u64 preempt_margin_ns = 2500ULL * 1000;
 /* Size of struct gru_task_event as compiled here; user space checks it. */
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
@@ -93,6 +97,23 @@ struct task_ctx {
 	u64 switch_count;
 	u64 last_event_ns;	/* when the last event for the task was written */
 };
+
+/*
+ * The task running on each CPU: its vtime when it started and when, so that a
+ * wake-up can tell how far ahead of it the running task is now.
+ */
+struct cpu_run {
+	u64 vtime;		/* the task's dsq_vtime when it started running */
+	u64 started_ns;		/* bpf_ktime_get_ns() when it started */
+	u64 weight;		/* its weight (0: nothing recorded, the CPU is idle) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GRU_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct cpu_run);
+} cpu_runs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -267,6 +288,26 @@ static u64 task_vtime(struct task_struct *p)
 	return vtime;
 }
 
+/*
+ * Whether a wakee of vtime @vtime is far enough behind the task running on
+ * @cpu to preempt it: the running task's vtime advances with the time it has
+ * run since it started (scaled by its weight, as ops.stopping() will charge).
+ */
+static bool wakee_behind_running(s32 cpu, u64 vtime)
+{
+	struct cpu_run *run;
+	u32 key = cpu;
+	u64 now, ran, curr_vtime;
+
+	run = bpf_map_lookup_elem(&cpu_runs, &key);
+	if (!run || !run->weight)
+		return false;
+	now = bpf_ktime_get_ns();
+	ran = now > run->started_ns ? now - run->started_ns : 0;
+	curr_vtime = run->vtime + ran * 100 / run->weight;
+	return vtime_before(vtime + preempt_margin_ns, curr_vtime);
+}
+
 static __always_inline bool is_usersched(struct task_struct *p)
 {
 	return usersched_tgid && p->tgid == usersched_tgid;
@@ -385,8 +426,9 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/*
 	 * Fallback: the shared vtime-ordered DSQ; wake an idle CPU for it, or,
-	 * for a wake-up owed CPU time, preempt its previous CPU (which then
-	 * dispatches the lowest vtime: this task, unless another is owed more).
+	 * for a wake-up clearly behind the task on its previous CPU, preempt
+	 * that CPU (which then dispatches the lowest vtime: this task, unless
+	 * another is owed more).
 	 */
 	vtime = task_vtime(p);
 	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice_ns, vtime, enq_flags);
@@ -396,8 +438,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	if (idle_cpu >= 0) {
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
 	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
-		   vtime_before(vtime, vtime_now) &&
-		   bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+		   bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+		   wakee_behind_running(prev_cpu, vtime)) {
 		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_wakeup_preempts);
 	}
@@ -412,25 +454,42 @@ void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 {
 	struct task_ctx *tctx;
+	struct cpu_run *run;
+	u32 key = scx_bpf_task_cpu(p);
 
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	if (tctx)
 		tctx->switch_count++;
 	if (vtime_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
+	if (wakeup_preempt) {
+		run = bpf_map_lookup_elem(&cpu_runs, &key);
+		if (run) {
+			run->vtime = p->scx.dsq_vtime;
+			run->started_ns = bpf_ktime_get_ns();
+			run->weight = p->scx.weight ?: 1;
+		}
+	}
 }
 
 void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 {
 	u64 used = slice_ns > p->scx.slice ? slice_ns - p->scx.slice : 0;
+	struct cpu_run *run;
+	u32 key = scx_bpf_task_cpu(p);
 
 	/* Charge the time used, inversely to the task's weight. */
-	p->scx.dsq_vtime += used * 100 / p->scx.weight;
+	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 / p->scx.weight);
+	if (wakeup_preempt) {
+		run = bpf_map_lookup_elem(&cpu_runs, &key);
+		if (run)
+			run->weight = 0;
+	}
 }
 
 void BPF_STRUCT_OPS(gru_enable, struct task_struct *p)
 {
-	p->scx.dsq_vtime = vtime_now;
+	scx_bpf_task_set_dsq_vtime(p, vtime_now);
 }
 
 s32 BPF_STRUCT_OPS(gru_init_task, struct task_struct *p, struct scx_init_task_args *args)
