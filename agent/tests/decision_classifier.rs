@@ -62,6 +62,7 @@ fn live_schema(g: &Golden) -> FeatureSchema {
         name: g.feature_schema.clone(),
         version: g.feature_schema_version,
         features: g.feature_names.clone(),
+        since: Vec::new(),
     }
 }
 
@@ -95,6 +96,37 @@ fn rust_probabilities_equal_python() {
     );
     let err = classifier.predict(&[0.0; 3]).unwrap_err();
     assert!(matches!(err, ClassifierError::Inference(_)), "{err}");
+}
+
+/// A model of an older schema version under a newer live schema (one feature more, placed
+/// second): the model gets its own features from the live vector, by name, and gives the same
+/// probabilities as Python gave on its own vector.
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn older_model_is_fed_its_features_from_a_newer_live_vector() {
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let mut live = live_schema(&g);
+    live.version = g.feature_schema_version + 1;
+    live.features
+        .insert(1, "feature_of_the_next_version".into());
+    live.since = vec![g.feature_schema_version; live.features.len()];
+    live.since[1] = live.version;
+    let mut classifier =
+        WorkloadClassifier::load(runtime, &data("classifier_tiny.onnx"), &live).unwrap();
+    let mut worst = 0.0f64;
+    for (input, expected) in g.inputs.iter().zip(&g.probabilities) {
+        let mut features: Vec<f32> = input.iter().map(|v| v.unwrap_or(f32::NAN)).collect();
+        features.insert(1, 1.0e6); // what the model must not see
+        let probabilities = classifier.predict(&features).unwrap();
+        for (p, e) in probabilities.iter().zip(expected) {
+            worst = worst.max((f64::from(*p) - e).abs());
+        }
+    }
+    assert!(worst < 1e-5, "Rust vs Python max difference {worst}");
+    // The model's own vector length is now wrong: the live vector is expected.
+    let own = vec![0.0f32; g.feature_names.len()];
+    assert!(classifier.predict(&own).is_err());
 }
 
 #[test]

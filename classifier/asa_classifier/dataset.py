@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .schema import FeatureSchema
+from .schema import FeatureSchema, SchemaMismatch
 
 DATASET_SCHEMA = "asa.dataset"
 DATASET_VERSION = 1
@@ -89,8 +89,12 @@ def load_manifest(path: str | Path, live: FeatureSchema) -> Dataset:
     data = tomllib.loads(path.read_text())
     if data.get("schema") != DATASET_SCHEMA or data.get("version") != DATASET_VERSION:
         raise ValueError(f"{path}: not a {DATASET_SCHEMA} v{DATASET_VERSION} manifest")
-    declared = FeatureSchema(data["feature_schema"], int(data["feature_schema_version"]), live.features)
-    live.check_same(declared, f"dataset {path}")
+    declared_name, declared_version = data["feature_schema"], int(data["feature_schema_version"])
+    if declared_name != live.name or declared_version < live.version:
+        # A newer recording holds every feature of an older version (names keep their meaning),
+        # an older one lacks the newer features.
+        raise SchemaMismatch(f"dataset {path} uses feature schema {declared_name} v{declared_version}, "
+                             f"training needs {live.name} v{live.version} or newer")
     dataset = Dataset(live, str(data.get("machine", "")))
     for entry in data.get("run", []):
         file = path.parent / entry["file"]

@@ -1,16 +1,18 @@
 """The live feature schema and the keys of the model metadata.
 
-Integration point with perception (issue 3): agent/feature_schema.toml is expected to hold
-`schema = "<name>"`, `version = N` and the features in order as `[[feature]]` tables with a
-`name` key (other keys such as unit/description are ignored here). `FeatureSchema.load` reads
-that; until the file exists, tests build a FeatureSchema directly.
+agent/feature_schema.toml holds `schema = "<name>"`, `version = N` and the features in order as
+`[[feature]]` tables with a `name` key and an optional `since` (the version the feature first
+appeared in, 1 when absent; other keys such as unit/doc are ignored here). A version only
+appends features and a name never changes meaning, so `FeatureSchema.as_of(v)` is exactly the
+schema of version v: the agent feeds a model of an older version those features by name, and
+training can build such a model from the current file (`train --feature-schema-version`).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Model metadata (ONNX metadata_props), read by agent/src/decision/classifier.rs.
@@ -38,15 +40,31 @@ class FeatureSchema:
     name: str
     version: int
     features: tuple[str, ...]
+    # The version each feature first appeared in, parallel to `features` (empty: all `version`).
+    since: tuple[int, ...] = field(default=(), compare=False)
 
     @classmethod
     def load(cls, path: str | Path) -> "FeatureSchema":
         data = tomllib.loads(Path(path).read_text())
         try:
             names = tuple(f["name"] for f in data["feature"])
-            return cls(str(data["schema"]), int(data["version"]), names)
-        except (KeyError, TypeError) as e:
+            since = tuple(int(f.get("since", 1)) for f in data["feature"])
+            schema = cls(str(data["schema"]), int(data["version"]), names, since)
+        except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: not a feature schema file (schema, version, [[feature]] name): {e}") from e
+        if any(not 1 <= s <= schema.version for s in since) or list(since) != sorted(since):
+            raise ValueError(f"{path}: each feature's since must be 1..{schema.version}, never decreasing")
+        return schema
+
+    def as_of(self, version: int) -> "FeatureSchema":
+        """The schema of an older (or this) version: the features with since <= version."""
+        if not 1 <= version <= self.version:
+            raise ValueError(f"{self.name} has versions 1..{self.version}, not {version}")
+        keep = [i for i in range(len(self.features)) if (self.since[i] if self.since else self.version) <= version]
+        if not keep:
+            raise ValueError(f"{self.name} v{self.version} records no feature of version {version}")
+        return FeatureSchema(self.name, version, tuple(self.features[i] for i in keep),
+                             tuple(self.since[i] for i in keep) if self.since else ())
 
     def check_same(self, other: "FeatureSchema", what: str) -> None:
         """Raises SchemaMismatch with the first difference."""

@@ -1,7 +1,8 @@
 """Train, evaluate on held-out runs, export.
 
     python -m asa_classifier.train --manifest DATA/manifest.toml [--manifest MORE/manifest.toml] \
-        --feature-schema ../agent/feature_schema.toml --out OUT [--heldout-fraction 0.25] [--seed 0] \
+        --feature-schema ../agent/feature_schema.toml [--feature-schema-version V] --out OUT \
+        [--heldout-fraction 0.25] [--seed 0] \
         [--classes label|load] [--members xgboost,random_forest,svm] [--svm-max-ticks N] [--other-splits K]
 
 `--classes load` trains on the background load only (`game+xz_compress` -> `xz_compress`).
@@ -160,6 +161,8 @@ def main(argv=None) -> None:
     parser.add_argument("--manifest", type=Path, required=True, action="append",
                         help="a dataset manifest; repeat to merge several")
     parser.add_argument("--feature-schema", type=Path, required=True)
+    parser.add_argument("--feature-schema-version", type=int, default=None,
+                        help="train on the features of this older schema version (default: the file's version)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
@@ -172,7 +175,10 @@ def main(argv=None) -> None:
     parser.add_argument("--other-splits", type=int, default=0,
                         help="also train on this many other held-out splits and report the accuracy's spread")
     args = parser.parse_args(argv)
-    result = run(args.manifest, FeatureSchema.load(args.feature_schema), args.out, args.heldout_fraction, args.seed,
+    schema = FeatureSchema.load(args.feature_schema)
+    if args.feature_schema_version is not None:
+        schema = schema.as_of(args.feature_schema_version)
+    result = run(args.manifest, schema, args.out, args.heldout_fraction, args.seed,
                  members=tuple(m for m in args.members.split(",") if m), class_set=args.classes,
                  svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits)
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "

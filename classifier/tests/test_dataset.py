@@ -53,3 +53,31 @@ def test_split_does_not_depend_on_string_hashing():
                               env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin:/bin"}).stdout
                for seed in range(8)}
     assert len(outputs) == 1, outputs
+
+
+def test_older_versions_of_the_schema_and_newer_recordings(tmp_path):
+    path = tmp_path / "feature_schema.toml"
+    path.write_text('schema = "s"\nversion = 2\n[[feature]]\nname = "a"\n[[feature]]\nname = "b"\n'
+                    '[[feature]]\nname = "c"\nsince = 2\n')
+    schema = FeatureSchema.load(path)
+    assert schema.as_of(2) == schema
+    v1 = schema.as_of(1)
+    assert (v1.version, v1.features) == (1, ("a", "b"))
+    with pytest.raises(ValueError, match="versions 1..2"):
+        schema.as_of(3)
+    path.write_text('schema = "s"\nversion = 2\n[[feature]]\nname = "c"\nsince = 2\n[[feature]]\nname = "a"\n')
+    with pytest.raises(ValueError, match="never decreasing"):
+        FeatureSchema.load(path)
+
+    # A v2 recording serves a v1 training (by name); a v1 recording cannot serve a v2 one.
+    from asa_classifier.dataset import load_manifest
+    from asa_classifier.schema import SchemaMismatch
+    (tmp_path / "run.csv").write_text("c,b,a,label\n9,2,1,x\n")
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text('schema = "asa.dataset"\nversion = 1\nfeature_schema = "s"\nfeature_schema_version = 2\n'
+                        '[[run]]\nfile = "run.csv"\n')
+    assert load_manifest(manifest, v1).runs[0].x.tolist() == [[1.0, 2.0]]
+    assert load_manifest(manifest, schema).runs[0].x.tolist() == [[1.0, 2.0, 9.0]]
+    manifest.write_text(manifest.read_text().replace("feature_schema_version = 2", "feature_schema_version = 1"))
+    with pytest.raises(SchemaMismatch, match="v1, training needs s v2"):
+        load_manifest(manifest, schema)

@@ -186,6 +186,13 @@ pub struct WorkloadClassifier {
     session: Session,
     info: ModelInfo,
     path: PathBuf,
+    /// Length of the live feature vector [`WorkloadClassifier::predict`] takes.
+    live_len: usize,
+    /// For a model of an older schema version: the live positions of its features, in its
+    /// order (None: the model takes the live vector as it is).
+    columns: Option<Vec<usize>>,
+    /// The model's input when `columns` picks from the live vector.
+    input: Vec<f32>,
 }
 
 fn json_strings(text: &str, key: &str) -> Result<Vec<String>, String> {
@@ -213,10 +220,13 @@ impl WorkloadClassifier {
             .commit_from_file(path)
             .map_err(|e| bad(format!("not a loadable ONNX model ({e})")))?;
         let info = read_info(&session).map_err(bad)?;
-        check_schema(live, &info.schema).map_err(|message| ClassifierError::SchemaMismatch {
-            path: path.to_path_buf(),
-            message,
+        let columns = check_schema(live, &info.schema).map_err(|message| {
+            ClassifierError::SchemaMismatch {
+                path: path.to_path_buf(),
+                message,
+            }
         })?;
+        let identity = columns.iter().copied().eq(0..live.features.len());
         if info.class_names.is_empty() {
             return Err(bad("it names no class".to_string()));
         }
@@ -230,19 +240,27 @@ impl WorkloadClassifier {
         }
         let mut classifier = Self {
             session,
+            input: vec![0.0; info.schema.features.len()],
             info,
             path: path.to_path_buf(),
+            live_len: live.features.len(),
+            columns: (!identity).then_some(columns),
         };
-        let zeros = vec![0.0f32; classifier.info.schema.features.len()];
+        let zeros = vec![0.0f32; classifier.live_len];
         classifier
             .predict(&zeros)
             .map_err(|e| bad(format!("dry run failed: {e}")))?;
         log::info!(
-            "classifier {} loaded: {} features ({} v{}), classes {:?}, trained {}",
+            "classifier {} loaded: {} features ({} v{}{}), classes {:?}, trained {}",
             path.display(),
             classifier.info.schema.features.len(),
             classifier.info.schema.name,
             classifier.info.schema.version,
+            if classifier.columns.is_some() {
+                format!(", picked from the live v{} vector", live.version)
+            } else {
+                String::new()
+            },
             classifier.info.class_names,
             classifier.info.training_date
         );
@@ -276,16 +294,27 @@ impl WorkloadClassifier {
         &self.path
     }
 
-    /// Class probabilities for one feature vector (in schema order; NaN = missing feature).
+    /// Class probabilities for one live feature vector (in the live schema's order; NaN =
+    /// missing feature). A model of an older schema version gets its own features from it.
     pub fn predict(&mut self, features: &[f32]) -> Result<Vec<f32>, ClassifierError> {
-        let expected = self.info.schema.features.len();
-        if features.len() != expected {
+        if features.len() != self.live_len {
             return Err(ClassifierError::Inference(format!(
-                "{} features given, the model takes {expected}",
-                features.len()
+                "{} features given, the live schema has {}",
+                features.len(),
+                self.live_len
             )));
         }
-        let tensor = TensorRef::from_array_view(([1usize, expected], features))
+        let input = match &self.columns {
+            None => features,
+            Some(columns) => {
+                for (slot, &i) in self.input.iter_mut().zip(columns) {
+                    *slot = features[i];
+                }
+                &self.input[..]
+            }
+        };
+        let expected = input.len();
+        let tensor = TensorRef::from_array_view(([1usize, expected], input))
             .map_err(|e| ClassifierError::Inference(format!("input tensor: {e}")))?;
         let outputs = self
             .session
@@ -349,6 +378,7 @@ fn read_info(session: &Session) -> Result<ModelInfo, String> {
             name: get(meta::FEATURE_SCHEMA)?,
             version,
             features: json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)?,
+            since: Vec::new(),
         },
         class_names: json_strings(&get(meta::CLASS_NAMES)?, meta::CLASS_NAMES)?,
         training_date: get(meta::TRAINING_DATE)?,
@@ -356,32 +386,52 @@ fn read_info(session: &Session) -> Result<ModelInfo, String> {
     })
 }
 
-/// Compares the model's schema with the live one; returns the first difference.
-pub fn check_schema(live: &FeatureSchema, model: &FeatureSchema) -> Result<(), String> {
-    if (live.name.as_str(), live.version) != (model.name.as_str(), model.version) {
+/// Compares the model's schema with the live one. The model must be of the live schema, of
+/// its version or an older one, and list exactly the live features of its version (those with
+/// `since` <= its version), in order. Returns the live position of each model feature; the
+/// error names the first difference.
+pub fn check_schema(live: &FeatureSchema, model: &FeatureSchema) -> Result<Vec<usize>, String> {
+    if live.name != model.name || model.version > live.version {
         return Err(format!(
-            "the model was trained on feature schema {} v{}, the live schema is {} v{}",
-            model.name, model.version, live.name, live.version
+            "the model was trained on feature schema {} v{}, the live schema is {} v{}{}",
+            model.name,
+            model.version,
+            live.name,
+            live.version,
+            if live.name == model.name {
+                " (a newer schema: update asa or use a model of this one)"
+            } else {
+                ""
+            }
         ));
     }
-    if live.features != model.features {
-        let first = live
-            .features
+    let (columns, names) = live.as_of(model.version);
+    if names
+        .iter()
+        .copied()
+        .ne(model.features.iter().map(String::as_str))
+    {
+        let first = names
             .iter()
             .zip(&model.features)
             .position(|(a, b)| a != b)
-            .unwrap_or(live.features.len().min(model.features.len()));
+            .unwrap_or(names.len().min(model.features.len()));
         return Err(format!(
-            "{} v{}: the model has {} features, the live schema {}; first difference at position {first}: model {:?}, live {:?}",
+            "{} v{}: the model has {} features, the live schema {}{}; first difference at position {first}: model {:?}, live {:?}",
             live.name,
-            live.version,
+            model.version,
             model.features.len(),
-            live.features.len(),
+            names.len(),
+            if model.version < live.version {
+                format!(" as of v{} (of {} in v{})", model.version, live.features.len(), live.version)
+            } else {
+                String::new()
+            },
             model.features.get(first).map(String::as_str).unwrap_or("(none)"),
-            live.features.get(first).map(String::as_str).unwrap_or("(none)"),
+            names.get(first).copied().unwrap_or("(none)"),
         ));
     }
-    Ok(())
+    Ok(columns)
 }
 
 #[cfg(test)]
@@ -393,6 +443,7 @@ mod tests {
             name: "asa.features".into(),
             version: 2,
             features: names.iter().map(|s| s.to_string()).collect(),
+            since: Vec::new(),
         }
     }
 
@@ -419,13 +470,47 @@ mod tests {
             err.contains("position 2") && err.contains("has 2 features"),
             "{err}"
         );
-        let mut old = live.clone();
-        old.version = 1;
-        let err = check_schema(&live, &old).unwrap_err();
+        let mut newer = live.clone();
+        newer.version = 3;
+        let err = check_schema(&live, &newer).unwrap_err();
         assert!(
-            err.contains("asa.features v1") && err.contains("asa.features v2"),
+            err.contains("asa.features v3")
+                && err.contains("asa.features v2")
+                && err.contains("newer"),
             "{err}"
         );
+        let mut other = live.clone();
+        other.name = "other.features".into();
+        assert!(check_schema(&live, &other).is_err());
+    }
+
+    /// A model of an older schema version gets the features of its version, by position in
+    /// the live vector; anything else is refused with the first difference.
+    #[test]
+    fn older_models_get_the_features_of_their_version() {
+        let mut live = schema(&["cpu_user", "top_threads", "cpu_system", "io_rate"]);
+        live.since = vec![1, 2, 1, 2];
+        assert_eq!(live.as_of(1), (vec![0, 2], vec!["cpu_user", "cpu_system"]));
+        assert_eq!(
+            check_schema(&live, &live.clone()).unwrap(),
+            vec![0, 1, 2, 3]
+        );
+        let mut v1 = schema(&["cpu_user", "cpu_system"]);
+        v1.version = 1;
+        assert_eq!(check_schema(&live, &v1).unwrap(), vec![0, 2]);
+        // A v1 model that lists a v2 feature, or the v1 features in another order.
+        v1.features = vec!["cpu_user".into(), "top_threads".into()];
+        let err = check_schema(&live, &v1).unwrap_err();
+        assert!(
+            err.contains("as of v1 (of 4 in v2)") && err.contains("position 1"),
+            "{err}"
+        );
+        v1.features = vec!["cpu_system".into(), "cpu_user".into()];
+        assert!(check_schema(&live, &v1).unwrap_err().contains("position 0"));
+        // Without `since`, every live feature is of the live version: a v1 model gets none.
+        live.since.clear();
+        v1.features = vec!["cpu_user".into(), "cpu_system".into()];
+        assert!(check_schema(&live, &v1).is_err());
     }
 
     #[test]

@@ -25,4 +25,21 @@ pub struct FeatureSchema {
     pub version: u32,
     /// Feature names, in vector order.
     pub features: Vec<String>,
+    /// The schema version each feature first appeared in, parallel to `features` (empty: all
+    /// of them belong to `version`; so it is for a schema a model declares).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub since: Vec<u32>,
+}
+
+impl FeatureSchema {
+    /// The positions (in this schema's vector) and names of the features an older `version`
+    /// of this schema had, in order.
+    pub fn as_of(&self, version: u32) -> (Vec<usize>, Vec<&str>) {
+        self.features
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.since.get(*i).copied().unwrap_or(self.version) <= version)
+            .map(|(i, name)| (i, name.as_str()))
+            .unzip()
+    }
 }

@@ -3,9 +3,10 @@
 //!
 //! Cost per tick: /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp
 //! and /proc/loadavg are each read once into reused buffers and parsed with `procfs-core`;
-//! every /proc/<pid>/stat is read exactly once (for CPU time and RSS of the top process),
-//! and nothing else per process (no status/statm/fd directories). NET_RX softirqs come from
-//! the `softirq` line of the /proc/stat read already made, not from a second file.
+//! every /proc/<pid>/stat is read exactly once (CPU time, minor faults, threads and RSS), and
+//! besides that only /proc/<pid>/io of the few busiest processes ([`IO_READS_PER_SCAN`]), for
+//! the busiest one's I/O rate (no status/statm/fd directories). NET_RX softirqs come from the
+//! `softirq` line of the /proc/stat read already made, not from a second file.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -182,6 +183,8 @@ pub struct MemTotals {
     pub swap_total: u64,
     /// SwapFree.
     pub swap_free: u64,
+    /// Dirty + Writeback: file data waiting to be written or being written.
+    pub dirty: u64,
 }
 
 /// The per-process part of a tick, computed by [`ProcessScanner`].
@@ -194,6 +197,15 @@ pub struct ProcessTick {
     pub top_cpu_ticks: u64,
     /// Largest resident set of one process, bytes.
     pub top_rss_bytes: u64,
+    /// Threads of the process with the most CPU time since the previous scan (0 if none).
+    pub top_threads: u64,
+    /// Minor page faults of that process since the previous scan.
+    pub top_minflt: u64,
+    /// Bytes that process read and wrote through system calls since the previous scan
+    /// (rchar + wchar of /proc/<pid>/io: files, pipes, sockets, /dev/null alike); None when
+    /// unknown (it was not among the busiest processes of the previous scan, or its io file
+    /// is not readable: another user's process without root).
+    pub top_io_bytes: Option<u64>,
     /// Seconds between this scan and the previous one (0 for the first scan).
     pub interval_s: f64,
 }
@@ -368,6 +380,7 @@ impl ProcSnapshot {
                 buffers: m.buffers,
                 swap_total: m.swap_total,
                 swap_free: m.swap_free,
+                dirty: m.dirty + m.writeback,
             }));
             Ok(())
         });
@@ -509,6 +522,7 @@ pub fn procfs_features(
         emit("mem_available_share", ratio(m.available as f64, total));
         emit("mem_cached_share", ratio(m.cached as f64, total));
         emit("mem_buffers_share", ratio(m.buffers as f64, total));
+        emit("mem_dirty_share", ratio(m.dirty as f64, total));
         emit(
             "swap_used_share",
             ratio(
@@ -607,6 +621,17 @@ pub fn procfs_features(
                 ratio(p.top_rss_bytes as f64, m.total as f64),
             );
         }
+        emit("top_proc_threads", p.top_threads as f64);
+        emit(
+            "top_proc_minflt_per_s",
+            ratio(p.top_minflt as f64, p.interval_s),
+        );
+        if let Some(bytes) = p.top_io_bytes {
+            emit(
+                "top_proc_io_kib_per_s",
+                ratio(bytes as f64 / 1024.0, p.interval_s),
+            );
+        }
     }
 }
 
@@ -652,7 +677,16 @@ pub const PROCFS_FEATURES: &[&str] = &[
     "top_proc_mem_share",
     "ctxt_per_s",
     "forks_per_s",
+    "mem_dirty_share",
+    "top_proc_threads",
+    "top_proc_minflt_per_s",
+    "top_proc_io_kib_per_s",
 ];
+
+/// Each scan reads /proc/<pid>/io of this many processes, those with the most CPU time since
+/// the previous scan: the next scan's busiest process was almost always among them, so its
+/// I/O since then is known.
+pub const IO_READS_PER_SCAN: usize = 4;
 
 /// At most this many /proc/<pid>/stat files stay open between scans (beyond: opened and
 /// closed per scan), well inside the default limit of 1024 open files.
@@ -667,8 +701,14 @@ pub const MAX_OPEN_STAT_FILES: usize = 512;
 /// of a process that exited fails to read (ESRCH) and is reopened by path, which finds the
 /// process now holding the pid, if any.
 pub struct ProcessScanner {
-    previous: HashMap<(i32, u64), u64>,
-    current: HashMap<(i32, u64), u64>,
+    /// (pid, start time) → (CPU ticks, minor faults) at the previous scan.
+    previous: HashMap<(i32, u64), (u64, u64)>,
+    current: HashMap<(i32, u64), (u64, u64)>,
+    /// (pid, start time) → rchar + wchar at the previous scan, for the busiest processes.
+    io_previous: HashMap<(i32, u64), u64>,
+    io_current: HashMap<(i32, u64), u64>,
+    /// (CPU delta, pid, start time) of this scan's processes that used CPU.
+    busy: Vec<(u64, i32, u64)>,
     /// pid → (its open stat file, the scan that last saw the pid).
     open: HashMap<i32, (File, u64)>,
     scans: u64,
@@ -688,6 +728,9 @@ impl ProcessScanner {
         ProcessScanner {
             previous: HashMap::new(),
             current: HashMap::new(),
+            io_previous: HashMap::new(),
+            io_current: HashMap::new(),
+            busy: Vec::new(),
             open: HashMap::new(),
             scans: 0,
             buffer: Vec::with_capacity(8192),
@@ -695,11 +738,14 @@ impl ProcessScanner {
         }
     }
 
-    /// One pass over /proc: counts processes, finds the largest CPU-time delta and RSS.
-    /// Processes that vanish mid-scan are skipped.
+    /// One pass over /proc: counts processes, finds the largest CPU-time delta (and that
+    /// process's threads, minor faults and I/O) and the largest RSS. Processes that vanish
+    /// mid-scan are skipped.
     pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
         let mut tick = ProcessTick::default();
         self.current.clear();
+        self.busy.clear();
+        let mut top_key = None;
         self.scans += 1;
         let scan = self.scans;
         let entries = std::fs::read_dir(proc_root)
@@ -740,16 +786,65 @@ impl ProcessScanner {
             tick.count += 1;
             let cpu = stat.utime + stat.stime;
             let key = (pid, stat.starttime);
-            if let Some(before) = self.previous.get(&key) {
-                tick.top_cpu_ticks = tick.top_cpu_ticks.max(cpu.saturating_sub(*before));
+            if let Some(&(cpu_before, minflt_before)) = self.previous.get(&key) {
+                let used = cpu.saturating_sub(cpu_before);
+                if used > 0 {
+                    self.busy.push((used, pid, stat.starttime));
+                }
+                if used > tick.top_cpu_ticks || top_key.is_none() {
+                    tick.top_cpu_ticks = used;
+                    tick.top_threads = stat.num_threads.max(0) as u64;
+                    tick.top_minflt = stat.minflt.saturating_sub(minflt_before);
+                    top_key = Some(key);
+                }
             }
-            self.current.insert(key, cpu);
+            self.current.insert(key, (cpu, stat.minflt));
             tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
         }
         self.open.retain(|_, (_, seen)| *seen == scan);
         std::mem::swap(&mut self.previous, &mut self.current);
+
+        // /proc/<pid>/io of the busiest processes; the top one's delta if it was read last time.
+        self.busy
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.io_current.clear();
+        let mut path = proc_root.to_path_buf();
+        for &(_, pid, start) in self.busy.iter().take(IO_READS_PER_SCAN) {
+            path.push(pid.to_string());
+            path.push("io");
+            let bytes = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| io_bytes(&text));
+            path.pop();
+            path.pop();
+            if let Some(bytes) = bytes {
+                self.io_current.insert((pid, start), bytes);
+            }
+        }
+        if let Some(key) = top_key.filter(|_| tick.top_cpu_ticks > 0) {
+            if let (Some(before), Some(now)) =
+                (self.io_previous.get(&key), self.io_current.get(&key))
+            {
+                tick.top_io_bytes = Some(now.saturating_sub(*before));
+            }
+        } else {
+            // Nothing used CPU since the previous scan: no busiest process, no I/O.
+            tick.top_threads = 0;
+            tick.top_minflt = 0;
+            tick.top_io_bytes = Some(0);
+        }
+        std::mem::swap(&mut self.io_previous, &mut self.io_current);
         Ok(tick)
     }
+}
+
+/// rchar + wchar of a /proc/<pid>/io text (None if either line is missing).
+fn io_bytes(text: &str) -> Option<u64> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+    };
+    Some(field("rchar:")?.saturating_add(field("wchar:")?))
 }
 
 /// Reads the system-wide /proc files into reused buffers.
@@ -954,6 +1049,9 @@ mod tests {
                 count: 120,
                 top_cpu_ticks: 150,
                 top_rss_bytes: 819_200_000,
+                top_threads: 6,
+                top_minflt: 300,
+                top_io_bytes: Some(4096 * 1024),
                 interval_s: 2.0,
             },
         );
@@ -988,6 +1086,8 @@ mod tests {
             ("mem_cached_share", 0.2),
             ("mem_buffers_share", 0.05),
             ("swap_used_share", 0.25),
+            // Dirty 1200 kB + Writeback 400 kB.
+            ("mem_dirty_share", 1600.0 / 8e6),
             // vda only (vda1 and loop0 ignored): +100 reads in +300 ms, +100 writes in +500 ms,
             // +10000 sectors = 5000 KiB over 200 ops, +3000 weighted ms, +1000 io ms, in 2 s.
             ("disk_read_ops_per_s", 50.0),
@@ -1020,6 +1120,10 @@ mod tests {
             // Top process: 150 ticks in 2 s on 2 CPUs; RSS 819200000 B of 8192000000 B.
             ("top_proc_cpu_share", 150.0 / (tps * 2.0 * 2.0)),
             ("top_proc_mem_share", 0.1),
+            // Its 6 threads, +300 minor faults and 4 MiB read + written in 2 s.
+            ("top_proc_threads", 6.0),
+            ("top_proc_minflt_per_s", 150.0),
+            ("top_proc_io_kib_per_s", 2048.0),
             // ctxt +10000, processes +10 in 2 s.
             ("ctxt_per_s", 5000.0),
             ("forks_per_s", 5.0),
@@ -1105,13 +1209,76 @@ mod tests {
     }
 
     fn write_stat(root: &Path, pid: i32, cpu: (u64, u64), starttime: u64, rss_pages: u64) {
+        write_stat_faults(root, pid, cpu, starttime, rss_pages, 99, 3);
+    }
+
+    /// A stat line with `minflt` minor faults and `threads` threads.
+    fn write_stat_faults(
+        root: &Path,
+        pid: i32,
+        cpu: (u64, u64),
+        starttime: u64,
+        rss_pages: u64,
+        minflt: u64,
+        threads: u64,
+    ) {
         let dir = root.join(pid.to_string());
         std::fs::create_dir_all(&dir).unwrap();
         let line = format!(
-            "{pid} (odd ) name) S 1 1 1 0 -1 4194304 99 0 1 0 {} {} 0 0 20 0 3 0 {starttime} 3133440 {rss_pages} 18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 1 1 1 1 1 1 1 0\n",
+            "{pid} (odd ) name) S 1 1 1 0 -1 4194304 {minflt} 0 1 0 {} {} 0 0 20 0 {threads} 0 {starttime} 3133440 {rss_pages} 18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 1 1 1 1 1 1 1 0\n",
             cpu.0, cpu.1
         );
         std::fs::write(dir.join("stat"), line).unwrap();
+    }
+
+    fn write_io(root: &Path, pid: i32, rchar: u64, wchar: u64) {
+        let text = format!("rchar: {rchar}\nwchar: {wchar}\nsyscr: 1\nsyscw: 1\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n");
+        std::fs::write(root.join(pid.to_string()).join("io"), text).unwrap();
+    }
+
+    /// The busiest process's threads, minor faults and I/O: its I/O rate is known once it
+    /// was among the busiest of the previous scan, and a process that used no CPU is no one's
+    /// "busiest".
+    #[test]
+    fn process_scan_reports_the_busiest_process_threads_faults_and_io() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write_stat_faults(r, 20, (10, 0), 100, 1, 1000, 4);
+        write_io(r, 20, 5_000, 1_000);
+        write_stat_faults(r, 21, (10, 0), 101, 1, 50, 1);
+        write_io(r, 21, 0, 0);
+        let mut scanner = ProcessScanner::new();
+        let first = scanner.scan(r).unwrap();
+        assert_eq!((first.top_threads, first.top_io_bytes), (0, Some(0)));
+
+        // 21 is busiest, but its io was not read last scan (nobody had a delta yet).
+        write_stat_faults(r, 20, (30, 0), 100, 1, 1400, 4); // +20 ticks, +400 faults
+        write_stat_faults(r, 21, (50, 5), 101, 1, 60, 1); // +45 ticks, +10 faults
+        write_io(r, 21, 700, 300);
+        let second = scanner.scan(r).unwrap();
+        assert_eq!(second.top_cpu_ticks, 45);
+        assert_eq!((second.top_threads, second.top_minflt), (1, 10));
+        assert_eq!(second.top_io_bytes, None);
+
+        // Now 20 is busiest and was read last scan: +4000 read, +2000 written.
+        write_stat_faults(r, 20, (130, 0), 100, 1, 2400, 8); // +100 ticks, +1000 faults
+        write_io(r, 20, 9_000, 3_000);
+        let third = scanner.scan(r).unwrap();
+        assert_eq!(third.top_cpu_ticks, 100);
+        assert_eq!((third.top_threads, third.top_minflt), (8, 1000));
+        assert_eq!(third.top_io_bytes, Some(6_000));
+
+        // Nothing ran: no busiest process.
+        let fourth = scanner.scan(r).unwrap();
+        assert_eq!(fourth.top_cpu_ticks, 0);
+        assert_eq!((fourth.top_threads, fourth.top_io_bytes), (0, Some(0)));
+    }
+
+    #[test]
+    fn io_file_parse_needs_rchar_and_wchar() {
+        assert_eq!(io_bytes("rchar: 10\nwchar: 5\nsyscr: 1\n"), Some(15));
+        assert_eq!(io_bytes("rchar: 10\n"), None);
+        assert_eq!(io_bytes(""), None);
     }
 
     #[test]
@@ -1169,7 +1336,7 @@ mod tests {
         assert!(scanner.open.contains_key(&child_pid));
         let me = std::process::id() as i32;
         let key = *scanner.previous.keys().find(|(pid, _)| *pid == me).unwrap();
-        let before = scanner.previous[&key];
+        let before = scanner.previous[&key].0;
         let spin = Instant::now();
         while spin.elapsed() < std::time::Duration::from_millis(300) {
             std::hint::black_box(spin.elapsed());
@@ -1178,9 +1345,9 @@ mod tests {
         child.wait().unwrap();
         scanner.scan(Path::new("/proc")).unwrap();
         assert!(
-            scanner.previous[&key] > before,
+            scanner.previous[&key].0 > before,
             "own CPU time did not grow: {before} -> {}",
-            scanner.previous[&key]
+            scanner.previous[&key].0
         );
         assert!(
             !scanner.open.contains_key(&child_pid),

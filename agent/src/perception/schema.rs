@@ -15,7 +15,7 @@ use crate::decision::FeatureSchema;
 /// Schema name this build's sampler produces.
 pub const SCHEMA_NAME: &str = "asa.features";
 /// Schema version this build's sampler produces.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The schema file compiled into the binary (the same bytes as `agent/feature_schema.toml`).
 pub const BUILTIN_SCHEMA_TOML: &str = include_str!("../../feature_schema.toml");
@@ -51,6 +51,13 @@ pub struct FeatureSpec {
     pub source: FeatureSource,
     /// One-line description.
     pub doc: String,
+    /// The schema version the feature first appeared in (1 when absent from the file).
+    #[serde(default = "first_version")]
+    pub since: u32,
+}
+
+fn first_version() -> u32 {
+    1
 }
 
 #[derive(Deserialize)]
@@ -138,6 +145,21 @@ pub enum SchemaError {
         /// Source in the sampler.
         actual: FeatureSource,
     },
+    /// A feature's `since` is 0, above the schema's version, or below that of a feature
+    /// before it (a version only appends features).
+    #[error("{origin}: feature {name:?} (position {position}) has since = {since}: a version only appends features, so since must be 1..={version} and never decrease along the file")]
+    BadSince {
+        /// File name or "built-in".
+        origin: String,
+        /// The feature.
+        name: String,
+        /// Its position.
+        position: usize,
+        /// Its `since`.
+        since: u32,
+        /// The schema's version.
+        version: u32,
+    },
     /// A model (or recording) was made for another schema than the live one.
     #[error("{what} does not match the live feature schema: {message}")]
     Mismatch {
@@ -200,7 +222,18 @@ impl SchemaFile {
             });
         }
         let mut seen = std::collections::HashMap::new();
+        let mut last_since = 1;
         for (position, feature) in self.features.iter().enumerate() {
+            if feature.since == 0 || feature.since > self.version || feature.since < last_since {
+                return Err(SchemaError::BadSince {
+                    origin: origin.to_string(),
+                    name: feature.name.clone(),
+                    position,
+                    since: feature.since,
+                    version: self.version,
+                });
+            }
+            last_since = feature.since;
             if let Some(first) = seen.insert(feature.name.as_str(), position) {
                 return Err(SchemaError::Duplicate {
                     origin: origin.to_string(),
@@ -251,22 +284,26 @@ impl SchemaFile {
             name: self.name.clone(),
             version: self.version,
             features: self.names(),
+            since: self.features.iter().map(|f| f.since).collect(),
         }
     }
 
-    /// Checks that a model (or a recording) was made for this schema: same name, same version,
-    /// same feature names in the same order. `what` names the model in the error.
+    /// Checks that a model (or a recording) was made for this schema: same name, this version
+    /// or an older one, and exactly the feature names of that version in order (see
+    /// [`crate::decision::classifier::check_schema`]); returns the live position of each of
+    /// its features. `what` names the model in the error.
     pub fn check_model(
         &self,
         what: &str,
         name: &str,
         version: u32,
         features: &[String],
-    ) -> Result<(), SchemaError> {
+    ) -> Result<Vec<usize>, SchemaError> {
         let model = FeatureSchema {
             name: name.to_string(),
             version,
             features: features.to_vec(),
+            since: Vec::new(),
         };
         crate::decision::classifier::check_schema(&self.to_feature_schema(), &model).map_err(
             |message| SchemaError::Mismatch {
@@ -295,6 +332,7 @@ mod tests {
             unit: "1/s".into(),
             source,
             doc: "d".into(),
+            since: 1,
         }
     }
 
@@ -310,7 +348,7 @@ mod tests {
     fn builtin_schema_is_valid_and_every_known_feature_is_listed_once() {
         let schema = SchemaFile::builtin().expect("the committed schema validates");
         assert_eq!(schema.name, "asa.features");
-        assert_eq!(schema.version, 1);
+        assert_eq!(schema.version, 2);
         let names = schema.names();
         for known in super::super::KNOWN_FEATURES {
             assert_eq!(
@@ -364,14 +402,29 @@ mod tests {
         assert!(schema(vec![feature("b", Procfs), feature("s", Bpf)])
             .validate("t", known)
             .is_ok());
+        // `since`: 1..=version, never decreasing (a version only appends features).
+        let since = |name: &str, since: u32| FeatureSpec {
+            since,
+            ..feature(name, Procfs)
+        };
+        let bad_since = |features: Vec<FeatureSpec>| match schema(features).validate("t", known) {
+            Err(SchemaError::BadSince { name, .. }) => name,
+            other => panic!("expected BadSince, got {other:?}"),
+        };
+        assert_eq!(bad_since(vec![since("a", 2), since("b", 1)]), "b");
+        assert_eq!(bad_since(vec![since("a", SCHEMA_VERSION + 1)]), "a");
+        assert_eq!(bad_since(vec![since("a", 1), since("b", 0)]), "b");
+        let ok = schema(vec![since("a", 1), since("b", 2)]);
+        assert!(ok.validate("t", known).is_ok());
+        assert_eq!(ok.to_feature_schema().since, vec![1, 2]);
     }
 
     #[test]
     fn parse_errors_name_and_version() {
-        let wrong_version = BUILTIN_SCHEMA_TOML.replace("version = 1", "version = 2");
+        let wrong_version = BUILTIN_SCHEMA_TOML.replace("\nversion = 2\n", "\nversion = 3\n");
         match SchemaFile::parse(&wrong_version, "f.toml") {
             Err(SchemaError::WrongSchema {
-                found_version: 2, ..
+                found_version: 3, ..
             }) => {}
             other => panic!("expected WrongSchema, got {other:?}"),
         }
@@ -383,7 +436,7 @@ mod tests {
         let missing_doc = "schema = \"asa.features\"\nversion = 1\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\n";
         let err = SchemaFile::parse(missing_doc, "f.toml").unwrap_err();
         assert!(err.to_string().contains("doc"), "{err}");
-        let subset = "schema = \"asa.features\"\nversion = 1\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\ndoc = \"x\"\n";
+        let subset = "schema = \"asa.features\"\nversion = 2\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\ndoc = \"x\"\n";
         assert_eq!(
             SchemaFile::parse(subset, "f.toml").unwrap().names(),
             ["ctxt_per_s"]
