@@ -10,7 +10,8 @@
 //! ```
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
-//! and `gru-preempt` (scx_gru `--wakeup-preempt`). (In the A/B run of 2026-11-23, when wakeup
+//! `gru-preempt` (scx_gru `--wakeup-preempt`) and `gru-slice` (scx_gru `--slice-min-us 500`:
+//! the slice shrinks with the shared DSQ's queue). (In the A/B run of 2026-11-23, when wakeup
 //! preemption was the default, `gru-nopreempt` named what `gru` runs now.)
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
@@ -34,13 +35,14 @@ use anyhow::{bail, ensure, Context, Result};
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
-/// Every scheduler the guest script knows; the default set leaves out gru-noinfer.
-const SCHEDULERS: [&str; 6] = [
+/// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
+const SCHEDULERS: [&str; 7] = [
     "eevdf",
     "gru",
     "gru-noinfer",
     "gru-fallback",
     "gru-preempt",
+    "gru-slice",
     "bpfland",
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
@@ -87,6 +89,7 @@ start() {
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
     gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
+    gru-slice) scx_gru --slice-min-us 500 --stats-file $out/stats-gru-slice-$2.json > $out/log-gru-slice-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
   [ -n "$P" ] && waitstate enabled

@@ -43,9 +43,14 @@ struct Opts {
     #[arg(long)]
     no_model: bool,
 
-    /// Time slice in microseconds.
+    /// Time slice in microseconds (the longest one with --slice-min-us).
     #[arg(long, default_value_t = 5000)]
     slice_us: u64,
+
+    /// Shrink the slice with the number of tasks waiting in the shared DSQ,
+    /// slice / (waiting + 1), down to this many microseconds (0: a fixed slice).
+    #[arg(long, default_value_t = 0)]
+    slice_min_us: u64,
 
     /// A prediction older than this (ms) is ignored by the BPF side.
     #[arg(long, default_value_t = 500)]
@@ -155,6 +160,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_pinned_local: bss.nr_pinned_local,
         nr_usersched_local: bss.nr_usersched_local,
         nr_wakeup_preempts: bss.nr_wakeup_preempts,
+        nr_slices_shortened: bss.nr_slices_shortened,
     }
 }
 
@@ -202,6 +208,7 @@ fn main() -> Result<()> {
             bpf_intf::gru_consts_GRU_EVENT_ABI_VERSION
         );
         rodata.slice_ns = opts.slice_us * 1000;
+        rodata.slice_min_ns = opts.slice_min_us.min(opts.slice_us) * 1000;
         rodata.prediction_ttl_ns = opts.prediction_ttl_ms * 1_000_000;
         rodata.event_gap_ns = opts.event_gap_ms * 1_000_000;
         rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;

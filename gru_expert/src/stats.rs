@@ -54,9 +54,13 @@ pub struct BpfCounters {
     /// scx_gru's own threads placed on their CPU (neither prediction nor fallback).
     pub nr_usersched_local: u64,
     /// Wake-ups queued in the shared DSQ that preempted their previous CPU (no CPU was idle
-    /// and the task was owed CPU time).
+    /// and the running task was ahead of the wakee by more than `--preempt-margin-us`).
     #[serde(default)]
     pub nr_wakeup_preempts: u64,
+    /// Placements given a slice shorter than `--slice-us` because tasks were waiting in the
+    /// shared DSQ (`--slice-min-us`).
+    #[serde(default)]
+    pub nr_slices_shortened: u64,
 }
 
 impl BpfCounters {

@@ -172,8 +172,13 @@ rec stress_rc $?
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
-    // With the optional wakeup preemption, so its path is exercised too.
-    let outcome = run_guest_with("gru-fallback", false, MANY_TASKS, "--wakeup-preempt");
+    // With the optional wakeup preemption and slice shortening, so their paths run too.
+    let outcome = run_guest_with(
+        "gru-fallback",
+        false,
+        MANY_TASKS,
+        "--wakeup-preempt --slice-min-us 500",
+    );
     check_lifecycle(&results(&outcome));
     let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert_eq!(stats.mode, "fallback-only", "{stats:#?}");
@@ -186,6 +191,8 @@ fn vm_gru_without_model_runs_fallback_only() {
     // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
     // CPU and, being owed CPU time, preempt their previous CPU (`--wakeup-preempt`).
     assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
+    // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`).
+    assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");
 }
 
 #[test]

@@ -20,8 +20,15 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* Time slice given to every task (ns). */
+/* Time slice given to every task (ns); the longest one with slice_min_ns. */
 const volatile u64 slice_ns = 5ULL * 1000 * 1000;
+/*
+ * Optional (0: off): the slice shrinks with the number of tasks waiting in the
+ * shared DSQ, slice_ns / (waiting + 1), down to this (ns), so a waking task
+ * waits less for a CPU under overload (as scx_bpfland does) without
+ * preempting anyone.
+ */
+const volatile u64 slice_min_ns = 0;
 /* A prediction older than this (ns) is ignored. */
 const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
 /* Thread group of scx_gru itself: its threads are never queued behind the load. */
@@ -79,6 +86,7 @@ u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
+u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -95,6 +103,7 @@ struct {
 /* Per-task state kept by the program. */
 struct task_ctx {
 	u64 switch_count;
+	u64 run_start_ns;	/* when the task last started running */
 	u64 last_event_ns;	/* when the last event for the task was written */
 };
 
@@ -308,6 +317,21 @@ static bool wakee_behind_running(s32 cpu, u64 vtime)
 	return vtime_before(vtime + preempt_margin_ns, curr_vtime);
 }
 
+/* The slice for a task placed now (see slice_min_ns). */
+static u64 task_slice(void)
+{
+	u64 slice;
+
+	if (!slice_min_ns)
+		return slice_ns;
+	slice = slice_ns / (scx_bpf_dsq_nr_queued(GRU_FALLBACK_DSQ) + 1);
+	if (slice < slice_min_ns)
+		slice = slice_min_ns;
+	if (slice < slice_ns)
+		stat_inc(&nr_slices_shortened);
+	return slice;
+}
+
 static __always_inline bool is_usersched(struct task_struct *p)
 {
 	return usersched_tgid && p->tgid == usersched_tgid;
@@ -327,7 +351,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	if (is_usersched(p)) {
 		cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 		if (is_idle) {
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 			stat_inc(&nr_usersched_local);
 		}
 		return cpu;
@@ -342,7 +366,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	 */
 	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
 	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		if (cpu == prev_cpu) {
 			stat_inc(&nr_pred_applied);
 			stat_inc(&nr_pred_applied_select);
@@ -356,7 +380,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 
 	/* A fresh prediction whose CPU is idle: place the task there now. */
 	if (cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		stat_inc(&nr_pred_applied);
 		stat_inc(&nr_pred_applied_select);
 		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
@@ -371,7 +395,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	 */
 	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
 	if (is_idle) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		count_fallback(miss);
 		stat_inc(&nr_direct_idle);
 		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
@@ -391,7 +415,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * it is not part of the workload.
 	 */
 	if (is_usersched(p)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), enq_flags);
 		stat_inc(&nr_usersched_local);
 		return;
 	}
@@ -401,7 +425,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * no prediction can place them anywhere else.
 	 */
 	if (p->nr_cpus_allowed == 1) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), enq_flags);
 		stat_inc(&nr_pinned_local);
 		return;
 	}
@@ -414,7 +438,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 		 * gain much. Otherwise the shared DSQ.
 		 */
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, task_slice(), enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			stat_inc(&nr_pred_applied);
 			send_event(p, cpu, GRU_SRC_ENQUEUE, age);
@@ -431,7 +455,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * another is owed more).
 	 */
 	vtime = task_vtime(p);
-	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice_ns, vtime, enq_flags);
+	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), vtime, enq_flags);
 	stat_inc(&nr_shared_enqueued);
 	prev_cpu = scx_bpf_task_cpu(p);
 	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
@@ -458,8 +482,10 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 	u32 key = scx_bpf_task_cpu(p);
 
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	if (tctx)
+	if (tctx) {
 		tctx->switch_count++;
+		tctx->run_start_ns = bpf_ktime_get_ns();
+	}
 	if (vtime_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
 	if (wakeup_preempt) {
@@ -474,9 +500,14 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 
 void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 {
-	u64 used = slice_ns > p->scx.slice ? slice_ns - p->scx.slice : 0;
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	u64 now = bpf_ktime_get_ns(), used = 0;
 	struct cpu_run *run;
 	u32 key = scx_bpf_task_cpu(p);
+
+	/* The time it ran (the slice may have been refilled or shortened). */
+	if (tctx && tctx->run_start_ns && now > tctx->run_start_ns)
+		used = now - tctx->run_start_ns;
 
 	/* Charge the time used, inversely to the task's weight. */
 	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 / p->scx.weight);
