@@ -11,6 +11,9 @@
 #                                          # as /lab/out/NAME.tar
 #   lab_run_vm NAME [more `asa-lab run` arguments...]
 #
+# ROOTFS (default: the scenarios' packages) overrides the guest packages: e.g.
+# ROOTFS=$(target/release/asa scenario packages all) shares the root filesystem, and so the
+# work disk with its prepared inputs, with the other runs that use every package.
 # WORK_DISK (default `scenarios`; empty: none) names the persistent work disk mounted at
 # /var/tmp/asa-work (`asa-lab run --work-disk`): the loads' prepared inputs (kernel_build's
 # tree: 10-15 min under TCG) are made by the first VM and reused by the next ones.
@@ -26,7 +29,7 @@ lab_prepare() {
       return 1
     }
   done
-  PACKAGES=$("$BIN/asa-scenarios" packages "$2") || return 1
+  PACKAGES=${ROOTFS:-$("$BIN/asa-scenarios" packages "$2")} || return 1
   GUEST_EXPERTS=$(echo "$3" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
   mkdir -p "$1"
   OUT=$(cd "$1" && pwd)
