@@ -404,8 +404,26 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
+/// Under `cargo run`, builds the scx_gru binary the lab will copy into the guest: `cargo run
+/// --example` builds the example only, and a stale scx_gru without a newer option never
+/// attaches (it happened: run 9's first attempt).
+fn build_scx_gru() -> Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(()); // run directly: the caller built what it runs
+    };
+    let mut command = std::process::Command::new(cargo);
+    command.args(["build", "-p", "asa-gru-expert", "--bin", "scx_gru"]);
+    if PROFILE == "release" {
+        command.arg("--release");
+    }
+    let status = command.status().context("run cargo build for scx_gru")?;
+    ensure!(status.success(), "cargo build of scx_gru failed ({status})");
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = parse_args()?;
+    build_scx_gru()?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
     let script = guest_script(&args.schedulers, args.rounds, args.seconds);
     let mut run = GuestRun::new("gru-compare", &script);

@@ -684,9 +684,13 @@ pub const PROCFS_FEATURES: &[&str] = &[
 ];
 
 /// Each scan reads /proc/<pid>/io of this many processes, those with the most CPU time since
-/// the previous scan: the next scan's busiest process was almost always among them, so its
-/// I/O since then is known.
+/// the previous scan, ...
 pub const IO_READS_PER_SCAN: usize = 4;
+/// ... and of up to this many processes first seen in this scan (the newest): the next scan's
+/// busiest process is almost always among them, so its I/O since then is known. (A process
+/// that was idle at the previous scan and is the busiest now is not: its I/O rate is missing
+/// on that tick.)
+pub const IO_NEW_READS_PER_SCAN: usize = 8;
 
 /// At most this many /proc/<pid>/stat files stay open between scans (beyond: opened and
 /// closed per scan), well inside the default limit of 1024 open files.
@@ -709,6 +713,8 @@ pub struct ProcessScanner {
     io_current: HashMap<(i32, u64), u64>,
     /// (CPU delta, pid, start time) of this scan's processes that used CPU.
     busy: Vec<(u64, i32, u64)>,
+    /// (pid, start time) of the processes first seen in this scan.
+    fresh: Vec<(i32, u64)>,
     /// pid → (its open stat file, the scan that last saw the pid).
     open: HashMap<i32, (File, u64)>,
     scans: u64,
@@ -731,6 +737,7 @@ impl ProcessScanner {
             io_previous: HashMap::new(),
             io_current: HashMap::new(),
             busy: Vec::new(),
+            fresh: Vec::new(),
             open: HashMap::new(),
             scans: 0,
             buffer: Vec::with_capacity(8192),
@@ -745,6 +752,7 @@ impl ProcessScanner {
         let mut tick = ProcessTick::default();
         self.current.clear();
         self.busy.clear();
+        self.fresh.clear();
         let mut top_key = None;
         self.scans += 1;
         let scan = self.scans;
@@ -797,6 +805,8 @@ impl ProcessScanner {
                     tick.top_minflt = stat.minflt.saturating_sub(minflt_before);
                     top_key = Some(key);
                 }
+            } else {
+                self.fresh.push(key);
             }
             self.current.insert(key, (cpu, stat.minflt));
             tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
@@ -808,8 +818,16 @@ impl ProcessScanner {
         self.busy
             .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         self.io_current.clear();
+        // The newest first-seen processes (highest start time).
+        self.fresh
+            .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         let mut path = proc_root.to_path_buf();
-        for &(_, pid, start) in self.busy.iter().take(IO_READS_PER_SCAN) {
+        let busiest = self.busy.iter().take(IO_READS_PER_SCAN);
+        let newest = self.fresh.iter().take(IO_NEW_READS_PER_SCAN);
+        for (pid, start) in busiest
+            .map(|&(_, pid, start)| (pid, start))
+            .chain(newest.copied())
+        {
             path.push(pid.to_string());
             path.push("io");
             let bytes = std::fs::read_to_string(&path)
@@ -1236,9 +1254,9 @@ mod tests {
         std::fs::write(root.join(pid.to_string()).join("io"), text).unwrap();
     }
 
-    /// The busiest process's threads, minor faults and I/O: its I/O rate is known once it
-    /// was among the busiest of the previous scan, and a process that used no CPU is no one's
-    /// "busiest".
+    /// The busiest process's threads, minor faults and I/O: its I/O rate is known when it was
+    /// among the busiest or the newest processes of the previous scan, missing when it was
+    /// idle then; a scan where nothing used CPU has no busiest process.
     #[test]
     fn process_scan_reports_the_busiest_process_threads_faults_and_io() {
         let root = tempfile::tempdir().unwrap();
@@ -1251,18 +1269,21 @@ mod tests {
         let first = scanner.scan(r).unwrap();
         assert_eq!((first.top_threads, first.top_io_bytes), (0, Some(0)));
 
-        // 21 is busiest, but its io was not read last scan (nobody had a delta yet).
+        // 21 is busiest; its io was read last scan as a new process: +700 read, +300 written.
         write_stat_faults(r, 20, (30, 0), 100, 1, 1400, 4); // +20 ticks, +400 faults
         write_stat_faults(r, 21, (50, 5), 101, 1, 60, 1); // +45 ticks, +10 faults
         write_io(r, 21, 700, 300);
         let second = scanner.scan(r).unwrap();
         assert_eq!(second.top_cpu_ticks, 45);
         assert_eq!((second.top_threads, second.top_minflt), (1, 10));
-        assert_eq!(second.top_io_bytes, None);
+        assert_eq!(second.top_io_bytes, Some(1_000));
 
-        // Now 20 is busiest and was read last scan: +4000 read, +2000 written.
+        // Now 20 is busiest and was among the busiest last scan: +4000 read, +2000 written.
+        // 22 appears (new: its io is read).
         write_stat_faults(r, 20, (130, 0), 100, 1, 2400, 8); // +100 ticks, +1000 faults
         write_io(r, 20, 9_000, 3_000);
+        write_stat_faults(r, 22, (0, 0), 102, 1, 0, 2);
+        write_io(r, 22, 0, 0);
         let third = scanner.scan(r).unwrap();
         assert_eq!(third.top_cpu_ticks, 100);
         assert_eq!((third.top_threads, third.top_minflt), (8, 1000));
@@ -1272,6 +1293,13 @@ mod tests {
         let fourth = scanner.scan(r).unwrap();
         assert_eq!(fourth.top_cpu_ticks, 0);
         assert_eq!((fourth.top_threads, fourth.top_io_bytes), (0, Some(0)));
+
+        // 22, idle (and not new) at the previous scan, is busiest now: its I/O rate is unknown.
+        write_stat_faults(r, 22, (7, 0), 102, 1, 0, 2);
+        write_io(r, 22, 50, 50);
+        let fifth = scanner.scan(r).unwrap();
+        assert_eq!((fifth.top_cpu_ticks, fifth.top_threads), (7, 2));
+        assert_eq!(fifth.top_io_bytes, None);
     }
 
     #[test]
