@@ -4,8 +4,8 @@
 //! Cost per tick: /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp
 //! and /proc/loadavg are each read once into reused buffers and parsed with `procfs-core`;
 //! every /proc/<pid>/stat is read exactly once (CPU time, minor faults, threads and RSS), and
-//! besides that only /proc/<pid>/io of the few busiest processes ([`IO_READS_PER_SCAN`]), for
-//! the busiest one's I/O rate (no status/statm/fd directories). NET_RX softirqs come from the
+//! besides that only /proc/<pid>/io of the few busiest and newest processes
+//! ([`IO_READS_PER_SCAN`], [`IO_NEW_READS_PER_SCAN`]), for the busiest one's I/O rate (no status/statm/fd directories). NET_RX softirqs come from the
 //! `softirq` line of the /proc/stat read already made, not from a second file.
 
 use std::collections::{HashMap, HashSet};
@@ -203,8 +203,8 @@ pub struct ProcessTick {
     pub top_minflt: u64,
     /// Bytes that process read and wrote through system calls since the previous scan
     /// (rchar + wchar of /proc/<pid>/io: files, pipes, sockets, /dev/null alike); None when
-    /// unknown (it was not among the busiest processes of the previous scan, or its io file
-    /// is not readable: another user's process without root).
+    /// unknown (it was neither among the busiest nor the newest processes of the previous
+    /// scan, or its io file is not readable: another user's process without root).
     pub top_io_bytes: Option<u64>,
     /// Seconds between this scan and the previous one (0 for the first scan).
     pub interval_s: f64,

@@ -480,11 +480,12 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 	struct task_ctx *tctx;
 	struct cpu_run *run;
 	u32 key = scx_bpf_task_cpu(p);
+	u64 now = bpf_ktime_get_ns();
 
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	if (tctx) {
 		tctx->switch_count++;
-		tctx->run_start_ns = bpf_ktime_get_ns();
+		tctx->run_start_ns = now;
 	}
 	if (vtime_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
@@ -492,7 +493,7 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 		run = bpf_map_lookup_elem(&cpu_runs, &key);
 		if (run) {
 			run->vtime = p->scx.dsq_vtime;
-			run->started_ns = bpf_ktime_get_ns();
+			run->started_ns = now;
 			run->weight = p->scx.weight ?: 1;
 		}
 	}
