@@ -5,8 +5,10 @@
 //! and /proc/loadavg are each read once into reused buffers and parsed with `procfs-core`;
 //! every /proc/<pid>/stat is read exactly once (CPU time, minor faults, threads and RSS), and
 //! besides that only /proc/<pid>/io of the few busiest and newest processes
-//! ([`IO_READS_PER_SCAN`], [`IO_NEW_READS_PER_SCAN`]), for the busiest one's I/O rate (no status/statm/fd directories). NET_RX softirqs come from the
-//! `softirq` line of the /proc/stat read already made, not from a second file.
+//! ([`IO_READS_PER_SCAN`], [`IO_NEW_READS_PER_SCAN`]), for the I/O rates of the busiest
+//! process and of the process doing the most I/O (no status/statm/fd directories). NET_RX
+//! softirqs come from the `softirq` line of the /proc/stat read already made, not from a
+//! second file.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -206,6 +208,20 @@ pub struct ProcessTick {
     /// unknown (it was neither among the busiest nor the newest processes of the previous
     /// scan, or its io file is not readable: another user's process without root).
     pub top_io_bytes: Option<u64>,
+    /// CPU time (clock ticks) of the second-busiest process since the previous scan (0 when
+    /// fewer than two processes used CPU): the busiest one is often the user's foreground
+    /// application, the second the background load, or the reverse.
+    pub second_cpu_ticks: u64,
+    /// Threads of the second-busiest process (0 if none).
+    pub second_threads: u64,
+    /// Minor page faults of the second-busiest process since the previous scan.
+    pub second_minflt: u64,
+    /// The largest I/O (rchar + wchar) one process did since the previous scan, among the
+    /// processes whose io file was read at both scans (the busiest and the newest of each
+    /// scan); 0 when none.
+    pub io_top_bytes: u64,
+    /// Threads of that process (0 if none).
+    pub io_top_threads: u64,
     /// Seconds between this scan and the previous one (0 for the first scan).
     pub interval_s: f64,
 }
@@ -632,6 +648,20 @@ pub fn procfs_features(
                 ratio(bytes as f64 / 1024.0, p.interval_s),
             );
         }
+        emit(
+            "second_proc_cpu_share",
+            ratio(p.second_cpu_ticks as f64, ticks_per_s * p.interval_s * ncpu).min(1.0),
+        );
+        emit("second_proc_threads", p.second_threads as f64);
+        emit(
+            "second_proc_minflt_per_s",
+            ratio(p.second_minflt as f64, p.interval_s),
+        );
+        emit(
+            "io_top_proc_kib_per_s",
+            ratio(p.io_top_bytes as f64 / 1024.0, p.interval_s),
+        );
+        emit("io_top_proc_threads", p.io_top_threads as f64);
     }
 }
 
@@ -681,6 +711,11 @@ pub const PROCFS_FEATURES: &[&str] = &[
     "top_proc_threads",
     "top_proc_minflt_per_s",
     "top_proc_io_kib_per_s",
+    "second_proc_cpu_share",
+    "second_proc_threads",
+    "second_proc_minflt_per_s",
+    "io_top_proc_kib_per_s",
+    "io_top_proc_threads",
 ];
 
 /// Each scan reads /proc/<pid>/io of this many processes, those with the most CPU time since
@@ -705,14 +740,14 @@ pub const MAX_OPEN_STAT_FILES: usize = 512;
 /// of a process that exited fails to read (ESRCH) and is reopened by path, which finds the
 /// process now holding the pid, if any.
 pub struct ProcessScanner {
-    /// (pid, start time) → (CPU ticks, minor faults) at the previous scan.
-    previous: HashMap<(i32, u64), (u64, u64)>,
-    current: HashMap<(i32, u64), (u64, u64)>,
+    /// (pid, start time) → (CPU ticks, minor faults, threads) at the previous scan.
+    previous: HashMap<(i32, u64), (u64, u64, u64)>,
+    current: HashMap<(i32, u64), (u64, u64, u64)>,
     /// (pid, start time) → rchar + wchar at the previous scan, for the busiest processes.
     io_previous: HashMap<(i32, u64), u64>,
     io_current: HashMap<(i32, u64), u64>,
-    /// (CPU delta, pid, start time) of this scan's processes that used CPU.
-    busy: Vec<(u64, i32, u64)>,
+    /// This scan's processes that used CPU since the previous scan.
+    busy: Vec<BusyProcess>,
     /// (pid, start time) of the processes first seen in this scan.
     fresh: Vec<(i32, u64)>,
     /// pid → (its open stat file, the scan that last saw the pid).
@@ -745,15 +780,15 @@ impl ProcessScanner {
         }
     }
 
-    /// One pass over /proc: counts processes, finds the largest CPU-time delta (and that
-    /// process's threads, minor faults and I/O) and the largest RSS. Processes that vanish
+    /// One pass over /proc: counts processes, finds the two largest CPU-time deltas (and those
+    /// processes' threads and minor faults, and the busiest one's I/O), the process with the
+    /// most I/O among those whose I/O is known, and the largest RSS. Processes that vanish
     /// mid-scan are skipped.
     pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
         let mut tick = ProcessTick::default();
         self.current.clear();
         self.busy.clear();
         self.fresh.clear();
-        let mut top_key = None;
         self.scans += 1;
         let scan = self.scans;
         let entries = std::fs::read_dir(proc_root)
@@ -794,29 +829,40 @@ impl ProcessScanner {
             tick.count += 1;
             let cpu = stat.utime + stat.stime;
             let key = (pid, stat.starttime);
-            if let Some(&(cpu_before, minflt_before)) = self.previous.get(&key) {
+            let threads = stat.num_threads.max(0) as u64;
+            if let Some(&(cpu_before, minflt_before, _)) = self.previous.get(&key) {
                 let used = cpu.saturating_sub(cpu_before);
                 if used > 0 {
-                    self.busy.push((used, pid, stat.starttime));
-                }
-                if used > tick.top_cpu_ticks || top_key.is_none() {
-                    tick.top_cpu_ticks = used;
-                    tick.top_threads = stat.num_threads.max(0) as u64;
-                    tick.top_minflt = stat.minflt.saturating_sub(minflt_before);
-                    top_key = Some(key);
+                    self.busy.push(BusyProcess {
+                        cpu_ticks: used,
+                        key,
+                        threads,
+                        minflt: stat.minflt.saturating_sub(minflt_before),
+                    });
                 }
             } else {
                 self.fresh.push(key);
             }
-            self.current.insert(key, (cpu, stat.minflt));
+            self.current.insert(key, (cpu, stat.minflt, threads));
             tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
         }
         self.open.retain(|_, (_, seen)| *seen == scan);
         std::mem::swap(&mut self.previous, &mut self.current);
 
-        // /proc/<pid>/io of the busiest processes; the top one's delta if it was read last time.
-        self.busy
-            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        // The busiest first (ties: lowest pid).
+        self.busy.sort_unstable_by(|a, b| {
+            b.cpu_ticks
+                .cmp(&a.cpu_ticks)
+                .then(a.key.0.cmp(&b.key.0))
+        });
+        if let Some(second) = self.busy.get(1) {
+            tick.second_cpu_ticks = second.cpu_ticks;
+            tick.second_threads = second.threads;
+            tick.second_minflt = second.minflt;
+        }
+
+        // /proc/<pid>/io of the busiest and the newest processes; a delta for those read last
+        // time too.
         self.io_current.clear();
         // The newest first-seen processes (highest start time).
         self.fresh
@@ -824,10 +870,7 @@ impl ProcessScanner {
         let mut path = proc_root.to_path_buf();
         let busiest = self.busy.iter().take(IO_READS_PER_SCAN);
         let newest = self.fresh.iter().take(IO_NEW_READS_PER_SCAN);
-        for (pid, start) in busiest
-            .map(|&(_, pid, start)| (pid, start))
-            .chain(newest.copied())
-        {
+        for (pid, start) in busiest.map(|b| b.key).chain(newest.copied()) {
             path.push(pid.to_string());
             path.push("io");
             let bytes = std::fs::read_to_string(&path)
@@ -839,21 +882,43 @@ impl ProcessScanner {
                 self.io_current.insert((pid, start), bytes);
             }
         }
-        if let Some(key) = top_key.filter(|_| tick.top_cpu_ticks > 0) {
-            if let (Some(before), Some(now)) =
-                (self.io_previous.get(&key), self.io_current.get(&key))
-            {
-                tick.top_io_bytes = Some(now.saturating_sub(*before));
-            }
+        let io_delta = |key: &(i32, u64)| {
+            let (before, now) = (self.io_previous.get(key)?, self.io_current.get(key)?);
+            Some(now.saturating_sub(*before))
+        };
+        if let Some(top) = self.busy.first() {
+            tick.top_cpu_ticks = top.cpu_ticks;
+            tick.top_threads = top.threads;
+            tick.top_minflt = top.minflt;
+            tick.top_io_bytes = io_delta(&top.key);
         } else {
             // Nothing used CPU since the previous scan: no busiest process, no I/O.
-            tick.top_threads = 0;
-            tick.top_minflt = 0;
             tick.top_io_bytes = Some(0);
+        }
+        // The most I/O (ties: lowest pid); its threads from this scan's stat.
+        let io_top = self
+            .io_current
+            .keys()
+            .filter_map(|key| Some((io_delta(key)?, *key)))
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1 .0.cmp(&a.1 .0)));
+        if let Some((bytes, key)) = io_top {
+            tick.io_top_bytes = bytes;
+            tick.io_top_threads = self.previous.get(&key).map_or(0, |v| v.2);
         }
         std::mem::swap(&mut self.io_previous, &mut self.io_current);
         Ok(tick)
     }
+}
+
+/// A process that used CPU since the previous scan.
+struct BusyProcess {
+    /// CPU time since the previous scan, clock ticks.
+    cpu_ticks: u64,
+    /// (pid, start time).
+    key: (i32, u64),
+    threads: u64,
+    /// Minor page faults since the previous scan.
+    minflt: u64,
 }
 
 /// rchar + wchar of a /proc/<pid>/io text (None if either line is missing).
@@ -1070,6 +1135,11 @@ mod tests {
                 top_threads: 6,
                 top_minflt: 300,
                 top_io_bytes: Some(4096 * 1024),
+                second_cpu_ticks: 60,
+                second_threads: 9,
+                second_minflt: 30,
+                io_top_bytes: 8192 * 1024,
+                io_top_threads: 3,
                 interval_s: 2.0,
             },
         );
@@ -1142,6 +1212,12 @@ mod tests {
             ("top_proc_threads", 6.0),
             ("top_proc_minflt_per_s", 150.0),
             ("top_proc_io_kib_per_s", 2048.0),
+            // Second-busiest: 60 ticks, 9 threads, +30 faults; most I/O: 8 MiB, 3 threads.
+            ("second_proc_cpu_share", 60.0 / (tps * 2.0 * 2.0)),
+            ("second_proc_threads", 9.0),
+            ("second_proc_minflt_per_s", 15.0),
+            ("io_top_proc_kib_per_s", 4096.0),
+            ("io_top_proc_threads", 3.0),
             // ctxt +10000, processes +10 in 2 s.
             ("ctxt_per_s", 5000.0),
             ("forks_per_s", 5.0),
@@ -1277,6 +1353,10 @@ mod tests {
         assert_eq!(second.top_cpu_ticks, 45);
         assert_eq!((second.top_threads, second.top_minflt), (1, 10));
         assert_eq!(second.top_io_bytes, Some(1_000));
+        // 20 is second-busiest; both io files were read at both scans: 21 did the most I/O.
+        assert_eq!(second.second_cpu_ticks, 20);
+        assert_eq!((second.second_threads, second.second_minflt), (4, 400));
+        assert_eq!((second.io_top_bytes, second.io_top_threads), (1_000, 1));
 
         // Now 20 is busiest and was among the busiest last scan: +4000 read, +2000 written.
         // 22 appears (new: its io is read).
@@ -1288,11 +1368,15 @@ mod tests {
         assert_eq!(third.top_cpu_ticks, 100);
         assert_eq!((third.top_threads, third.top_minflt), (8, 1000));
         assert_eq!(third.top_io_bytes, Some(6_000));
+        // 21 used no CPU (not second, its io not read now); 22 is new: no second-busiest.
+        assert_eq!((third.second_cpu_ticks, third.second_threads), (0, 0));
+        assert_eq!((third.io_top_bytes, third.io_top_threads), (6_000, 8));
 
         // Nothing ran: no busiest process.
         let fourth = scanner.scan(r).unwrap();
         assert_eq!(fourth.top_cpu_ticks, 0);
         assert_eq!((fourth.top_threads, fourth.top_io_bytes), (0, Some(0)));
+        assert_eq!((fourth.io_top_bytes, fourth.io_top_threads), (0, 0));
 
         // 22, idle (and not new) at the previous scan, is busiest now: its I/O rate is unknown.
         write_stat_faults(r, 22, (7, 0), 102, 1, 0, 2);

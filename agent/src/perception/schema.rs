@@ -15,7 +15,7 @@ use crate::decision::FeatureSchema;
 /// Schema name this build's sampler produces.
 pub const SCHEMA_NAME: &str = "asa.features";
 /// Schema version this build's sampler produces.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The schema file compiled into the binary (the same bytes as `agent/feature_schema.toml`).
 pub const BUILTIN_SCHEMA_TOML: &str = include_str!("../../feature_schema.toml");
@@ -348,7 +348,12 @@ mod tests {
     fn builtin_schema_is_valid_and_every_known_feature_is_listed_once() {
         let schema = SchemaFile::builtin().expect("the committed schema validates");
         assert_eq!(schema.name, "asa.features");
-        assert_eq!(schema.version, 2);
+        assert_eq!(schema.version, SCHEMA_VERSION);
+        assert_eq!(
+            schema.features.last().map(|f| f.since),
+            Some(SCHEMA_VERSION),
+            "each version appends features"
+        );
         let names = schema.names();
         for known in super::super::KNOWN_FEATURES {
             assert_eq!(
@@ -421,11 +426,13 @@ mod tests {
 
     #[test]
     fn parse_errors_name_and_version() {
-        let wrong_version = BUILTIN_SCHEMA_TOML.replace("\nversion = 2\n", "\nversion = 3\n");
+        let next = SCHEMA_VERSION + 1;
+        let wrong_version = BUILTIN_SCHEMA_TOML.replace(
+            &format!("\nversion = {SCHEMA_VERSION}\n"),
+            &format!("\nversion = {next}\n"),
+        );
         match SchemaFile::parse(&wrong_version, "f.toml") {
-            Err(SchemaError::WrongSchema {
-                found_version: 3, ..
-            }) => {}
+            Err(SchemaError::WrongSchema { found_version, .. }) if found_version == next => {}
             other => panic!("expected WrongSchema, got {other:?}"),
         }
         let bad_source = "schema = \"asa.features\"\nversion = 1\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"ebpf\"\ndoc = \"x\"\n";
@@ -436,9 +443,9 @@ mod tests {
         let missing_doc = "schema = \"asa.features\"\nversion = 1\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\n";
         let err = SchemaFile::parse(missing_doc, "f.toml").unwrap_err();
         assert!(err.to_string().contains("doc"), "{err}");
-        let subset = "schema = \"asa.features\"\nversion = 2\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\ndoc = \"x\"\n";
+        let subset = format!("schema = \"asa.features\"\nversion = {SCHEMA_VERSION}\n[[feature]]\nname = \"ctxt_per_s\"\nunit = \"1/s\"\nsource = \"procfs\"\ndoc = \"x\"\n");
         assert_eq!(
-            SchemaFile::parse(subset, "f.toml").unwrap().names(),
+            SchemaFile::parse(&subset, "f.toml").unwrap().names(),
             ["ctxt_per_s"]
         );
     }
