@@ -850,11 +850,8 @@ impl ProcessScanner {
         std::mem::swap(&mut self.previous, &mut self.current);
 
         // The busiest first (ties: lowest pid).
-        self.busy.sort_unstable_by(|a, b| {
-            b.cpu_ticks
-                .cmp(&a.cpu_ticks)
-                .then(a.key.0.cmp(&b.key.0))
-        });
+        self.busy
+            .sort_unstable_by(|a, b| b.cpu_ticks.cmp(&a.cpu_ticks).then(a.key.0.cmp(&b.key.0)));
         if let Some(second) = self.busy.get(1) {
             tick.second_cpu_ticks = second.cpu_ticks;
             tick.second_threads = second.threads;

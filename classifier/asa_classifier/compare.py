@@ -1,0 +1,142 @@
+"""Paired comparison of feature-schema versions: every version is tested on the same runs.
+
+    python -m asa_classifier.compare --feature-schema ../agent/feature_schema.toml \
+        --heldout-from NEWEST/manifest.toml [--manifest OTHER/manifest.toml ...] \
+        --versions 1,2,3 [--splits 5] [--heldout-fraction 0.25] [--classes load] --out OUT
+
+Split s (seed s) holds out runs of the `--heldout-from` recording only (`split_by_run`, by
+run), so every version's accuracy is measured on the same ticks. Version v trains on every
+other run of the manifests recorded with v or newer: an older version may train on more
+recordings (they lack the newer features), a newer one has more features. The report gives the
+training-run count next to each accuracy, so that trade is visible. The `--heldout-from`
+recording must hold every compared version's features (it is the newest one).
+
+Writes OUT/compare.json and OUT/compare.md. No model is exported: this chooses a feature
+version; `train` builds the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import CLASS_SETS, load_manifest, merge, relabel, split_by_run, stack
+from .ensemble import train
+from .report import evaluate
+from .schema import FeatureSchema, SchemaMismatch
+from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
+
+
+def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], versions: list[int],
+            splits: int = 5, heldout_fraction: float = 0.25, class_set: str = "load",
+            small: bool = False) -> dict:
+    """Trains one ensemble per (version, split) and evaluates it on that split's held-out runs."""
+    if splits < 1 or not versions:
+        raise ValueError("need at least one split and one version")
+    manifests = [heldout_from] + [m for m in dict.fromkeys(manifests) if m != heldout_from]
+    voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
+    # The held-out runs of each split, by name, drawn from the --heldout-from recording.
+    newest = load_manifest(heldout_from, schema.as_of(max(versions)))
+    relabel(newest.runs, class_set)
+    heldout = {seed: {r.name for r in split_by_run(newest.runs, heldout_fraction, seed)[1]} for seed in range(splits)}
+    if not all(heldout.values()):
+        raise ValueError(f"{heldout_from}: some split holds out no run (record at least two runs of a class)")
+    results = []
+    for version in versions:
+        live = schema.as_of(version)
+        datasets, skipped = [], []
+        for path in manifests:
+            try:
+                datasets.append(load_manifest(path, live))
+            except SchemaMismatch:
+                if path == heldout_from:
+                    raise
+                skipped.append(str(path))
+        data = merge(datasets)
+        relabel(data.runs, class_set)
+        classes = data.classes()
+        for seed in range(splits):
+            train_runs = [r for r in data.runs if r.name not in heldout[seed]]
+            test_runs = [r for r in data.runs if r.name in heldout[seed]]
+            x_train, y_train, _ = stack(train_runs, classes)
+            x_test, y_test, tick_runs = stack(test_runs, classes)
+            ensemble = train(x_train, y_train, classes, seed=seed, small=small)
+            m = evaluate(ensemble.predict_proba(x_test), y_test, tick_runs, classes, voting)
+            results.append({
+                "version": version, "features": len(live.features), "seed": seed,
+                "train_runs": len(train_runs), "heldout_runs": len(test_runs), "ticks": m["raw"]["ticks"],
+                "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"],
+                "voted_recall": {c: v["recall"] for c, v in m["voted"]["per_class"].items()},
+                "skipped_manifests": skipped,
+            })
+    return {
+        "schema": "asa.classifier-compare", "version": 1,
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "feature_schema": schema.name, "heldout_from": str(heldout_from), "manifests": [str(m) for m in manifests],
+        "class_set": class_set, "heldout_fraction": heldout_fraction, "voting": voting,
+        "heldout": {str(seed): sorted(names) for seed, names in heldout.items()}, "results": results,
+    }
+
+
+def markdown(report: dict) -> str:
+    versions = list(dict.fromkeys(r["version"] for r in report["results"]))
+    seeds = sorted({r["seed"] for r in report["results"]})
+    rows = {v: [r for r in report["results"] if r["version"] == v] for v in versions}
+    lines = [f"# Feature versions on the same held-out runs ({report['date']})", "",
+             f"Held-out runs drawn from `{report['heldout_from']}` ({report['heldout_fraction']:.0%} by run per class, "
+             f"seeds {seeds[0]}..{seeds[-1]}); classes by {report['class_set']}; each version trains on every other run "
+             "of the manifests recorded with it or a newer version:", ""]
+    lines += [f"- `{m}`" for m in report["manifests"]]
+    lines += ["", "| version (features) | training runs | raw per split | raw mean | voted per split | voted mean |",
+              "|---|---:|---|---:|---|---:|"]
+    for v in versions:
+        r = rows[v]
+        lines.append(f"| v{v} ({r[0]['features']}) | {min(x['train_runs'] for x in r)}-{max(x['train_runs'] for x in r)} | "
+                     + " ".join(f"{x['raw']:.3f}" for x in r) + f" | **{np.mean([x['raw'] for x in r]):.3f}** | "
+                     + " ".join(f"{x['voted']:.3f}" for x in r) + f" | **{np.mean([x['voted'] for x in r]):.3f}** |")
+    classes = sorted(rows[versions[0]][0]["voted_recall"])
+    lines += ["", "Voted recall per class, mean over the splits:", "",
+              "| class | " + " | ".join(f"v{v}" for v in versions) + " |", "|---" * (len(versions) + 1) + "|"]
+    for c in classes:
+        cells = []
+        for v in versions:
+            values = [x["voted_recall"].get(c) for x in rows[v]]
+            values = [x for x in values if x is not None]
+            cells.append(f"{np.mean(values):.2f}" if values else "-")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    skipped = {v: rows[v][0]["skipped_manifests"] for v in versions if rows[v][0]["skipped_manifests"]}
+    if skipped:
+        lines += ["", "Recorded with an older version (not usable by the newer one): "
+                  + "; ".join(f"v{v}: {len(s)} manifest(s)" for v, s in skipped.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--feature-schema", type=Path, required=True)
+    parser.add_argument("--heldout-from", type=Path, required=True,
+                        help="the manifest the held-out runs are drawn from (it must have every compared version)")
+    parser.add_argument("--manifest", type=Path, action="append", default=[],
+                        help="more training recordings; repeat (each is used by the versions it holds)")
+    parser.add_argument("--versions", required=True, help="comma-separated feature-schema versions, e.g. 1,2,3")
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--heldout-fraction", type=float, default=0.25)
+    parser.add_argument("--classes", choices=CLASS_SETS, default="load")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    schema = FeatureSchema.load(args.feature_schema)
+    versions = [int(v) for v in args.versions.split(",") if v]
+    report = compare(schema, args.heldout_from, args.manifest, versions, args.splits, args.heldout_fraction, args.classes)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "compare.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = markdown(report)
+    (args.out / "compare.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
