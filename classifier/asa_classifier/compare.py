@@ -2,14 +2,16 @@
 
     python -m asa_classifier.compare --feature-schema ../agent/feature_schema.toml \
         --heldout-from NEWEST/manifest.toml [--manifest OTHER/manifest.toml ...] \
-        --versions 1,2,3 [--splits 5] [--heldout-fraction 0.25] [--classes load] --out OUT
+        --versions 1,2,3,3+older [--splits 5] [--heldout-fraction 0.25] [--classes load] --out OUT
 
 Split s (seed s) holds out runs of the `--heldout-from` recording only (`split_by_run`, by
 run), so every version's accuracy is measured on the same ticks. Version v trains on every
 other run of the manifests recorded with v or newer: an older version may train on more
 recordings (they lack the newer features), a newer one has more features. The report gives the
-training-run count next to each accuracy, so that trade is visible. The `--heldout-from`
-recording must hold every compared version's features (it is the newest one).
+training-run count next to each accuracy, so that trade is visible. `V+older` trains version
+V on the older recordings too, their newer features missing on every tick
+(`load_manifest(older_as_missing=True)`). The `--heldout-from` recording must hold every
+compared version's features (it is the newest one).
 
 Writes OUT/compare.json and OUT/compare.md. No model is exported: this chooses a feature
 version; `train` builds the model.
@@ -31,27 +33,36 @@ from .schema import FeatureSchema, SchemaMismatch
 from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
 
 
-def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], versions: list[int],
+def parse_variant(spec: str) -> tuple[int, bool]:
+    """`3` -> (3, False); `3+older` -> (3, True): also train on older recordings."""
+    version, _, older = str(spec).partition("+")
+    if older not in ("", "older") or not version.isdigit():
+        raise ValueError(f"version {spec!r}: expected N or N+older")
+    return int(version), older == "older"
+
+
+def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], versions: list[str],
             splits: int = 5, heldout_fraction: float = 0.25, class_set: str = "load",
             small: bool = False) -> dict:
     """Trains one ensemble per (version, split) and evaluates it on that split's held-out runs."""
     if splits < 1 or not versions:
         raise ValueError("need at least one split and one version")
+    variants = [(str(spec), *parse_variant(spec)) for spec in versions]
     manifests = [heldout_from] + [m for m in dict.fromkeys(manifests) if m != heldout_from]
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
     # The held-out runs of each split, by name, drawn from the --heldout-from recording.
-    newest = load_manifest(heldout_from, schema.as_of(max(versions)))
+    newest = load_manifest(heldout_from, schema.as_of(max(v for _, v, _ in variants)))
     relabel(newest.runs, class_set)
     heldout = {seed: {r.name for r in split_by_run(newest.runs, heldout_fraction, seed)[1]} for seed in range(splits)}
     if not all(heldout.values()):
         raise ValueError(f"{heldout_from}: some split holds out no run (record at least two runs of a class)")
     results = []
-    for version in versions:
+    for variant, version, older_as_missing in variants:
         live = schema.as_of(version)
         datasets, skipped = [], []
         for path in manifests:
             try:
-                datasets.append(load_manifest(path, live))
+                datasets.append(load_manifest(path, live, older_as_missing and path != heldout_from))
             except SchemaMismatch:
                 if path == heldout_from:
                     raise
@@ -67,7 +78,7 @@ def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], ve
             ensemble = train(x_train, y_train, classes, seed=seed, small=small)
             m = evaluate(ensemble.predict_proba(x_test), y_test, tick_runs, classes, voting)
             results.append({
-                "version": version, "features": len(live.features), "seed": seed,
+                "variant": variant, "version": version, "features": len(live.features), "seed": seed,
                 "train_runs": len(train_runs), "heldout_runs": len(test_runs), "ticks": m["raw"]["ticks"],
                 "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"],
                 "voted_recall": {c: v["recall"] for c, v in m["voted"]["per_class"].items()},
@@ -83,13 +94,14 @@ def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], ve
 
 
 def markdown(report: dict) -> str:
-    versions = list(dict.fromkeys(r["version"] for r in report["results"]))
+    versions = list(dict.fromkeys(r["variant"] for r in report["results"]))
     seeds = sorted({r["seed"] for r in report["results"]})
-    rows = {v: [r for r in report["results"] if r["version"] == v] for v in versions}
+    rows = {v: [r for r in report["results"] if r["variant"] == v] for v in versions}
     lines = [f"# Feature versions on the same held-out runs ({report['date']})", "",
              f"Held-out runs drawn from `{report['heldout_from']}` ({report['heldout_fraction']:.0%} by run per class, "
              f"seeds {seeds[0]}..{seeds[-1]}); classes by {report['class_set']}; each version trains on every other run "
-             "of the manifests recorded with it or a newer version:", ""]
+             "of the manifests recorded with it or a newer version (`+older`: with the older ones too, their newer "
+             "features missing):", ""]
     lines += [f"- `{m}`" for m in report["manifests"]]
     lines += ["", "| version (features) | training runs | raw per split | raw mean | voted per split | voted mean |",
               "|---|---:|---|---:|---|---:|"]
@@ -122,14 +134,15 @@ def main(argv=None) -> None:
                         help="the manifest the held-out runs are drawn from (it must have every compared version)")
     parser.add_argument("--manifest", type=Path, action="append", default=[],
                         help="more training recordings; repeat (each is used by the versions it holds)")
-    parser.add_argument("--versions", required=True, help="comma-separated feature-schema versions, e.g. 1,2,3")
+    parser.add_argument("--versions", required=True,
+                        help="comma-separated feature-schema versions, e.g. 1,2,3,3+older")
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--classes", choices=CLASS_SETS, default="load")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
-    versions = [int(v) for v in args.versions.split(",") if v]
+    versions = [v for v in args.versions.split(",") if v]
     report = compare(schema, args.heldout_from, args.manifest, versions, args.splits, args.heldout_fraction, args.classes)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(report, indent=1) + "\n")

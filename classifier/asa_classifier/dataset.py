@@ -58,8 +58,11 @@ class Dataset:
         return sorted({label for run in self.runs for label in run.labels})
 
 
-def read_recording(path: Path, schema: FeatureSchema, default_label: str | None = None) -> tuple[np.ndarray, list[str]]:
-    """Reads one recording into (x [ticks, features] float32, labels)."""
+def read_recording(path: Path, schema: FeatureSchema, default_label: str | None = None,
+                   absent: frozenset[str] = frozenset()) -> tuple[np.ndarray, list[str]]:
+    """Reads one recording into (x [ticks, features] float32, labels); the features named in
+    `absent` (newer than the recording's declared version) are NaN, missing on every tick,
+    even if the file has a column of that name."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
         table = pq.read_table(path)
@@ -70,10 +73,12 @@ def read_recording(path: Path, schema: FeatureSchema, default_label: str | None 
         columns = {name: np.array([r[name] for r in rows]) for name in (rows[0].keys() if rows else [])}
     else:
         raise ValueError(f"{path}: unknown recording format (expected .parquet or .csv)")
-    missing = [name for name in schema.features if name not in columns]
+    missing = [name for name in schema.features if name not in columns and name not in absent]
     if missing:
         raise ValueError(f"{path}: recording lacks features of schema {schema.name} v{schema.version}: {missing}")
-    x = np.column_stack([np.asarray(columns[n], dtype=np.float64) for n in schema.features]).astype(np.float32)
+    n_rows = len(next(iter(columns.values()))) if columns else 0
+    x = np.column_stack([np.full(n_rows, np.nan) if n in absent else np.asarray(columns[n], dtype=np.float64)
+                         for n in schema.features]).astype(np.float32)
     if "label" in columns:
         labels = [str(v) for v in columns["label"]]
     elif default_label is not None:
@@ -83,22 +88,30 @@ def read_recording(path: Path, schema: FeatureSchema, default_label: str | None 
     return x, labels
 
 
-def load_manifest(path: str | Path, live: FeatureSchema) -> Dataset:
-    """Loads every run of a manifest; refuses a manifest for another feature schema."""
+def load_manifest(path: str | Path, live: FeatureSchema, older_as_missing: bool = False) -> Dataset:
+    """Loads every run of a manifest; refuses a manifest for another feature schema, and one
+    recorded with an older version unless `older_as_missing` (then the newer features are
+    missing, NaN, on all of its ticks: XGBoost learns from them where they exist, the other
+    members impute them)."""
     path = Path(path)
     data = tomllib.loads(path.read_text())
     if data.get("schema") != DATASET_SCHEMA or data.get("version") != DATASET_VERSION:
         raise ValueError(f"{path}: not a {DATASET_SCHEMA} v{DATASET_VERSION} manifest")
     declared_name, declared_version = data["feature_schema"], int(data["feature_schema_version"])
-    if declared_name != live.name or declared_version < live.version:
+    if declared_name != live.name or (declared_version < live.version and not older_as_missing):
         # A newer recording holds every feature of an older version (names keep their meaning),
         # an older one lacks the newer features.
         raise SchemaMismatch(f"dataset {path} uses feature schema {declared_name} v{declared_version}, "
                              f"training needs {live.name} v{live.version} or newer")
+    absent = frozenset()
+    if declared_version < live.version:
+        if not live.since:
+            raise SchemaMismatch(f"{live.name} v{live.version} does not say which version each feature is from")
+        absent = frozenset(f for f, since in zip(live.features, live.since) if since > declared_version)
     dataset = Dataset(live, str(data.get("machine", "")))
     for entry in data.get("run", []):
         file = path.parent / entry["file"]
-        x, labels = read_recording(file, live, entry.get("label"))
+        x, labels = read_recording(file, live, entry.get("label"), absent)
         dataset.runs.append(Run(entry.get("name", Path(entry["file"]).stem), x, labels,
                                 entry.get("scenario", ""), entry.get("expert", ""), entry.get("heldout")))
     if not dataset.runs:

@@ -3,9 +3,12 @@
     python -m asa_classifier.train --manifest DATA/manifest.toml [--manifest MORE/manifest.toml] \
         --feature-schema ../agent/feature_schema.toml [--feature-schema-version V] --out OUT \
         [--heldout-fraction 0.25] [--seed 0] \
-        [--classes label|load] [--members xgboost,random_forest,svm] [--svm-max-ticks N] [--other-splits K]
+        [--classes label|load] [--members xgboost,random_forest,svm] [--svm-max-ticks N] [--other-splits K] \
+        [--older-as-missing]
 
 `--classes load` trains on the background load only (`game+xz_compress` -> `xz_compress`).
+`--older-as-missing` also takes recordings of older feature versions, their newer features
+missing (NaN) on every tick (`compare` measures whether that helps).
 
 Writes OUT/classifier.onnx (trained on the training runs only, so the report describes it),
 OUT/report.md and OUT/report.json (held-out runs: raw and voted metrics, the split, the
@@ -50,9 +53,9 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
 
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
         small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
-        svm_max_ticks: int | None = None, other_splits: int = 0) -> dict:
+        svm_max_ticks: int | None = None, other_splits: int = 0, older_as_missing: bool = False) -> dict:
     manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
-    dataset = merge([load_manifest(m, schema) for m in manifests])
+    dataset = merge([load_manifest(m, schema, older_as_missing) for m in manifests])
     relabel(dataset.runs, class_set)
     manifest = ", ".join(str(m) for m in manifests)
     classes = dataset.classes()
@@ -174,13 +177,16 @@ def main(argv=None) -> None:
                         help="training ticks the SVM sees (a stratified subsample; default: the production size)")
     parser.add_argument("--other-splits", type=int, default=0,
                         help="also train on this many other held-out splits and report the accuracy's spread")
+    parser.add_argument("--older-as-missing", action="store_true",
+                        help="also train on recordings of older feature versions (newer features missing)")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
     if args.feature_schema_version is not None:
         schema = schema.as_of(args.feature_schema_version)
     result = run(args.manifest, schema, args.out, args.heldout_fraction, args.seed,
                  members=tuple(m for m in args.members.split(",") if m), class_set=args.classes,
-                 svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits)
+                 svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits,
+                 older_as_missing=args.older_as_missing)
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "
           f"voted {result['voted']['accuracy']:.4f} (coverage {result['voted']['coverage']:.4f}); wrote {args.out}")
     for other in result["other_splits"]:

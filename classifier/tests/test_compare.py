@@ -36,23 +36,29 @@ def test_versions_share_held_out_runs_and_use_the_recordings_they_can(tmp_path):
     rng = np.random.default_rng(3)
     new = write_manifest(tmp_path / "new", 2, 4, rng, "new")
     old = write_manifest(tmp_path / "old", 1, 6, rng, "old")
-    report = compare.compare(schema, new, [old], [1, 2], splits=2, small=True)
-    by = {(r["version"], r["seed"]): r for r in report["results"]}
+    report = compare.compare(schema, new, [old], ["1", "2", "2+older"], splits=2, small=True)
+    by = {(r["variant"], r["seed"]): r for r in report["results"]}
     for seed in (0, 1):
         held = report["heldout"][str(seed)]
         assert held and all(name.startswith("new-") for name in held)
         # Same held-out ticks; v1 also trains on the 12 old runs, v2 cannot use them.
-        assert by[(1, seed)]["heldout_runs"] == by[(2, seed)]["heldout_runs"] == len(held)
-        assert by[(1, seed)]["train_runs"] == by[(2, seed)]["train_runs"] + 12
-        assert by[(2, seed)]["skipped_manifests"] == [str(old)] and by[(1, seed)]["skipped_manifests"] == []
+        assert by[("1", seed)]["heldout_runs"] == by[("2", seed)]["heldout_runs"] == len(held)
+        assert by[("1", seed)]["train_runs"] == by[("2", seed)]["train_runs"] + 12
+        assert by[("2", seed)]["skipped_manifests"] == [str(old)] and by[("1", seed)]["skipped_manifests"] == []
+        # `+older`: the old runs too, `c` missing on their ticks.
+        assert by[("2+older", seed)]["train_runs"] == by[("1", seed)]["train_runs"]
+        assert by[("2+older", seed)]["skipped_manifests"] == []
         # Only v2's feature separates the classes.
-        assert by[(2, seed)]["voted"] == 1.0
-        assert by[(1, seed)]["raw"] < 0.9
+        assert by[("2", seed)]["voted"] == by[("2+older", seed)]["voted"] == 1.0
+        assert by[("1", seed)]["raw"] < 0.9
     text = compare.markdown(report)
-    assert "| v1 (2) | 18-18 |" in text and "| v2 (3) | 6-6 |" in text and "xz_compress" in text
+    assert "| v1 (2) | 18-18 |" in text and "| v2 (3) | 6-6 |" in text and "| v2+older (3) | 18-18 |" in text
+    assert "xz_compress" in text
     # The held-out recording must hold every compared version.
     with pytest.raises(SchemaMismatch):
-        compare.compare(schema, old, [new], [1, 2], splits=1, small=True)
+        compare.compare(schema, old, [new], ["1", "2"], splits=1, small=True)
+    with pytest.raises(ValueError, match="N or N\\+older"):
+        compare.compare(schema, new, [old], ["2+newer"], splits=1, small=True)
 
 
 def test_cli_writes_both_reports(tmp_path):

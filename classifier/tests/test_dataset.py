@@ -81,3 +81,6 @@ def test_older_versions_of_the_schema_and_newer_recordings(tmp_path):
     manifest.write_text(manifest.read_text().replace("feature_schema_version = 2", "feature_schema_version = 1"))
     with pytest.raises(SchemaMismatch, match="v1, training needs s v2"):
         load_manifest(manifest, schema)
+    # ... unless asked to: then v2's feature is missing (NaN) on all its ticks.
+    x = load_manifest(manifest, schema, older_as_missing=True).runs[0].x
+    assert x[0, :2].tolist() == [1.0, 2.0] and np.isnan(x[0, 2])
