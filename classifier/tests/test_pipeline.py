@@ -167,3 +167,16 @@ def test_other_splits_report_the_spread(dataset_dir, schema, tmp_path):
     assert "held-out splits (seeds 0..2" in (out / "report.md").read_text()
     with pytest.raises(ValueError, match="too small"):
         train_cli.run(dataset_dir / "manifest.toml", schema, out, small=True, svm_max_ticks=1)
+
+
+def test_heldout_from_one_manifest(dataset_dir, schema, tmp_path):
+    """`--heldout-from`: the held-out runs come from that manifest only; the others train."""
+    second = (dataset_dir / "manifest.toml").read_text().replace('name = "', 'name = "again-')
+    (dataset_dir / "second.toml").write_text(second)
+    manifests = [dataset_dir / "manifest.toml", dataset_dir / "second.toml"]
+    result = train_cli.run(manifests, schema, tmp_path / "out", small=True, heldout_from=manifests[1])
+    assert result["heldout_runs"] and all(name.startswith("again-") for name in result["heldout_runs"])
+    assert sum(not name.startswith("again-") for name in result["train_runs"]) == 9
+    assert "drawn from" in (tmp_path / "out" / "report.md").read_text()
+    with pytest.raises(ValueError, match="not one of the manifests"):
+        train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=manifests[1])
