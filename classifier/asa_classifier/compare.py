@@ -1,17 +1,17 @@
 """Paired comparison of feature-schema versions: every version is tested on the same runs.
 
     python -m asa_classifier.compare --feature-schema ../agent/feature_schema.toml \
-        --heldout-from NEWEST/manifest.toml [--manifest OTHER/manifest.toml ...] \
+        --heldout-from NEWEST/manifest.toml [--heldout-from ...] [--manifest OTHER/manifest.toml ...] \
         --versions 1,2,3,3+older [--splits 5] [--heldout-fraction 0.25] [--classes load] --out OUT
 
-Split s (seed s) holds out runs of the `--heldout-from` recording only (`split_by_run`, by
+Split s (seed s) holds out runs of the `--heldout-from` recordings only (`split_by_run`, by
 run), so every version's accuracy is measured on the same ticks. Version v trains on every
 other run of the manifests recorded with v or newer: an older version may train on more
 recordings (they lack the newer features), a newer one has more features. The report gives the
 training-run count next to each accuracy, so that trade is visible. `V+older` trains version
 V on the older recordings too, their newer features missing on every tick
 (`load_manifest(older_as_missing=True)`). The `--heldout-from` recording must hold every
-compared version's features (it is the newest one).
+compared version's features (they are the newest ones).
 
 Writes OUT/compare.json and OUT/compare.md. No model is exported: this chooses a feature
 version; `train` builds the model.
@@ -41,17 +41,20 @@ def parse_variant(spec: str) -> tuple[int, bool]:
     return int(version), older == "older"
 
 
-def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], versions: list[str],
+def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Path], versions: list[str],
             splits: int = 5, heldout_fraction: float = 0.25, class_set: str = "load",
             small: bool = False) -> dict:
     """Trains one ensemble per (version, split) and evaluates it on that split's held-out runs."""
     if splits < 1 or not versions:
         raise ValueError("need at least one split and one version")
     variants = [(str(spec), *parse_variant(spec)) for spec in versions]
-    manifests = [heldout_from] + [m for m in dict.fromkeys(manifests) if m != heldout_from]
+    heldout_from = list(dict.fromkeys(heldout_from))
+    if not heldout_from:
+        raise ValueError("need at least one --heldout-from recording")
+    manifests = heldout_from + [m for m in dict.fromkeys(manifests) if m not in heldout_from]
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
     # The held-out runs of each split, by name, drawn from the --heldout-from recording.
-    newest = load_manifest(heldout_from, schema.as_of(max(v for _, v, _ in variants)))
+    newest = merge([load_manifest(h, schema.as_of(max(v for _, v, _ in variants))) for h in heldout_from])
     relabel(newest.runs, class_set)
     heldout = {seed: {r.name for r in split_by_run(newest.runs, heldout_fraction, seed)[1]} for seed in range(splits)}
     if not all(heldout.values()):
@@ -62,9 +65,9 @@ def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], ve
         datasets, skipped = [], []
         for path in manifests:
             try:
-                datasets.append(load_manifest(path, live, older_as_missing and path != heldout_from))
+                datasets.append(load_manifest(path, live, older_as_missing and path not in heldout_from))
             except SchemaMismatch:
-                if path == heldout_from:
+                if path in heldout_from:
                     raise
                 skipped.append(str(path))
         data = merge(datasets)
@@ -87,7 +90,7 @@ def compare(schema: FeatureSchema, heldout_from: Path, manifests: list[Path], ve
     return {
         "schema": "asa.classifier-compare", "version": 1,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "feature_schema": schema.name, "heldout_from": str(heldout_from), "manifests": [str(m) for m in manifests],
+        "feature_schema": schema.name, "heldout_from": [str(h) for h in heldout_from], "manifests": [str(m) for m in manifests],
         "class_set": class_set, "heldout_fraction": heldout_fraction, "voting": voting,
         "heldout": {str(seed): sorted(names) for seed, names in heldout.items()}, "results": results,
     }
@@ -98,7 +101,7 @@ def markdown(report: dict) -> str:
     seeds = sorted({r["seed"] for r in report["results"]})
     rows = {v: [r for r in report["results"] if r["variant"] == v] for v in versions}
     lines = [f"# Feature versions on the same held-out runs ({report['date']})", "",
-             f"Held-out runs drawn from `{report['heldout_from']}` ({report['heldout_fraction']:.0%} by run per class, "
+             f"Held-out runs drawn from {', '.join(f'`{h}`' for h in report['heldout_from'])} ({report['heldout_fraction']:.0%} by run per class, "
              f"seeds {seeds[0]}..{seeds[-1]}); classes by {report['class_set']}; each version trains on every other run "
              "of the manifests recorded with it or a newer version (`+older`: with the older ones too, their newer "
              "features missing):", ""]
@@ -130,8 +133,8 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--feature-schema", type=Path, required=True)
-    parser.add_argument("--heldout-from", type=Path, required=True,
-                        help="the manifest the held-out runs are drawn from (it must have every compared version)")
+    parser.add_argument("--heldout-from", type=Path, required=True, action="append",
+                        help="a manifest the held-out runs are drawn from (it must have every compared version); repeat for several")
     parser.add_argument("--manifest", type=Path, action="append", default=[],
                         help="more training recordings; repeat (each is used by the versions it holds)")
     parser.add_argument("--versions", required=True,

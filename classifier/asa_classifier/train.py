@@ -9,7 +9,7 @@
 `--classes load` trains on the background load only (`game+xz_compress` -> `xz_compress`).
 `--older-as-missing` also takes recordings of older feature versions, their newer features
 missing (NaN) on every tick (`compare` measures whether that helps); `--heldout-from` then
-draws the held-out runs from the newest recording only (one of the --manifest), so the
+draws the held-out runs from the newest recordings only (among the --manifest), so the
 accuracy is measured on ticks with every feature, as the agent sees them.
 
 Writes OUT/classifier.onnx (trained on the training runs only, so the report describes it),
@@ -56,14 +56,14 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
         small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
         svm_max_ticks: int | None = None, other_splits: int = 0, older_as_missing: bool = False,
-        heldout_from: Path | None = None) -> dict:
+        heldout_from: list[Path] | None = None) -> dict:
     manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
     loaded = [load_manifest(m, schema, older_as_missing) for m in manifests]
-    if heldout_from is not None:
-        if heldout_from not in manifests:
-            raise ValueError(f"--heldout-from {heldout_from} is not one of the manifests")
+    if heldout_from:
+        if any(h not in manifests for h in heldout_from):
+            raise ValueError(f"--heldout-from {', '.join(map(str, heldout_from))}: not all among the manifests")
         for path, data in zip(manifests, loaded):
-            if path != heldout_from:
+            if path not in heldout_from:
                 for r in data.runs:
                     r.heldout = False  # training only
     dataset = merge(loaded)
@@ -102,11 +102,11 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
                                              svm_max_ticks, voting)
                               for other in range(seed + 1, seed + 1 + other_splits)]
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
-    if heldout_from is not None:
-        result["heldout_from"] = str(heldout_from)
+    if heldout_from:
+        result["heldout_from"] = [str(h) for h in heldout_from]
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
-              f"runs (split by run{f', drawn from {heldout_from} only' if heldout_from else ''}): "
+              f"runs (split by run{', drawn from ' + ', '.join(map(str, heldout_from)) + ' only' if heldout_from else ''}): "
               f"{', '.join(result['heldout_runs'])}.\nEnsemble weights {ensemble.weights}; voting W={DEFAULT_WINDOW}, "
               f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. Member raw accuracy: "
               + ", ".join(f"{k} {v:.4f}" for k, v in members.items())
@@ -193,8 +193,8 @@ def main(argv=None) -> None:
                         help="also train on this many other held-out splits and report the accuracy's spread")
     parser.add_argument("--older-as-missing", action="store_true",
                         help="also train on recordings of older feature versions (newer features missing)")
-    parser.add_argument("--heldout-from", type=Path, default=None,
-                        help="draw the held-out runs from this manifest only (one of --manifest)")
+    parser.add_argument("--heldout-from", type=Path, action="append", default=None,
+                        help="draw the held-out runs from this manifest only (one of --manifest; repeat for several)")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
     if args.feature_schema_version is not None:

@@ -36,7 +36,7 @@ def test_versions_share_held_out_runs_and_use_the_recordings_they_can(tmp_path):
     rng = np.random.default_rng(3)
     new = write_manifest(tmp_path / "new", 2, 4, rng, "new")
     old = write_manifest(tmp_path / "old", 1, 6, rng, "old")
-    report = compare.compare(schema, new, [old], ["1", "2", "2+older"], splits=2, small=True)
+    report = compare.compare(schema, [new], [old], ["1", "2", "2+older"], splits=2, small=True)
     by = {(r["variant"], r["seed"]): r for r in report["results"]}
     for seed in (0, 1):
         held = report["heldout"][str(seed)]
@@ -56,9 +56,9 @@ def test_versions_share_held_out_runs_and_use_the_recordings_they_can(tmp_path):
     assert "xz_compress" in text
     # The held-out recording must hold every compared version.
     with pytest.raises(SchemaMismatch):
-        compare.compare(schema, old, [new], ["1", "2"], splits=1, small=True)
+        compare.compare(schema, [old], [new], ["1", "2"], splits=1, small=True)
     with pytest.raises(ValueError, match="N or N\\+older"):
-        compare.compare(schema, new, [old], ["2+newer"], splits=1, small=True)
+        compare.compare(schema, [new], [old], ["2+newer"], splits=1, small=True)
 
 
 def test_cli_writes_both_reports(tmp_path):

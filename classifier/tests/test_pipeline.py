@@ -174,9 +174,9 @@ def test_heldout_from_one_manifest(dataset_dir, schema, tmp_path):
     second = (dataset_dir / "manifest.toml").read_text().replace('name = "', 'name = "again-')
     (dataset_dir / "second.toml").write_text(second)
     manifests = [dataset_dir / "manifest.toml", dataset_dir / "second.toml"]
-    result = train_cli.run(manifests, schema, tmp_path / "out", small=True, heldout_from=manifests[1])
+    result = train_cli.run(manifests, schema, tmp_path / "out", small=True, heldout_from=[manifests[1]])
     assert result["heldout_runs"] and all(name.startswith("again-") for name in result["heldout_runs"])
     assert sum(not name.startswith("again-") for name in result["train_runs"]) == 9
     assert "drawn from" in (tmp_path / "out" / "report.md").read_text()
-    with pytest.raises(ValueError, match="not one of the manifests"):
-        train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=manifests[1])
+    with pytest.raises(ValueError, match="not all among the manifests"):
+        train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=[manifests[1]])
