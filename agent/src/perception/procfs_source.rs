@@ -743,7 +743,8 @@ pub struct ProcessScanner {
     /// (pid, start time) → (CPU ticks, minor faults, threads) at the previous scan.
     previous: HashMap<(i32, u64), (u64, u64, u64)>,
     current: HashMap<(i32, u64), (u64, u64, u64)>,
-    /// (pid, start time) → rchar + wchar at the previous scan, for the busiest processes.
+    /// (pid, start time) → rchar + wchar at the previous scan, for the busiest and newest
+    /// processes.
     io_previous: HashMap<(i32, u64), u64>,
     io_current: HashMap<(i32, u64), u64>,
     /// This scan's processes that used CPU since the previous scan.
