@@ -53,7 +53,7 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
         raise ValueError("need at least one --heldout-from recording")
     manifests = heldout_from + [m for m in dict.fromkeys(manifests) if m not in heldout_from]
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
-    # The held-out runs of each split, by name, drawn from the --heldout-from recording.
+    # The held-out runs of each split, by name, drawn from the --heldout-from recordings.
     newest = merge([load_manifest(h, schema.as_of(max(v for _, v, _ in variants))) for h in heldout_from])
     relabel(newest.runs, class_set)
     heldout = {seed: {r.name for r in split_by_run(newest.runs, heldout_fraction, seed)[1]} for seed in range(splits)}

@@ -101,9 +101,9 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     result["other_splits"] = [split_accuracy(dataset.runs, classes, heldout_fraction, other, small, members,
                                              svm_max_ticks, voting)
                               for other in range(seed + 1, seed + 1 + other_splits)]
-    (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     if heldout_from:
         result["heldout_from"] = [str(h) for h in heldout_from]
+    (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
               f"runs (split by run{', drawn from ' + ', '.join(map(str, heldout_from)) + ' only' if heldout_from else ''}): "

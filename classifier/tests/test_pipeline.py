@@ -178,5 +178,6 @@ def test_heldout_from_one_manifest(dataset_dir, schema, tmp_path):
     assert result["heldout_runs"] and all(name.startswith("again-") for name in result["heldout_runs"])
     assert sum(not name.startswith("again-") for name in result["train_runs"]) == 9
     assert "drawn from" in (tmp_path / "out" / "report.md").read_text()
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["heldout_from"] == [str(manifests[1])]
     with pytest.raises(ValueError, match="not all among the manifests"):
         train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=[manifests[1]])
