@@ -60,7 +60,8 @@ lab_run_vm() {
   _work_disk=${WORK_DISK-scenarios}
   rm -f "$OUT/.vm-rc"
   # The console (stderr of asa-lab) goes to console.log in full; progress lines also to stderr.
-  { "$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$PACKAGES" \
+  { "$BIN/asa-lab" run --asa "$BIN/asa" ${GUEST_EXPERTS:+--expert "$GUEST_EXPERTS"} \
+      --rootfs "$PACKAGES" \
       ${_work_disk:+--work-disk "$_work_disk"} \
       --script "$GUEST_SCRIPT" --out "$OUT/guest" "$@" 2>&1
     echo $? > "$OUT/.vm-rc"; } \

@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// Append every tick's decision as one JSON line to this file.
     #[arg(long)]
     pub decision_log: Option<PathBuf>,
+    /// Put each tick's feature vector (by name) into its decision-log line, to compare live
+    /// ticks with recorded ones (`python -m asa_classifier.live`).
+    #[arg(long)]
+    pub log_features: bool,
     /// Decide and log, never switch (no sched_ext needed; no root needed without BPF).
     #[arg(long)]
     pub dry_run: bool,
@@ -97,6 +101,8 @@ pub struct ConfigFile {
     pub interval_ms: Option<u64>,
     /// JSON-lines decision log.
     pub decision_log: Option<PathBuf>,
+    /// Feature vectors in the decision log.
+    pub log_features: Option<bool>,
     /// Do not load the BPF probe.
     pub no_bpf: Option<bool>,
     /// Decision parameters.
@@ -161,6 +167,8 @@ pub struct RunSettings {
     pub policy: PolicyConfig,
     /// JSON-lines decision log.
     pub decision_log: Option<PathBuf>,
+    /// Each logged tick carries its feature vector.
+    pub log_features: bool,
     /// Never switch.
     pub dry_run: bool,
     /// Stop after this long.
@@ -246,6 +254,7 @@ impl RunSettings {
             interval: Duration::from_millis(interval_ms),
             policy,
             decision_log: args.decision_log.clone().or(config.decision_log),
+            log_features: args.log_features || config.log_features.unwrap_or(false),
             dry_run: args.dry_run,
             duration,
             config_file,
@@ -279,7 +288,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         );
     }
     // Everything the decision needs, before the scheduler is touched.
-    let engine = DecisionEngine::load(
+    let mut engine = DecisionEngine::load(
         &settings.sources,
         &ctx.catalogue,
         settings.policy,
@@ -287,6 +296,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         false,
         EEVDF,
     )?;
+    engine.log_features(settings.log_features);
     let scx = SchedExt::system()?;
     // The socket before the supervisor: a second `asa run` is told an agent already serves it.
     let listener = control::bind(&ctx.socket)?;
@@ -343,7 +353,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
 fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
     let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
     let current = running_expert(&ctx.catalogue, &scx);
-    let engine = DecisionEngine::load(
+    let mut engine = DecisionEngine::load(
         &settings.sources,
         &ctx.catalogue,
         settings.policy,
@@ -351,6 +361,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
         true,
         &current,
     )?;
+    engine.log_features(settings.log_features);
     let status = Arc::new(Mutex::new(AgentStatus {
         pid: std::process::id(),
         mode: "dry-run".into(),
@@ -651,11 +662,15 @@ fn decision_loop(
                 }
             }
         }
-        let line = serde_json::to_string(&record)?;
+        let mut line = serde_json::to_string(&record)?;
         if let Some(f) = log_file.as_mut() {
             writeln!(f, "{line}")
                 .and_then(|_| f.flush())
                 .context("writing the decision log")?;
+        }
+        // The console and `asa status` show the decision, not the 50-odd feature values.
+        if record.features.take().is_some() {
+            line = serde_json::to_string(&record)?;
         }
         let key = decision_key(&record);
         if record.outcome != Outcome::Stay || previous_key.as_ref() != Some(&key) {
@@ -708,7 +723,17 @@ cooldown_s = 30
         let plain = RunSettings::merge(&args(), ConfigFile::default(), None).unwrap();
         assert_eq!(plain.interval, Duration::from_millis(DEFAULT_INTERVAL_MS));
         assert_eq!(plain.policy, PolicyConfig::default());
-        assert!(!plain.dry_run && plain.decision_log.is_none());
+        assert!(!plain.dry_run && plain.decision_log.is_none() && !plain.log_features);
+        let config: ConfigFile = toml::from_str("log_features = true").unwrap();
+        assert!(
+            RunSettings::merge(&args(), config, None)
+                .unwrap()
+                .log_features
+        );
+        let mut a = args();
+        a.log_features = true;
+        let s = RunSettings::merge(&a, ConfigFile::default(), None).unwrap();
+        assert!(s.log_features);
     }
 
     #[test]
@@ -758,6 +783,7 @@ cooldown_s = 30
         let config: ConfigFile = toml::from_str(&uncommented).unwrap();
         assert!(config.model.is_some() && config.mapping.is_some() && config.onnxruntime.is_some());
         assert!(config.decision_log.is_some() && config.no_bpf == Some(false));
+        assert_eq!(config.log_features, Some(false));
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());

@@ -211,6 +211,7 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
         );
         assert!(matches!(r.outcome, Outcome::Stay | Outcome::WouldSwitch));
         assert!(r.cost.sample_us > 0.0 && r.cost.infer_us > 0.0);
+        assert!(r.features.is_none(), "features are logged only when asked");
         if i > 0 {
             let dt = r.decision.at_s - records[i - 1].decision.at_s;
             assert!((0.1..1.0).contains(&dt), "tick spacing {dt} s");
@@ -221,6 +222,65 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
         stderr
             .lines()
             .any(|l| l.contains("{\"schema\":\"asa.decision\"")),
+        "{stderr}"
+    );
+}
+
+/// `--log-features`: every decision-log line carries the tick's feature vector by name (the
+/// schema's names, null where missing), while `asa status` and the console show decisions only.
+#[test]
+fn log_features_puts_each_ticks_feature_vector_in_the_decision_log_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decisions.jsonl");
+    let out = asa()
+        .arg("--socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["run", "--dry-run", "--no-bpf", "--log-features"])
+        .env("RUST_LOG", "debug")
+        .args([
+            "--interval-ms",
+            "200",
+            "--duration-s",
+            "1.5",
+            "--onnxruntime",
+        ])
+        .arg(ort_library())
+        .arg("--decision-log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let schema = asa_agent::perception::SchemaFile::builtin().unwrap();
+    let names = schema.names();
+    let records: Vec<TickRecord> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.len() >= 5, "{} ticks", records.len());
+    for r in &records {
+        let features = r.features.as_ref().expect("features logged");
+        let logged: Vec<&String> = features.keys().collect();
+        let mut expected: Vec<&String> = names.iter().collect();
+        expected.sort();
+        assert_eq!(logged, expected);
+        // Procfs-only: the BPF features are null, and as many as the tick says are missing.
+        let nulls = features.values().filter(|v| v.is_none()).count();
+        assert_eq!(nulls, r.missing_features, "tick {}", r.decision.tick);
+        assert!(features["sched_runq_waiting_per_cpu"].is_none());
+        let user = features["cpu_user_share"].expect("cpu_user_share measured");
+        assert!((0.0..=1.0).contains(&user), "cpu_user_share {user}");
+        assert!(features["process_count"].unwrap() > 0.0);
+    }
+    // The console's decision lines (RUST_LOG=debug: every tick) leave the features out.
+    let decisions: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("\"schema\":\"asa.decision\""))
+        .collect();
+    assert!(!decisions.is_empty(), "{stderr}");
+    assert!(
+        decisions.iter().all(|l| !l.contains("\"features\"")),
         "{stderr}"
     );
 }

@@ -151,6 +151,21 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
         would_switch, 2,
         "each dry run would have switched to bpfland once"
     );
+    // The calibration asks the agent for its feature vectors (`--log-features`).
+    for entry in std::fs::read_dir(&logs).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|x| x == "jsonl") {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            assert!(!text.is_empty(), "{}", entry.path().display());
+            for line in text.lines() {
+                let tick: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert!(
+                    tick["features"]["cpu_user_share"].is_number(),
+                    "{}: {line}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
 
     let table = MappingTable::load(&out.out_dir.join("live/mapping.toml")).unwrap();
     assert_eq!(table.source, "live");

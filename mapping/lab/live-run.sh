@@ -29,6 +29,10 @@ BIN=${BIN:-target/release}
 . lab/vm-run.sh
 ORT=$(gru_expert/setup_ort.sh)
 lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
+# The agent switches to whatever the table ranks: install those experts too, not only the
+# static ones (EXPERTS=eevdf alone would leave the agent nothing to switch to).
+GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
+  sed -n 's/^ *expert *= *"\([a-z_]*\)".*/\1/p' "$TABLE"; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
 lab_guest_script live calibrate.log "asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN --classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \

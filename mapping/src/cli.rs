@@ -324,7 +324,12 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     }
     experts.push(live::AGENT.to_string());
     let (plan, text) = plan(args, experts)?;
-    let mut run_args = vec!["--mapping".to_string(), absolute(table_path)?];
+    // The decision logs carry every tick's features, to compare live ticks with recorded ones.
+    let mut run_args = vec![
+        "--mapping".to_string(),
+        absolute(table_path)?,
+        "--log-features".to_string(),
+    ];
     if let Some(m) = &args.model {
         run_args.extend(["--model".to_string(), absolute(m)?]);
     }

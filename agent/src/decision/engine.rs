@@ -6,6 +6,7 @@
 //! the mapping table (its classes must be the model's, its experts the catalogue's). A bad
 //! model is one clear error at start, and nothing is switched.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -75,6 +76,10 @@ pub struct TickRecord {
     pub missing_features: usize,
     /// What the tick cost.
     pub cost: TickCost,
+    /// The feature vector the classifier was given, by name (null = missing), when the engine
+    /// logs features (`asa run --log-features`): to compare live ticks with recorded ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<BTreeMap<String, Option<f64>>>,
 }
 
 /// The decision engine's settings, as `asa status` shows them.
@@ -120,6 +125,8 @@ pub struct DecisionEngine {
     classifier: WorkloadClassifier,
     policy: Policy,
     info: EngineInfo,
+    /// The schema's feature names, when every tick's record carries its feature vector.
+    feature_log: Option<Vec<String>>,
 }
 
 impl DecisionEngine {
@@ -229,7 +236,13 @@ impl DecisionEngine {
             classifier,
             policy,
             info,
+            feature_log: None,
         })
+    }
+
+    /// Every tick's record carries the feature vector by name (`asa run --log-features`).
+    pub fn log_features(&mut self, on: bool) {
+        self.feature_log = on.then(|| self.sampler.schema().names());
     }
 
     /// The engine's settings.
@@ -275,6 +288,13 @@ impl DecisionEngine {
                 infer_us: us(t1, t2),
                 decide_us: us(t2, t3),
             },
+            features: self.feature_log.as_ref().map(|names| {
+                names
+                    .iter()
+                    .zip(&sample.values)
+                    .map(|(name, &v)| (name.clone(), v.is_finite().then_some(v)))
+                    .collect()
+            }),
         })
     }
 }
