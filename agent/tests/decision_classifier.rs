@@ -190,6 +190,68 @@ fn corrupt_or_missing_model_is_a_clear_error() {
     }
 }
 
+/// `bytes` (a serialized ONNX ModelProto) with one more metadata_props entry (field 14, a
+/// StringStringEntryProto {key = 1, value = 2}): appending a repeated field to a serialized
+/// message is valid protobuf.
+fn with_metadata(mut bytes: Vec<u8>, key: &str, value: &str) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: usize) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let mut entry = Vec::new();
+    for (tag, text) in [(0x0a, key), (0x12, value)] {
+        entry.push(tag);
+        varint(&mut entry, text.len());
+        entry.extend_from_slice(text.as_bytes());
+    }
+    bytes.push(0x72); // field 14, length-delimited
+    varint(&mut bytes, entry.len());
+    bytes.extend(entry);
+    bytes
+}
+
+/// A model's ignored features (metadata `asa.ignored_features`) are read, and must be among its
+/// features.
+#[test]
+#[ignore = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)"]
+fn ignored_features_are_read_from_the_metadata_and_checked() {
+    let g = golden();
+    let runtime = OrtRuntime::load(Some(&ort_library())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = std::fs::read(data("classifier_tiny.onnx")).unwrap();
+    let plain =
+        WorkloadClassifier::load(runtime, &data("classifier_tiny.onnx"), &live_schema(&g)).unwrap();
+    assert!(plain.info().ignored_features.is_empty());
+    let ignoring = dir.path().join("ignoring.onnx");
+    let list = format!("[\"{}\"]", g.feature_names[1]);
+    std::fs::write(
+        &ignoring,
+        with_metadata(tiny.clone(), "asa.ignored_features", &list),
+    )
+    .unwrap();
+    let model = WorkloadClassifier::load(runtime, &ignoring, &live_schema(&g)).unwrap();
+    assert_eq!(
+        model.info().ignored_features,
+        vec![g.feature_names[1].clone()]
+    );
+    let unknown = dir.path().join("unknown.onnx");
+    std::fs::write(
+        &unknown,
+        with_metadata(tiny, "asa.ignored_features", "[\"no_such_feature\"]"),
+    )
+    .unwrap();
+    let err = WorkloadClassifier::load(runtime, &unknown, &live_schema(&g))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("\"no_such_feature\"") && err.to_string().contains("unknown.onnx"),
+        "{err}"
+    );
+}
+
 /// The whole decision path on the tiny model: feature vectors → ONNX Runtime → Algorithm 1 →
 /// mapping → expert. The model puts > 0.82 on a at (0, 0, …) and on c at (4, −2, …) (the
 /// synthetic classes are shifted by +2 on feature 0 and −1 on feature 1 per class), so the

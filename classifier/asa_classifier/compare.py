@@ -29,7 +29,7 @@ import numpy as np
 from .dataset import CLASS_SETS, load_manifest, merge, relabel, split_by_run, stack
 from .ensemble import train
 from .report import evaluate
-from .schema import FeatureSchema, SchemaMismatch
+from .schema import FeatureSchema, SchemaMismatch, ignored_columns
 from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
 
 
@@ -43,7 +43,7 @@ def parse_variant(spec: str) -> tuple[int, bool]:
 
 def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Path], versions: list[str],
             splits: int = 5, heldout_fraction: float = 0.25, class_set: str = "load",
-            small: bool = False) -> dict:
+            small: bool = False, ignore: tuple[str, ...] = ()) -> dict:
     """Trains one ensemble per (version, split) and evaluates it on that split's held-out runs."""
     if splits < 1 or not versions:
         raise ValueError("need at least one split and one version")
@@ -62,6 +62,7 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
     results = []
     for variant, version, older_as_missing in variants:
         live = schema.as_of(version)
+        ignored = ignored_columns(live, [f for f in ignore if f in live.features])
         datasets, skipped = [], []
         for path in manifests:
             try:
@@ -78,7 +79,7 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
             test_runs = [r for r in data.runs if r.name in heldout[seed]]
             x_train, y_train, _ = stack(train_runs, classes)
             x_test, y_test, tick_runs = stack(test_runs, classes)
-            ensemble = train(x_train, y_train, classes, seed=seed, small=small)
+            ensemble = train(x_train, y_train, classes, seed=seed, small=small, ignored=ignored)
             m = evaluate(ensemble.predict_proba(x_test), y_test, tick_runs, classes, voting)
             results.append({
                 "variant": variant, "version": version, "features": len(live.features), "seed": seed,
@@ -92,6 +93,7 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "feature_schema": schema.name, "heldout_from": [str(h) for h in heldout_from], "manifests": [str(m) for m in manifests],
         "class_set": class_set, "heldout_fraction": heldout_fraction, "voting": voting,
+        "ignored_features": list(ignore),
         "heldout": {str(seed): sorted(names) for seed, names in heldout.items()}, "results": results,
     }
 
@@ -143,10 +145,15 @@ def main(argv=None) -> None:
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--classes", choices=CLASS_SETS, default="load")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--ignore-features", default="",
+                        help="comma-separated features no variant may use (zeroed in training)")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
     versions = [v for v in args.versions.split(",") if v]
-    report = compare(schema, args.heldout_from, args.manifest, versions, args.splits, args.heldout_fraction, args.classes)
+    ignore = tuple(f for f in args.ignore_features.split(",") if f)
+    ignored_columns(schema, ignore)  # an unknown name is an error before any training
+    report = compare(schema, args.heldout_from, args.manifest, versions, args.splits, args.heldout_fraction, args.classes,
+                     ignore=ignore)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(report, indent=1) + "\n")
     text = markdown(report)

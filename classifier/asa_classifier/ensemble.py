@@ -32,12 +32,15 @@ class Ensemble:
     models: dict
     weights: dict[str, float]
     classes: list[str]
+    # Feature columns the ensemble ignores: zero in training and at prediction (the exported
+    # model multiplies its input by a 0/1 mask), so no member can learn from them.
+    ignored: tuple[int, ...] = ()
 
     def members(self):
         return dict(self.models)
 
     def member_probabilities(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        x = np.asarray(x, dtype=np.float32)
+        x = mask_columns(x, self.ignored)
         return {name: m.predict_proba(x) for name, m in self.models.items()}
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -81,11 +84,23 @@ def _subsample(x: np.ndarray, y: np.ndarray, limit: int, seed: int) -> tuple[np.
     return x[keep], y[keep]
 
 
+def mask_columns(x: np.ndarray, ignored: tuple[int, ...]) -> np.ndarray:
+    """`x` as float32 with the `ignored` columns set to 0 (a copy when any is ignored)."""
+    x = np.asarray(x, dtype=np.float32)
+    if ignored:
+        x = x.copy()
+        x[:, list(ignored)] = 0.0
+    return x
+
+
 def train(x: np.ndarray, y: np.ndarray, classes: list[str], seed: int = 0, small: bool = False,
-          members: tuple[str, ...] = MEMBERS, svm_max_ticks: int | None = None) -> Ensemble:
+          members: tuple[str, ...] = MEMBERS, svm_max_ticks: int | None = None,
+          ignored: tuple[int, ...] = ()) -> Ensemble:
     """Fits the chosen members on (x, y); `small` makes tiny models (tests, committed test model).
     Dropping a member (e.g. the SVM, the slowest per row) is the cheapest way to a faster tick;
-    `svm_max_ticks` overrides the size's SVM subsample (its cost per row grows with it)."""
+    `svm_max_ticks` overrides the size's SVM subsample (its cost per row grows with it).
+    `ignored` columns are zeroed, so the members cannot use them (features that describe the
+    measuring set-up rather than the workload)."""
     if sorted(set(y.tolist())) != list(range(len(classes))):
         raise ValueError("every class must have training ticks (class indices 0..C-1)")
     unknown = set(members) - set(MEMBERS)
@@ -96,7 +111,8 @@ def train(x: np.ndarray, y: np.ndarray, classes: list[str], seed: int = 0, small
         if svm_max_ticks < 2 * len(classes):
             raise ValueError(f"svm_max_ticks {svm_max_ticks} is too small for {len(classes)} classes")
         sizes["svm_max_ticks"] = svm_max_ticks
-    x = np.asarray(x, dtype=np.float32)
+    ignored = tuple(sorted(set(ignored)))
+    x = mask_columns(x, ignored)
     models = {}
     if "xgboost" in members:
         models["xgboost"] = XGBClassifier(**sizes["xgboost"], tree_method="hist", random_state=seed, n_jobs=1).fit(x, y)
@@ -109,4 +125,4 @@ def train(x: np.ndarray, y: np.ndarray, classes: list[str], seed: int = 0, small
             ("impute", SimpleImputer(strategy="median")), ("scale", StandardScaler()),
             ("svc", SVC(kernel="rbf", probability=True, random_state=seed))]).fit(*_subsample(x, y, sizes["svm_max_ticks"], seed))
     total = sum(WEIGHTS[m] for m in models)
-    return Ensemble(models, {m: WEIGHTS[m] / total for m in models}, list(classes))
+    return Ensemble(models, {m: WEIGHTS[m] / total for m in models}, list(classes), ignored)

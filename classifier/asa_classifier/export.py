@@ -26,14 +26,14 @@ from .schema import FeatureSchema
 OPSET = 15
 
 
-def _member_graph(model: onnx.ModelProto, prefix: str):
+def _member_graph(model: onnx.ModelProto, prefix: str, input_name: str):
     model = onnx.compose.add_prefix(model, prefix)
     graph = model.graph
     old_input = graph.input[0].name
     for node in graph.node:
         for i, name in enumerate(node.input):
             if name == old_input:
-                node.input[i] = s.INPUT_NAME
+                node.input[i] = input_name
     outputs = [o.name for o in graph.output if o.name.endswith("probabilities")]
     if len(outputs) != 1:
         raise RuntimeError(f"member {prefix}: expected one probabilities output, got {[o.name for o in graph.output]}")
@@ -54,8 +54,18 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
             members[name] = convert_sklearn(fitted, initial_types=initial, target_opset=sklearn_opsets,
                                             options={"zipmap": False})
     nodes, initializers, weighted, opsets = [], [], [], {}
+    member_input = s.INPUT_NAME
+    if ensemble.ignored:
+        # Ignored features: the input times a 0/1 mask (NaN stays NaN, which the members treat
+        # as 0 after imputation, as in training, where the column was 0 throughout).
+        mask = np.ones(n, dtype=np.float32)
+        mask[list(ensemble.ignored)] = 0.0
+        initializers.append(numpy_helper.from_array(mask, "ignored_features_mask"))
+        member_input = "features_used"
+        nodes.append(helper.make_node("Mul", [s.INPUT_NAME, "ignored_features_mask"], [member_input],
+                                      name="ignore_features"))
     for name, member in members.items():
-        prefixed, output = _member_graph(member, f"{name}_")
+        prefixed, output = _member_graph(member, f"{name}_", member_input)
         nodes.extend(prefixed.graph.node)
         initializers.extend(prefixed.graph.initializer)
         for op in prefixed.opset_import:
@@ -88,6 +98,8 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         s.META_ENSEMBLE: json.dumps({"members": list(members), "weights": ensemble.weights, "soft_voting": True}),
         s.META_TRAINED_ON: trained_on,
     }
+    if ensemble.ignored:
+        meta[s.META_IGNORED_FEATURES] = json.dumps([schema.features[i] for i in ensemble.ignored])
     for key, value in meta.items():
         model.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
     onnx.checker.check_model(model)

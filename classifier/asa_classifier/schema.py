@@ -27,6 +27,7 @@ META_CLASS_NAMES = "asa.class_names"  # JSON list of strings
 META_TRAINING_DATE = "asa.training_date"  # ISO 8601 UTC
 META_ENSEMBLE = "asa.ensemble"  # JSON: members and soft-vote weights
 META_TRAINED_ON = "asa.trained_on"  # free text: dataset manifest / origin
+META_IGNORED_FEATURES = "asa.ignored_features"  # JSON list: features the model ignores (optional)
 INPUT_NAME = "features"
 OUTPUT_NAME = "probabilities"
 
@@ -84,3 +85,11 @@ def metadata_schema(meta: dict[str, str]) -> FeatureSchema:
     """The feature schema an exported model declares in its metadata."""
     return FeatureSchema(meta[META_FEATURE_SCHEMA], int(meta[META_FEATURE_SCHEMA_VERSION]),
                          tuple(json.loads(meta[META_FEATURE_NAMES])))
+
+
+def ignored_columns(schema: FeatureSchema, names) -> tuple[int, ...]:
+    """Column indices of the feature names to ignore; an unknown name is an error."""
+    unknown = [n for n in names if n not in schema.features]
+    if unknown:
+        raise ValueError(f"--ignore-features: {unknown} not in {schema.name} v{schema.version}")
+    return tuple(sorted(schema.features.index(n) for n in set(names)))

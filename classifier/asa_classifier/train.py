@@ -34,7 +34,7 @@ from .dataset import CLASS_SETS, load_manifest, merge, relabel, split_by_run, st
 from .ensemble import MEMBERS, Ensemble, train
 from .export import OnnxClassifier, to_onnx
 from .report import evaluate, markdown
-from .schema import FeatureSchema
+from .schema import FeatureSchema, ignored_columns
 from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
 
 EXPORT_TOLERANCE = 1e-5
@@ -56,7 +56,8 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
         small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
         svm_max_ticks: int | None = None, other_splits: int = 0, older_as_missing: bool = False,
-        heldout_from: list[Path] | None = None) -> dict:
+        heldout_from: list[Path] | None = None, ignore: tuple[str, ...] = ()) -> dict:
+    ignored = ignored_columns(schema, ignore)
     manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
     loaded = [load_manifest(m, schema, older_as_missing) for m in manifests]
     if heldout_from:
@@ -70,7 +71,7 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     relabel(dataset.runs, class_set)
     manifest = ", ".join(str(m) for m in manifests)
     classes = dataset.classes()
-    fitted = fit_split(dataset.runs, classes, heldout_fraction, seed, small, members, svm_max_ticks)
+    fitted = fit_split(dataset.runs, classes, heldout_fraction, seed, small, members, svm_max_ticks, ignored)
     ensemble, train_runs, heldout_runs = fitted.ensemble, fitted.train_runs, fitted.heldout_runs
     x_test, y_test, test_runs = fitted.x_test, fitted.y_test, fitted.test_runs
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -99,16 +100,20 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     }
     result["per_run"] = per_run(python_probs, y_test, test_runs, classes, voting)
     result["other_splits"] = [split_accuracy(dataset.runs, classes, heldout_fraction, other, small, members,
-                                             svm_max_ticks, voting)
+                                             svm_max_ticks, voting, ignored)
                               for other in range(seed + 1, seed + 1 + other_splits)]
     if heldout_from:
         result["heldout_from"] = [str(h) for h in heldout_from]
+    result["ignored_features"] = [schema.features[i] for i in ignored]
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
               f"runs (split by run{', drawn from ' + ', '.join(map(str, heldout_from)) + ' only' if heldout_from else ''}): "
               f"{', '.join(result['heldout_runs'])}.\nEnsemble weights {ensemble.weights}; voting W={DEFAULT_WINDOW}, "
-              f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. Member raw accuracy: "
+              f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. "
+              + (f"Ignored features (zero in training, masked in the model): {', '.join(result['ignored_features'])}. "
+                 if ignored else "")
+              + "Member raw accuracy: "
               + ", ".join(f"{k} {v:.4f}" for k, v in members.items())
               + f". ONNX vs Python max |diff| {export_diff:.1e}. Model {result['model_bytes'] / 1e6:.1f} MB; one-row "
               f"inference in Python onnxruntime p50 {cost['p50']:.0f} us, p99 {cost['p99']:.0f} us "
@@ -139,22 +144,24 @@ class FittedSplit:
 
 
 def fit_split(runs, classes: list[str], heldout_fraction: float, seed: int, small: bool,
-              members: tuple[str, ...], svm_max_ticks: int | None) -> FittedSplit:
+              members: tuple[str, ...], svm_max_ticks: int | None, ignored: tuple[int, ...] = ()) -> FittedSplit:
     """Splits `runs` by run with `seed` and trains the ensemble on the training side."""
     train_runs, heldout_runs = split_by_run(runs, heldout_fraction, seed)
     if not heldout_runs:
         raise SystemExit("no held-out run: record at least two runs of some class")
     x_train, y_train, _ = stack(train_runs, classes)
     x_test, y_test, test_runs = stack(heldout_runs, classes)
-    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks)
+    ensemble = train(x_train, y_train, classes, seed=seed, small=small, members=members, svm_max_ticks=svm_max_ticks,
+                     ignored=ignored)
     return FittedSplit(ensemble, train_runs, heldout_runs, x_test, y_test, test_runs)
 
 
 def split_accuracy(runs, classes: list[str], heldout_fraction: float, seed: int, small: bool,
-                   members: tuple[str, ...], svm_max_ticks: int | None, voting: dict) -> dict:
+                   members: tuple[str, ...], svm_max_ticks: int | None, voting: dict,
+                   ignored: tuple[int, ...] = ()) -> dict:
     """Held-out raw and voted accuracy of the same training on the split of `seed` (no export):
     how much the figure of one split owes to which runs it happened to hold out."""
-    fitted = fit_split(runs, classes, heldout_fraction, seed, small, members, svm_max_ticks)
+    fitted = fit_split(runs, classes, heldout_fraction, seed, small, members, svm_max_ticks, ignored)
     m = evaluate(fitted.ensemble.predict_proba(fitted.x_test), fitted.y_test, fitted.test_runs, classes, voting)
     return {"seed": seed, "heldout_runs": len(fitted.heldout_runs), "ticks": m["raw"]["ticks"],
             "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"]}
@@ -195,6 +202,8 @@ def main(argv=None) -> None:
                         help="also train on recordings of older feature versions (newer features missing)")
     parser.add_argument("--heldout-from", type=Path, action="append", default=None,
                         help="draw the held-out runs from this manifest only (one of --manifest; repeat for several)")
+    parser.add_argument("--ignore-features", default="",
+                        help="comma-separated features the model must not use (zeroed in training, masked in the model)")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
     if args.feature_schema_version is not None:
@@ -202,7 +211,8 @@ def main(argv=None) -> None:
     result = run(args.manifest, schema, args.out, args.heldout_fraction, args.seed,
                  members=tuple(m for m in args.members.split(",") if m), class_set=args.classes,
                  svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits,
-                 older_as_missing=args.older_as_missing, heldout_from=args.heldout_from)
+                 older_as_missing=args.older_as_missing, heldout_from=args.heldout_from,
+                 ignore=tuple(f for f in args.ignore_features.split(",") if f))
     print(f"held-out ticks {result['raw']['ticks']}: raw accuracy {result['raw']['accuracy']:.4f}, "
           f"voted {result['voted']['accuracy']:.4f} (coverage {result['voted']['coverage']:.4f}); wrote {args.out}")
     for other in result["other_splits"]:

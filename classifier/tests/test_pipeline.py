@@ -181,3 +181,33 @@ def test_heldout_from_one_manifest(dataset_dir, schema, tmp_path):
     assert json.loads((tmp_path / "out" / "report.json").read_text())["heldout_from"] == [str(manifests[1])]
     with pytest.raises(ValueError, match="not all among the manifests"):
         train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=[manifests[1]])
+
+
+def test_ignored_features_are_not_learnt_and_are_masked_in_the_model(dataset_dir, schema, tmp_path):
+    """The classes differ in cpu_user and ctx_switches_per_s: ignoring both leaves noise (chance
+    accuracy); the exported model gives the same probabilities whatever those columns hold."""
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    x, y, _ = stack(dataset.runs, dataset.classes())
+    with pytest.raises(ValueError, match="not_a_feature"):
+        train_cli.run(dataset_dir / "manifest.toml", schema, tmp_path / "bad", small=True,
+                      ignore=("cpu_user", "not_a_feature"))
+    result = train_cli.run(dataset_dir / "manifest.toml", schema, tmp_path / "m", small=True,
+                           ignore=("ctx_switches_per_s", "cpu_user"))
+    assert result["ignored_features"] == ["cpu_user", "ctx_switches_per_s"]
+    full = train_cli.run(dataset_dir / "manifest.toml", schema, tmp_path / "full", small=True)
+    # Chance is 1/3; the separating features give 0.8 on this small noisy set.
+    assert result["raw"]["accuracy"] < 0.5 < 0.75 < full["raw"]["accuracy"], (result["raw"], full["raw"])
+    assert full["ignored_features"] == []
+    model = OnnxClassifier(tmp_path / "m" / "classifier.onnx", schema)
+    assert json.loads(model.meta["asa.ignored_features"]) == ["cpu_user", "ctx_switches_per_s"]
+    assert "asa.ignored_features" not in OnnxClassifier(tmp_path / "full" / "classifier.onnx", schema).meta
+    changed = x.copy()
+    changed[:, 0] = 1e6
+    changed[:5, 2] = np.nan
+    assert np.abs(model.predict_proba(x) - model.predict_proba(changed)).max() < 1e-6
+    # Python's ensemble masks the same way as the exported model.
+    ensemble = train(x, y, dataset.classes(), small=True, ignored=(0, 2))
+    onnx.save(to_onnx(ensemble, schema, trained_on="pytest"), str(tmp_path / "e.onnx"))
+    exported = OnnxClassifier(tmp_path / "e.onnx", schema)
+    assert np.abs(ensemble.predict_proba(changed) - exported.predict_proba(changed)).max() < 1e-5
+    assert "Ignored features" in (tmp_path / "m" / "report.md").read_text()

@@ -39,6 +39,8 @@ pub mod meta {
     pub const TRAINING_DATE: &str = "asa.training_date";
     /// Free text: what data the model was trained on.
     pub const TRAINED_ON: &str = "asa.trained_on";
+    /// Optional JSON list: features the model ignores (masked to 0 in its graph).
+    pub const IGNORED_FEATURES: &str = "asa.ignored_features";
     /// Model schema name.
     pub const MODEL_SCHEMA: &str = "asa.classifier";
     /// Model schema version.
@@ -179,6 +181,9 @@ pub struct ModelInfo {
     pub training_date: String,
     /// What it was trained on (free text).
     pub trained_on: String,
+    /// Features the model ignores (it is fed them, and multiplies them by 0).
+    #[serde(default)]
+    pub ignored_features: Vec<String>,
 }
 
 /// A loaded classifier: one single-threaded ONNX Runtime session.
@@ -373,16 +378,28 @@ fn read_info(session: &Session) -> Result<ModelInfo, String> {
             meta::FEATURE_SCHEMA_VERSION
         )
     })?;
+    let features = json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)?;
+    let ignored_features = match metadata.custom(meta::IGNORED_FEATURES) {
+        Some(text) => json_strings(&text, meta::IGNORED_FEATURES)?,
+        None => Vec::new(),
+    };
+    if let Some(unknown) = ignored_features.iter().find(|f| !features.contains(f)) {
+        return Err(format!(
+            "metadata {} names {unknown:?}, which is not among its features",
+            meta::IGNORED_FEATURES
+        ));
+    }
     Ok(ModelInfo {
         schema: FeatureSchema {
             name: get(meta::FEATURE_SCHEMA)?,
             version,
-            features: json_strings(&get(meta::FEATURE_NAMES)?, meta::FEATURE_NAMES)?,
+            features,
             since: Vec::new(),
         },
         class_names: json_strings(&get(meta::CLASS_NAMES)?, meta::CLASS_NAMES)?,
         training_date: get(meta::TRAINING_DATE)?,
         trained_on: metadata.custom(meta::TRAINED_ON).unwrap_or_default(),
+        ignored_features,
     })
 }
 

@@ -151,6 +151,12 @@ impl DecisionEngine {
         let classifier =
             WorkloadClassifier::load(runtime, &sources.model, &schema.to_feature_schema())?;
         crate::memory::release_after("loading the model");
+        if !classifier.info().ignored_features.is_empty() {
+            log::info!(
+                "the model ignores the features {:?} (masked in its graph)",
+                classifier.info().ignored_features
+            );
+        }
         let classes = classifier.info().class_names.clone();
         let names: Vec<&str> = classes.iter().map(String::as_str).collect();
         let (table, origin) = match &sources.mapping {

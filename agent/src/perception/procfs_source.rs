@@ -756,6 +756,9 @@ pub struct ProcessScanner {
     scans: u64,
     buffer: Vec<u8>,
     page_size: u64,
+    /// A process left out of the rankings (busiest, second-busiest, most I/O, largest RSS):
+    /// the sampling process itself, so the agent does not describe its own work.
+    ignored_pid: Option<i32>,
 }
 
 impl Default for ProcessScanner {
@@ -778,6 +781,19 @@ impl ProcessScanner {
             scans: 0,
             buffer: Vec::with_capacity(8192),
             page_size: procfs::page_size(),
+            ignored_pid: None,
+        }
+    }
+
+    /// A scanner that counts process `pid` but leaves it out of the per-process features
+    /// (busiest, second-busiest, most I/O, largest RSS). The sampler passes its own process:
+    /// live, the agent (`asa run`, with ONNX Runtime loaded) would otherwise be the largest
+    /// process and rank among the busiest, which it never was in the recordings (`asa record`
+    /// samples from its own, leaner process).
+    pub fn ignoring(pid: i32) -> Self {
+        ProcessScanner {
+            ignored_pid: Some(pid),
+            ..Self::new()
         }
     }
 
@@ -828,6 +844,9 @@ impl ProcessScanner {
                 continue;
             };
             tick.count += 1;
+            if Some(pid) == self.ignored_pid {
+                continue;
+            }
             let cpu = stat.utime + stat.stime;
             let key = (pid, stat.starttime);
             let threads = stat.num_threads.max(0) as u64;
@@ -982,7 +1001,8 @@ fn pread_file(file: &File, buffer: &mut Vec<u8>, single_read: bool) -> std::io::
 }
 
 impl ProcReader {
-    /// A reader of `/proc` (physical disks detected from /sys/block).
+    /// A reader of `/proc` (physical disks detected from /sys/block). The calling process is
+    /// left out of the per-process features ([`ProcessScanner::ignoring`]).
     pub fn new() -> Self {
         Self::with_root(Path::new("/proc"), DiskFilter::detect())
     }
@@ -994,7 +1014,7 @@ impl ProcReader {
             buffers: std::array::from_fn(|_| Vec::with_capacity(8192)),
             files: Default::default(),
             disks,
-            scanner: ProcessScanner::new(),
+            scanner: ProcessScanner::ignoring(std::process::id() as i32),
             last_scan: None,
             warned: HashSet::new(),
             epoch: Instant::now(),
@@ -1382,6 +1402,44 @@ mod tests {
         let fifth = scanner.scan(r).unwrap();
         assert_eq!((fifth.top_cpu_ticks, fifth.top_threads), (7, 2));
         assert_eq!(fifth.top_io_bytes, None);
+    }
+
+    /// The ignored process (the sampler's own) is counted but never the busiest, the
+    /// second-busiest, the one with the most I/O or the largest.
+    #[test]
+    fn the_ignored_process_is_counted_but_never_ranked() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let page = procfs::page_size();
+        // 30 is the sampler: the most CPU, the most I/O, the largest RSS.
+        write_stat_faults(r, 30, (100, 0), 100, 5000, 10, 4);
+        write_stat_faults(r, 31, (10, 0), 101, 200, 10, 2);
+        write_stat_faults(r, 32, (10, 0), 102, 100, 10, 6);
+        write_io(r, 30, 0, 0);
+        write_io(r, 31, 0, 0);
+        let mut scanner = ProcessScanner::ignoring(30);
+        let mut plain = ProcessScanner::new();
+        for s in [&mut scanner, &mut plain] {
+            s.scan(r).unwrap();
+        }
+        write_stat_faults(r, 30, (190, 0), 100, 5000, 500, 4); // +90, the busiest
+        write_stat_faults(r, 31, (40, 0), 101, 200, 20, 2); // +30
+        write_stat_faults(r, 32, (20, 0), 102, 100, 30, 6); // +10
+        write_io(r, 30, 1 << 20, 1 << 20);
+        write_io(r, 31, 300, 0);
+        let mine = scanner.scan(r).unwrap();
+        let all = plain.scan(r).unwrap();
+        assert_eq!((mine.count, all.count), (3, 3));
+        assert_eq!((all.top_cpu_ticks, all.top_threads), (90, 4));
+        assert_eq!(all.top_rss_bytes, 5000 * page);
+        assert_eq!(
+            (mine.top_cpu_ticks, mine.top_threads, mine.top_minflt),
+            (30, 2, 10)
+        );
+        assert_eq!((mine.second_cpu_ticks, mine.second_threads), (10, 6));
+        assert_eq!(mine.top_rss_bytes, 200 * page);
+        assert_eq!(mine.top_io_bytes, Some(300));
+        assert_eq!((mine.io_top_bytes, mine.io_top_threads), (300, 2));
     }
 
     #[test]
