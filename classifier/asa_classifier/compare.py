@@ -33,12 +33,15 @@ from .schema import FeatureSchema, SchemaMismatch, ignored_columns
 from .voting import DEFAULT_DECAY, DEFAULT_THRESHOLD, DEFAULT_WINDOW
 
 
-def parse_variant(spec: str) -> tuple[int, bool]:
-    """`3` -> (3, False); `3+older` -> (3, True): also train on older recordings."""
-    version, _, older = str(spec).partition("+")
+def parse_variant(spec: str) -> tuple[int, bool, bool]:
+    """`3` -> (3, False, False); `3+older` -> (3, True, False): also train on older recordings;
+    a `-ignored` suffix (`3-ignored`, `3+older-ignored`): without the --ignore-features."""
+    spec = str(spec)
+    ignored = spec.endswith("-ignored")
+    version, _, older = spec.removesuffix("-ignored").partition("+")
     if older not in ("", "older") or not version.isdigit():
-        raise ValueError(f"version {spec!r}: expected N or N+older")
-    return int(version), older == "older"
+        raise ValueError(f"version {spec!r}: expected N, N+older, N-ignored or N+older-ignored")
+    return int(version), older == "older", ignored
 
 
 def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Path], versions: list[str],
@@ -48,21 +51,23 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
     if splits < 1 or not versions:
         raise ValueError("need at least one split and one version")
     variants = [(str(spec), *parse_variant(spec)) for spec in versions]
+    if any(v[3] for v in variants) and not ignore:
+        raise ValueError("a -ignored variant needs --ignore-features")
     heldout_from = list(dict.fromkeys(heldout_from))
     if not heldout_from:
         raise ValueError("need at least one --heldout-from recording")
     manifests = heldout_from + [m for m in dict.fromkeys(manifests) if m not in heldout_from]
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
     # The held-out runs of each split, by name, drawn from the --heldout-from recordings.
-    newest = merge([load_manifest(h, schema.as_of(max(v for _, v, _ in variants))) for h in heldout_from])
+    newest = merge([load_manifest(h, schema.as_of(max(v for _, v, _, _ in variants))) for h in heldout_from])
     relabel(newest.runs, class_set)
     heldout = {seed: {r.name for r in split_by_run(newest.runs, heldout_fraction, seed)[1]} for seed in range(splits)}
     if not all(heldout.values()):
         raise ValueError(f"{heldout_from}: some split holds out no run (record at least two runs of a class)")
     results = []
-    for variant, version, older_as_missing in variants:
+    for variant, version, older_as_missing, with_ignore in variants:
         live = schema.as_of(version)
-        ignored = ignored_columns(live, [f for f in ignore if f in live.features])
+        ignored = ignored_columns(live, [f for f in ignore if f in live.features]) if with_ignore else ()
         datasets, skipped = [], []
         for path in manifests:
             try:
@@ -106,7 +111,9 @@ def markdown(report: dict) -> str:
              f"Held-out runs drawn from {', '.join(f'`{h}`' for h in report['heldout_from'])} ({report['heldout_fraction']:.0%} by run per class, "
              f"seeds {seeds[0]}..{seeds[-1]}); classes by {report['class_set']}; each version trains on every other run "
              "of the manifests recorded with it or a newer version (`+older`: with the older ones too, their newer "
-             "features missing):", ""]
+             "features missing)"
+             + (f"; `-ignored`: without {', '.join(f'`{f}`' for f in report['ignored_features'])} (zeroed in training)"
+                if report.get("ignored_features") else "") + ":", ""]
     lines += [f"- `{m}`" for m in report["manifests"]]
     lines += ["", "| version (features) | training runs | raw per split | raw mean | voted per split | voted mean |",
               "|---|---:|---|---:|---|---:|"]
@@ -140,13 +147,13 @@ def main(argv=None) -> None:
     parser.add_argument("--manifest", type=Path, action="append", default=[],
                         help="more training recordings; repeat (each is used by the versions it holds)")
     parser.add_argument("--versions", required=True,
-                        help="comma-separated feature-schema versions, e.g. 1,2,3,3+older")
+                        help="comma-separated feature-schema versions, e.g. 1,2,3,3+older,3+older-ignored")
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--classes", choices=CLASS_SETS, default="load")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ignore-features", default="",
-                        help="comma-separated features no variant may use (zeroed in training)")
+                        help="comma-separated features the -ignored variants do not use (zeroed in training)")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
     versions = [v for v in args.versions.split(",") if v]

@@ -57,8 +57,16 @@ def test_versions_share_held_out_runs_and_use_the_recordings_they_can(tmp_path):
     # The held-out recording must hold every compared version.
     with pytest.raises(SchemaMismatch):
         compare.compare(schema, [old], [new], ["1", "2"], splits=1, small=True)
-    with pytest.raises(ValueError, match="N or N\\+older"):
+    with pytest.raises(ValueError, match="expected N, N\\+older"):
         compare.compare(schema, [new], [old], ["2+newer"], splits=1, small=True)
+    # `-ignored`: the same training without the separating feature: chance, on the same runs.
+    report = compare.compare(schema, [new], [old], ["2+older", "2+older-ignored"], splits=1, small=True, ignore=("c",))
+    by = {r["variant"]: r for r in report["results"]}
+    assert by["2+older"]["voted"] == 1.0 and by["2+older-ignored"]["raw"] < 0.9
+    assert by["2+older"]["heldout_runs"] == by["2+older-ignored"]["heldout_runs"]
+    assert "`-ignored`: without `c`" in compare.markdown(report)
+    with pytest.raises(ValueError, match="needs --ignore-features"):
+        compare.compare(schema, [new], [old], ["2-ignored"], splits=1, small=True)
 
 
 def test_cli_writes_both_reports(tmp_path):
