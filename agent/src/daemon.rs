@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// ticks with recorded ones (`python -m asa_classifier.live`).
     #[arg(long)]
     pub log_features: bool,
+    /// Nice value of the decision thread (perception, inference, vote; -20..19, default 0). A
+    /// positive value lets the workload the agent watches go first; switches run on another
+    /// thread at the agent's own priority.
+    #[arg(long, allow_hyphen_values = true)]
+    pub nice: Option<i32>,
     /// Decide and log, never switch (no sched_ext needed; no root needed without BPF).
     #[arg(long)]
     pub dry_run: bool,
@@ -103,6 +108,8 @@ pub struct ConfigFile {
     pub decision_log: Option<PathBuf>,
     /// Feature vectors in the decision log.
     pub log_features: Option<bool>,
+    /// Nice value of the decision thread.
+    pub nice: Option<i32>,
     /// Do not load the BPF probe.
     pub no_bpf: Option<bool>,
     /// Decision parameters.
@@ -169,6 +176,8 @@ pub struct RunSettings {
     pub decision_log: Option<PathBuf>,
     /// Each logged tick carries its feature vector.
     pub log_features: bool,
+    /// Nice value of the decision thread (0: the agent's own).
+    pub nice: i32,
     /// Never switch.
     pub dry_run: bool,
     /// Stop after this long.
@@ -238,6 +247,10 @@ impl RunSettings {
             .voting
             .check()
             .context("[policy] in the config file")?;
+        let nice = args.nice.or(config.nice).unwrap_or(0);
+        if !(-20..=19).contains(&nice) {
+            bail!("the nice value must be in -20..=19 (got {nice})");
+        }
         let duration = match args.duration_s {
             Some(s) if !s.is_finite() || s <= 0.0 => bail!("--duration-s must be > 0"),
             Some(s) => Some(Duration::from_secs_f64(s)),
@@ -255,6 +268,7 @@ impl RunSettings {
             policy,
             decision_log: args.decision_log.clone().or(config.decision_log),
             log_features: args.log_features || config.log_features.unwrap_or(false),
+            nice,
             dry_run: args.dry_run,
             duration,
             config_file,
@@ -517,6 +531,24 @@ fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Sets the calling thread's nice value (Linux: a thread's own, by its thread id); a failure
+/// (a negative value without CAP_SYS_NICE) is a warning, the thread keeps its priority.
+fn set_thread_nice(nice: i32) {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    let result = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+    };
+    if result == 0 {
+        log::info!("decision thread at nice {nice}");
+    } else {
+        log::warn!(
+            "could not set the decision thread's nice value to {nice}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// The kind of a decision, for logging changes at info level.
 fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'static str) {
     let kind = match record.decision.reason {
@@ -552,6 +584,9 @@ fn decision_loop(
         )),
         None => None,
     };
+    if settings.nice != 0 {
+        set_thread_nice(settings.nice);
+    }
     let started = Instant::now();
     let mut next = started + settings.interval;
     let mut last_pinned: Option<String> = None;
@@ -745,6 +780,14 @@ cooldown_s = 30
         let mut a = args();
         a.cooldown_s = Some(-1.0);
         assert!(RunSettings::merge(&a, ConfigFile::default(), None).is_err());
+        for nice in [-21, 20] {
+            let mut a = args();
+            a.nice = Some(nice);
+            let err = RunSettings::merge(&a, ConfigFile::default(), None).unwrap_err();
+            assert!(err.to_string().contains("-20..=19"), "{err}");
+        }
+        let config: ConfigFile = toml::from_str("nice = 10").unwrap();
+        assert_eq!(RunSettings::merge(&args(), config, None).unwrap().nice, 10);
         let config = ConfigFile {
             policy: PolicySection {
                 decay: Some(0.0),
@@ -784,6 +827,7 @@ cooldown_s = 30
         assert!(config.model.is_some() && config.mapping.is_some() && config.onnxruntime.is_some());
         assert!(config.decision_log.is_some() && config.no_bpf == Some(false));
         assert_eq!(config.log_features, Some(false));
+        assert_eq!(config.nice, Some(0));
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());

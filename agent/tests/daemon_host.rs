@@ -284,3 +284,65 @@ fn log_features_puts_each_ticks_feature_vector_in_the_decision_log_only() {
         "{stderr}"
     );
 }
+
+/// `--nice N`: the thread that perceives and decides runs at nice N (in a dry run, the main
+/// thread); the others keep the agent's priority.
+#[test]
+fn the_decision_thread_runs_at_the_given_nice_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = asa()
+        .arg("--socket")
+        .arg(dir.path().join("control.sock"))
+        .args([
+            "run",
+            "--dry-run",
+            "--no-bpf",
+            "--nice",
+            "7",
+            "--interval-ms",
+            "200",
+        ])
+        .args(["--duration-s", "20", "--onnxruntime"])
+        .arg(ort_library())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let nice_of = |stat: &str| -> Option<i64> {
+        // Field 19 (nice), counted after the command name's closing parenthesis.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(16)?
+            .parse()
+            .ok()
+    };
+    let t0 = Instant::now();
+    let nices = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no thread at nice 7"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+        let nices: Vec<i64> = tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+            .filter_map(|stat| nice_of(&stat))
+            .collect();
+        if nices.contains(&7) {
+            break nices;
+        }
+    };
+    assert!(
+        nices.iter().any(|&n| n != 7),
+        "only the decision thread is lowered: {nices:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("decision thread at nice 7"));
+}

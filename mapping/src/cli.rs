@@ -92,6 +92,9 @@ pub struct CalibrateArgs {
     /// Stage live: `asa run --interval-ms` (default: its own, 1000).
     #[arg(long)]
     pub agent_interval_ms: Option<u64>,
+    /// Stage live: `asa run --nice` (the decision thread's nice value; default: its own, 0).
+    #[arg(long, allow_hyphen_values = true)]
+    pub agent_nice: Option<i32>,
     /// Stage live: skip the `asa run --dry-run` runs (the agent's own cost on EEVDF).
     #[arg(long)]
     pub no_dry_run: bool,
@@ -341,6 +344,9 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     }
     if let Some(i) = args.agent_interval_ms {
         run_args.extend(["--interval-ms".to_string(), i.to_string()]);
+    }
+    if let Some(n) = args.agent_nice {
+        run_args.extend(["--nice".to_string(), n.to_string()]);
     }
     let logs = args.dir.join("agent");
     let launcher = live::AgentLauncher::new(
