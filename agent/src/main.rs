@@ -30,6 +30,11 @@ struct Cli {
     /// Seconds an expert may take to attach.
     #[arg(long, global = true, default_value_t = 60)]
     enable_timeout: u64,
+    /// Nice value the expert processes start with (-20..19; negative: their start, BPF
+    /// loading and verification, goes ahead of a saturating workload).
+    #[arg(long, global = true, env = "ASA_EXPERT_NICE", default_value_t = 0, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    expert_nice: i32,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,6 +119,7 @@ fn catalogue(cli: &Cli) -> Result<Catalogue> {
 fn supervisor_config(cli: &Cli) -> SupervisorConfig {
     SupervisorConfig {
         enable_timeout: Duration::from_secs(cli.enable_timeout),
+        expert_nice: cli.expert_nice,
         ..SupervisorConfig::default()
     }
 }

@@ -90,11 +90,13 @@ state() { cat /sys/kernel/sched_ext/state; }
 fn pin_every_expert_in_turn_then_eevdf() {
     let script = format!(
         r#"{RECORD}
-asa pin bpfland &
+asa --expert-nice -5 pin bpfland &
 P=$!
 asa status --wait-for bpfland --timeout 120 --json > /lab/out/bpfland.json; rec wait_bpfland $?
+rec bpfland_nice $(awk '{{print $19}}' /proc/$(pidof scx_bpfland)/stat)
 asa pin lavd; rec pin_lavd $?
 asa status --json > /lab/out/lavd.json
+rec lavd_nice $(awk '{{print $19}}' /proc/$(pidof scx_lavd)/stat)
 asa pin rusty; rec pin_rusty $?
 asa status --json > /lab/out/rusty.json
 asa pin eevdf; rec pin_eevdf $?
@@ -121,6 +123,9 @@ rec scx_processes $(pidof scx_bpfland scx_lavd scx_rusty | wc -w)
         assert_eq!(r[key], "0", "{key}: {r:?}");
     }
     assert_running(&json(&out, "bpfland.json"), "bpfland", Some("bpfland"));
+    // `--expert-nice -5` of the supervising `asa pin`: every expert it starts runs at -5.
+    assert_eq!(r["bpfland_nice"], "-5", "{r:?}");
+    assert_eq!(r["lavd_nice"], "-5", "{r:?}");
     let lavd = json(&out, "lavd.json");
     assert_running(&lavd, "lavd", Some("lavd"));
     // Switching between two BPF schedulers passes through EEVDF: the gap is measured.

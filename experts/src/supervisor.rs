@@ -50,6 +50,10 @@ pub struct SupervisorConfig {
     /// Load the new expert behind the attach gate while the old one runs (make before
     /// break; see [`crate::attach_gate`]).
     pub gate_attach: bool,
+    /// Nice value the expert processes start with (0: the agent's). A negative value lets an
+    /// expert's start (BPF load and verification run in its own process) go ahead of a
+    /// saturating workload; needs CAP_SYS_NICE, silently kept at the agent's priority without.
+    pub expert_nice: i32,
 }
 
 impl Default for SupervisorConfig {
@@ -61,7 +65,31 @@ impl Default for SupervisorConfig {
             poll: Duration::from_millis(5),
             rollback: true,
             gate_attach: true,
+            expert_nice: 0,
         }
+    }
+}
+
+/// The environment variable that sets [`SupervisorConfig::expert_nice`] for every supervisor
+/// of an `asa` process (the scenario runner's and the calibration's too).
+pub const EXPERT_NICE_ENV: &str = "ASA_EXPERT_NICE";
+
+impl SupervisorConfig {
+    /// These settings with `ASA_EXPERT_NICE` applied when it is set (an integer in -20..=19;
+    /// anything else is an error naming the variable).
+    pub fn with_env(mut self) -> Result<Self> {
+        if let Some(text) = std::env::var_os(EXPERT_NICE_ENV) {
+            let text = text.to_string_lossy();
+            self.expert_nice = text
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| (-20..=19).contains(n))
+                .ok_or_else(|| {
+                    anyhow::anyhow!("{EXPERT_NICE_ENV}={text:?}: expected a nice value in -20..=19")
+                })?;
+        }
+        Ok(self)
     }
 }
 
@@ -527,9 +555,14 @@ impl Supervisor {
             // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
             // in order, instead of racing it.
             .process_group(0);
+        let nice = self.config.expert_nice;
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
+                if nice != 0 {
+                    // Best effort: without CAP_SYS_NICE the expert keeps the agent's priority.
+                    let _ = libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+                }
                 // If the agent dies, the expert gets SIGINT and detaches: no orphaned scheduler.
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -927,6 +960,23 @@ fn check_runs(binary: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ASA_EXPERT_NICE` sets the experts' nice value; a bad value is an error naming it. (The
+    /// only test touching that variable.)
+    #[test]
+    fn expert_nice_comes_from_the_environment() {
+        let config = || SupervisorConfig::default().with_env();
+        std::env::remove_var(EXPERT_NICE_ENV);
+        assert_eq!(config().unwrap().expert_nice, 0);
+        std::env::set_var(EXPERT_NICE_ENV, "-10");
+        assert_eq!(config().unwrap().expert_nice, -10);
+        for bad in ["-21", "20", "low"] {
+            std::env::set_var(EXPERT_NICE_ENV, bad);
+            let err = config().unwrap_err().to_string();
+            assert!(err.contains(EXPERT_NICE_ENV) && err.contains(bad), "{err}");
+        }
+        std::env::remove_var(EXPERT_NICE_ENV);
+    }
 
     /// A child with PR_SET_PDEATHSIG started from a thread that then exits: forked by that
     /// thread it would be killed at once; through the lasting spawner it keeps running.

@@ -449,7 +449,7 @@ fn system_supervisor(catalogue: &asa_experts::Catalogue) -> Result<asa_experts::
     asa_experts::Supervisor::new(
         catalogue.clone(),
         asa_experts::SchedExt::system()?,
-        asa_experts::SupervisorConfig::default(),
+        asa_experts::SupervisorConfig::default().with_env()?,
     )
 }
 

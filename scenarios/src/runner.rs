@@ -53,7 +53,7 @@ impl SupervisorSwitcher {
         let supervisor = asa_experts::Supervisor::new(
             asa_experts::Catalogue::builtin(),
             asa_experts::SchedExt::system()?,
-            asa_experts::SupervisorConfig::default(),
+            asa_experts::SupervisorConfig::default().with_env()?,
         )?;
         Ok(Self::new(supervisor))
     }
