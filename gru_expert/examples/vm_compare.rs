@@ -11,8 +11,10 @@
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
 //! `gru-preempt` (scx_gru `--wakeup-preempt`) and `gru-slice` (scx_gru `--slice-min-us 500`:
-//! the slice shrinks with the shared DSQ's queue). (In the A/B run of 2026-11-23, when wakeup
-//! preemption was the default, `gru-nopreempt` named what `gru` runs now.)
+//! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
+//! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
+//! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
+//! named what `gru` runs now.)
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -36,9 +38,10 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 7] = [
+const SCHEDULERS: [&str; 8] = [
     "eevdf",
     "gru",
+    "gru-fixed",
     "gru-noinfer",
     "gru-fallback",
     "gru-preempt",
@@ -89,6 +92,7 @@ start() {
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
     gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
+    gru-fixed) scx_gru --slice-min-us 0 --stats-file $out/stats-gru-fixed-$2.json > $out/log-gru-fixed-$2.txt 2>&1 & P=$! ;;
     gru-slice) scx_gru --slice-min-us 500 --stats-file $out/stats-gru-slice-$2.json > $out/log-gru-slice-$2.txt 2>&1 & P=$! ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
