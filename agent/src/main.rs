@@ -32,7 +32,7 @@ struct Cli {
     enable_timeout: u64,
     /// Nice value the expert processes start with (-20..19; negative: their start, BPF
     /// loading and verification, goes ahead of a saturating workload).
-    #[arg(long, global = true, env = "ASA_EXPERT_NICE", default_value_t = 0, allow_hyphen_values = true,
+    #[arg(long, global = true, env = "ASA_EXPERT_NICE", default_value_t = asa_experts::supervisor::DEFAULT_EXPERT_NICE, allow_hyphen_values = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     expert_nice: i32,
     #[command(subcommand)]

@@ -53,6 +53,7 @@ pub struct SupervisorConfig {
     /// Nice value the expert processes start with (0: the agent's). A negative value lets an
     /// expert's start (BPF load and verification run in its own process) go ahead of a
     /// saturating workload; needs CAP_SYS_NICE, silently kept at the agent's priority without.
+    /// Default [`DEFAULT_EXPERT_NICE`].
     pub expert_nice: i32,
 }
 
@@ -65,10 +66,16 @@ impl Default for SupervisorConfig {
             poll: Duration::from_millis(5),
             rollback: true,
             gate_attach: true,
-            expert_nice: 0,
+            expert_nice: DEFAULT_EXPERT_NICE,
         }
     }
 }
+
+/// The experts' default nice value: under `stress-ng --cpu 2` in the lab VM (TCG, 2 vCPUs,
+/// `lab/bench-switch-load.sh`, 3 interleaved rounds, 2026-11-24) starting them at -10 instead
+/// of 0 cut the switch into rusty from 16.8 to 8.8 s and eevdf → bpfland from 5.6 to 3.4 s
+/// (medians; `experts/results/2026-11-24-switch-under-load/`).
+pub const DEFAULT_EXPERT_NICE: i32 = -10;
 
 /// The environment variable that sets [`SupervisorConfig::expert_nice`] for every supervisor
 /// of an `asa` process (the scenario runner's and the calibration's too).
@@ -967,7 +974,7 @@ mod tests {
     fn expert_nice_comes_from_the_environment() {
         let config = || SupervisorConfig::default().with_env();
         std::env::remove_var(EXPERT_NICE_ENV);
-        assert_eq!(config().unwrap().expert_nice, 0);
+        assert_eq!(config().unwrap().expert_nice, DEFAULT_EXPERT_NICE);
         std::env::set_var(EXPERT_NICE_ENV, "-10");
         assert_eq!(config().unwrap().expert_nice, -10);
         for bad in ["-21", "20", "low"] {

@@ -9,8 +9,9 @@
 #
 # Settings (environment): SCENARIOS (default P1,P2,P3,P4,S1,S10,S19,S25), EXPERTS
 # (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / SETTLE / COOLDOWN (seconds), REPS,
-# AGENT_COOLDOWN (s), AGENT_NICE (the agent's decision thread, default 0), MEMORY (MiB),
-# TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
+# AGENT_COOLDOWN (s), AGENT_NICE (the agent's decision thread, default 0), EXPERT_NICE (the
+# experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
+# (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR TABLE MODEL}
 TABLE=${2:?usage: $0 OUT_DIR TABLE MODEL}
@@ -24,6 +25,7 @@ COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 AGENT_COOLDOWN=${AGENT_COOLDOWN:-6}
 AGENT_NICE=${AGENT_NICE:-0}
+EXPERT_NICE=${EXPERT_NICE:-}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
@@ -35,7 +37,7 @@ lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
 # static ones (EXPERTS=eevdf alone would leave the agent nothing to switch to).
 GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
   sed -n 's/^ *expert *= *"\([a-z_]*\)".*/\1/p' "$TABLE"; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
-lab_guest_script live calibrate.log "asa calibrate --stage live --dir /tmp/live \
+lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN --agent-nice $AGENT_NICE --classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
   --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
