@@ -100,6 +100,13 @@ fn main() -> ExitCode {
         .format_timestamp_millis()
         .init();
     let cli = Cli::parse();
+    // One source for the experts' nice value: the supervisors built outside this file (the
+    // scenario runner's, the calibration's) and the `asa run` the calibration starts read
+    // ASA_EXPERT_NICE, so `--expert-nice` is handed on through it (still single-threaded here).
+    std::env::set_var(
+        asa_experts::supervisor::EXPERT_NICE_ENV,
+        cli.expert_nice.to_string(),
+    );
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
