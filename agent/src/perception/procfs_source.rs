@@ -665,6 +665,11 @@ pub fn procfs_features(
     }
 }
 
+/// The one procfs feature that can be missing on a tick even when every source is readable:
+/// the busiest process's I/O rate, unknown when that process was idle at the previous scan
+/// (its `/proc/<pid>/io` was not read then, so there is no delta).
+pub const SOMETIMES_MISSING_FEATURE: &str = "top_proc_io_kib_per_s";
+
 /// Every name [`procfs_features`] can emit.
 pub const PROCFS_FEATURES: &[&str] = &[
     "cpu_user_share",
