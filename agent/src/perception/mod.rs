@@ -76,9 +76,22 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The values as the classifier takes them (`f32`, schema order, NaN = missing).
+    /// The values as the classifier takes them (`f32`, schema order, NaN = missing). A value
+    /// that is not finite as `f32` (an infinite rate, or one beyond `f32`'s range) is no
+    /// measurement and is passed as missing: the classifier's graph is exact for finite and NaN
+    /// inputs only (`classifier/asa_classifier/fold.py`).
     pub fn to_f32(&self) -> Vec<f32> {
-        self.values.iter().map(|&v| v as f32).collect()
+        self.values
+            .iter()
+            .map(|&v| {
+                let v = v as f32;
+                if v.is_finite() {
+                    v
+                } else {
+                    f32::NAN
+                }
+            })
+            .collect()
     }
 
     /// The value of a feature by name (None if the schema has no such feature).
@@ -220,5 +233,19 @@ mod tests {
     fn sampler_can_move_to_another_thread() {
         fn assert_send<T: Send>() {}
         assert_send::<super::Sampler>();
+    }
+
+    #[test]
+    fn classifier_values_pass_non_finite_as_missing() {
+        let sample = super::Sample {
+            unix_ms: 0,
+            interval_s: 1.0,
+            values: vec![0.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -3.0],
+            missing: vec![false, true, false, false, false, false],
+        };
+        let values = sample.to_f32();
+        assert_eq!(values[0], 0.5);
+        assert!(values[1..5].iter().all(|v| v.is_nan()), "{values:?}");
+        assert_eq!(values[5], -3.0);
     }
 }
