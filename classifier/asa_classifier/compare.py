@@ -2,7 +2,8 @@
 
     python -m asa_classifier.compare --feature-schema ../agent/feature_schema.toml \
         --heldout-from NEWEST/manifest.toml [--heldout-from ...] [--manifest OTHER/manifest.toml ...] \
-        --versions 1,2,3,3+older [--splits 5] [--heldout-fraction 0.25] [--classes load] --out OUT
+        --versions 1,2,3,3+older [--splits 5] [--heldout-fraction 0.25] [--classes load] \
+        [--xgboost NAME=JSON ...] --out OUT
 
 Split s (seed s) holds out runs of the `--heldout-from` recordings only (`split_by_run`, by
 run), so every version's accuracy is measured on the same ticks. Version v trains on every
@@ -13,8 +14,14 @@ V on the older recordings too, their newer features missing on every tick
 (`load_manifest(older_as_missing=True)`). The `--heldout-from` recording must hold every
 compared version's features (they are the newest ones).
 
+`--xgboost NAME=JSON` (repeatable) trains every version with each of these XGBoost settings
+(overrides of the production parameters, e.g. `d6={"max_depth": 6}`) instead of the production
+ones alone: a variant is then `VERSION NAME`. The report pairs every variant with the first
+one split by split (mean difference, its standard error, the splits where it is higher), since
+the split-to-split spread is larger than most differences between variants.
+
 Writes OUT/compare.json and OUT/compare.md. No model is exported: this chooses a feature
-version; `train` builds the model.
+version or a model size; `train` builds the model.
 """
 
 from __future__ import annotations
@@ -46,8 +53,9 @@ def parse_variant(spec: str) -> tuple[int, bool, bool]:
 
 def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Path], versions: list[str],
             splits: int = 5, heldout_fraction: float = 0.25, class_set: str = "load",
-            small: bool = False, ignore: tuple[str, ...] = ()) -> dict:
-    """Trains one ensemble per (version, split) and evaluates it on that split's held-out runs."""
+            small: bool = False, ignore: tuple[str, ...] = (), xgboost: dict[str, dict] | None = None) -> dict:
+    """Trains one ensemble per (version, XGBoost setting, split) and evaluates it on that split's
+    held-out runs."""
     if splits < 1 or not versions:
         raise ValueError("need at least one split and one version")
     variants = [(str(spec), *parse_variant(spec)) for spec in versions]
@@ -84,15 +92,18 @@ def compare(schema: FeatureSchema, heldout_from: list[Path], manifests: list[Pat
             test_runs = [r for r in data.runs if r.name in heldout[seed]]
             x_train, y_train, _ = stack(train_runs, classes)
             x_test, y_test, tick_runs = stack(test_runs, classes)
-            ensemble = train(x_train, y_train, classes, seed=seed, small=small, ignored=ignored)
-            m = evaluate(ensemble.predict_proba(x_test), y_test, tick_runs, classes, voting)
-            results.append({
-                "variant": variant, "version": version, "features": len(live.features), "seed": seed,
-                "train_runs": len(train_runs), "heldout_runs": len(test_runs), "ticks": m["raw"]["ticks"],
-                "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"],
-                "voted_recall": {c: v["recall"] for c, v in m["voted"]["per_class"].items()},
-                "skipped_manifests": skipped,
-            })
+            for setting, params in (xgboost or {"": {}}).items():
+                ensemble = train(x_train, y_train, classes, seed=seed, small=small, ignored=ignored,
+                                 xgboost_params=params)
+                m = evaluate(ensemble.predict_proba(x_test), y_test, tick_runs, classes, voting)
+                results.append({
+                    "variant": f"{variant} {setting}".strip(), "version": version, "xgboost": params,
+                    "features": len(live.features), "seed": seed,
+                    "train_runs": len(train_runs), "heldout_runs": len(test_runs), "ticks": m["raw"]["ticks"],
+                    "raw": m["raw"]["accuracy"], "voted": m["voted"]["accuracy"],
+                    "voted_recall": {c: v["recall"] for c, v in m["voted"]["per_class"].items()},
+                    "skipped_manifests": skipped,
+                })
     return {
         "schema": "asa.classifier-compare", "version": 1,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -107,7 +118,9 @@ def markdown(report: dict) -> str:
     versions = list(dict.fromkeys(r["variant"] for r in report["results"]))
     seeds = sorted({r["seed"] for r in report["results"]})
     rows = {v: [r for r in report["results"] if r["variant"] == v] for v in versions}
-    lines = [f"# Feature versions on the same held-out runs ({report['date']})", "",
+    sizes = any(r.get("xgboost") for r in report["results"])
+    title = "Feature versions and XGBoost settings" if sizes else "Feature versions"
+    lines = [f"# {title} on the same held-out runs ({report['date']})", "",
              f"Held-out runs drawn from {', '.join(f'`{h}`' for h in report['heldout_from'])} ({report['heldout_fraction']:.0%} by run per class, "
              f"seeds {seeds[0]}..{seeds[-1]}); classes by {report['class_set']}; each version trains on every other run "
              "of the manifests recorded with it or a newer version (`+older`: with the older ones too, their newer "
@@ -122,6 +135,16 @@ def markdown(report: dict) -> str:
         lines.append(f"| v{v} ({r[0]['features']}) | {min(x['train_runs'] for x in r)}-{max(x['train_runs'] for x in r)} | "
                      + " ".join(f"{x['raw']:.3f}" for x in r) + f" | **{np.mean([x['raw'] for x in r]):.3f}** | "
                      + " ".join(f"{x['voted']:.3f}" for x in r) + f" | **{np.mean([x['voted'] for x in r]):.3f}** |")
+    if len(versions) > 1:
+        lines += ["", f"Paired with v{versions[0]}, split by split (difference of the means ± its standard error; "
+                  "splits where the variant is higher):", "", "| variant | raw | voted |", "|---|---|---|"]
+        for v in versions[1:]:
+            cells = []
+            for key in ("raw", "voted"):
+                diff = np.array([x[key] for x in rows[v]]) - np.array([x[key] for x in rows[versions[0]]])
+                se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+                cells.append(f"{diff.mean():+.4f} ± {se:.4f} ({int((diff > 0).sum())}/{len(diff)})")
+            lines.append(f"| v{v} | " + " | ".join(cells) + " |")
     classes = sorted(rows[versions[0]][0]["voted_recall"])
     lines += ["", "Voted recall per class, mean over the splits:", "",
               "| class | " + " | ".join(f"v{v}" for v in versions) + " |", "|---" * (len(versions) + 1) + "|"]
@@ -154,13 +177,25 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ignore-features", default="",
                         help="comma-separated features the -ignored variants do not use (zeroed in training)")
+    parser.add_argument("--xgboost", action="append", default=[], metavar="NAME=JSON",
+                        help='an XGBoost setting to train every version with (overrides of the production '
+                             'parameters, e.g. d6={"max_depth": 6}); repeat for several')
     args = parser.parse_args(argv)
+    xgboost = {}
+    for spec in args.xgboost:
+        name, _, params = spec.partition("=")
+        try:
+            xgboost[name] = json.loads(params)
+        except json.JSONDecodeError as e:
+            parser.error(f"--xgboost {spec!r}: not NAME=JSON ({e})")
+        if not name or not isinstance(xgboost[name], dict):
+            parser.error(f"--xgboost {spec!r}: expected NAME={{...}}")
     schema = FeatureSchema.load(args.feature_schema)
     versions = [v for v in args.versions.split(",") if v]
     ignore = tuple(f for f in args.ignore_features.split(",") if f)
     ignored_columns(schema, ignore)  # an unknown name is an error before any training
     report = compare(schema, args.heldout_from, args.manifest, versions, args.splits, args.heldout_fraction, args.classes,
-                     ignore=ignore)
+                     ignore=ignore, xgboost=xgboost or None)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(report, indent=1) + "\n")
     text = markdown(report)

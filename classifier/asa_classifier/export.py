@@ -1,9 +1,11 @@
 """ONNX export: one file holding the three members and the soft vote, plus metadata.
 
-Each member is converted on its own (XGBoost with onnxmltools, target opset 15; the
-scikit-learn pipelines with skl2onnx, opset 15, no ZipMap), its names prefixed, all three fed
+Each member is converted on its own (XGBoost with vector leaves by `xgboost_vector_leaves`
+below, with scalar leaves by onnxmltools, target opset 15; the scikit-learn pipelines with
+skl2onnx, opset 15, no ZipMap), its names prefixed, all three fed
 from one input `features` (float32 [N, F]), and their `probabilities` outputs combined as
-Σ weight · p into the output `probabilities` (float32 [N, C]). Metadata keys: schema.py.
+Σ weight · p into the output `probabilities` (float32 [N, C]), then folded into fewer
+operators with the same outputs (fold.py). Metadata keys: schema.py.
 """
 
 from __future__ import annotations
@@ -21,9 +23,62 @@ from skl2onnx.common.data_types import FloatTensorType
 
 from . import schema as s
 from .ensemble import Ensemble
+from .fold import fold
 from .schema import FeatureSchema
 
 OPSET = 15
+
+
+def xgboost_vector_leaves(model, n_features: int) -> onnx.ModelProto | None:
+    """An XGBoost multi-class model whose trees have vector leaves (`multi_strategy=
+    "multi_output_tree"`: one tree per round for every class) as one TreeEnsembleClassifier
+    (input `features`, outputs `label` and `probabilities`); None for scalar-leaf trees.
+    onnxmltools converts only scalar leaves. Follows XGBoost's own prediction: a node sends x to
+    its left child when x < split_condition (float32), a missing x along default_left; a leaf's
+    weights are leaf_weights[i*K:(i+1)*K] with i = its right_children entry; the margin is
+    base_score (a vector, margin space) plus the leaves; softmax over the K classes."""
+    dump = json.loads(model.get_booster().save_raw("json"))
+    learner = dump["learner"]
+    if learner["objective"]["name"] != "multi:softprob":
+        return None
+    trees = learner["gradient_booster"]["model"]["trees"]
+    classes = int(learner["learner_model_param"]["num_class"])
+    if not trees or int(trees[0]["tree_param"]["size_leaf_vector"]) != classes:
+        return None
+    base = [float(v) for v in json.loads(learner["learner_model_param"]["base_score"])]
+    nodes = {k: [] for k in ("treeids", "nodeids", "featureids", "modes", "values", "truenodeids",
+                             "falsenodeids", "missing_value_tracks_true")}
+    leaves = {k: [] for k in ("treeids", "nodeids", "ids", "weights")}
+    for t, tree in enumerate(trees):
+        if any(tree["split_type"]) or tree["categories"]:
+            raise ValueError("categorical splits are not supported")
+        for n, left in enumerate(tree["left_children"]):
+            leaf = left == -1
+            right = tree["right_children"][n]
+            for key, value in (("treeids", t), ("nodeids", n), ("featureids", 0 if leaf else tree["split_indices"][n]),
+                               ("modes", "LEAF" if leaf else "BRANCH_LT"),
+                               ("values", 0.0 if leaf else float(np.float32(tree["split_conditions"][n]))),
+                               ("truenodeids", 0 if leaf else left), ("falsenodeids", 0 if leaf else right),
+                               ("missing_value_tracks_true", 0 if leaf else int(tree["default_left"][n]))):
+                nodes[key].append(value)
+            if leaf:
+                weights = tree["leaf_weights"][right * classes:(right + 1) * classes]
+                leaves["treeids"] += [t] * classes
+                leaves["nodeids"] += [n] * classes
+                leaves["ids"] += list(range(classes))
+                leaves["weights"] += [float(w) for w in weights]
+    node = helper.make_node(
+        "TreeEnsembleClassifier", ["features"], ["label", "probabilities"], domain="ai.onnx.ml",
+        name="TreeEnsembleClassifier", classlabels_int64s=list(range(classes)), post_transform="SOFTMAX",
+        base_values=base, **{f"nodes_{k}": v for k, v in nodes.items()},
+        class_treeids=leaves["treeids"], class_nodeids=leaves["nodeids"], class_ids=leaves["ids"],
+        class_weights=leaves["weights"])
+    graph = helper.make_graph(
+        [node], "xgboost_vector_leaves",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [None, n_features])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+         helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, classes])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
 
 
 def _member_graph(model: onnx.ModelProto, prefix: str, input_name: str):
@@ -41,15 +96,17 @@ def _member_graph(model: onnx.ModelProto, prefix: str, input_name: str):
 
 
 def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
-            training_date: str | None = None) -> onnx.ModelProto:
+            training_date: str | None = None, folded: bool = True) -> onnx.ModelProto:
+    """The ensemble as one ONNX model with ASA's metadata; `folded` (the default) folds it into
+    fewer operators with the same outputs (fold.py)."""
     n = len(schema.features)
     initial = [("features", FloatTensorType([None, n]))]
     sklearn_opsets = {"": OPSET, "ai.onnx.ml": 3}
     members = {}
     for name, fitted in ensemble.models.items():
         if name == "xgboost":
-            members[name] = convert_xgboost(fitted, initial_types=[("features", XgbFloatTensorType([None, n]))],
-                                            target_opset=OPSET)
+            members[name] = xgboost_vector_leaves(fitted, n) or convert_xgboost(
+                fitted, initial_types=[("features", XgbFloatTensorType([None, n]))], target_opset=OPSET)
         else:
             members[name] = convert_sklearn(fitted, initial_types=initial, target_opset=sklearn_opsets,
                                             options={"zipmap": False})
@@ -103,7 +160,7 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
     for key, value in meta.items():
         model.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
     onnx.checker.check_model(model)
-    return model
+    return fold(model) if folded else model
 
 
 def read_metadata(path) -> dict[str, str]:

@@ -77,3 +77,26 @@ def test_cli_writes_both_reports(tmp_path):
     compare.main(["--feature-schema", str(path), "--heldout-from", str(new), "--versions", "2",
                   "--splits", "1", "--out", str(tmp_path / "out")])
     assert (tmp_path / "out" / "compare.json").exists() and "| v2 (3) |" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_xgboost_settings_are_paired_on_the_same_runs(tmp_path):
+    path = tmp_path / "feature_schema.toml"
+    path.write_text('schema = "s"\nversion = 2\n[[feature]]\nname = "a"\n[[feature]]\nname = "b"\n'
+                    '[[feature]]\nname = "c"\nsince = 2\n')
+    new = write_manifest(tmp_path / "new", 2, 4, np.random.default_rng(6), "new")
+    settings = {"production": {}, "stump": {"n_estimators": 1, "max_depth": 1}}
+    report = compare.compare(FeatureSchema.load(path), [new], [], ["2"], splits=3, small=True, xgboost=settings)
+    by = {(r["variant"], r["seed"]): r for r in report["results"]}
+    assert {v for v, _ in by} == {"2 production", "2 stump"}
+    for seed in range(3):
+        assert by[("2 production", seed)]["heldout_runs"] == by[("2 stump", seed)]["heldout_runs"]
+        assert by[("2 stump", seed)]["xgboost"] == settings["stump"]
+    text = compare.markdown(report)
+    assert "Paired with v2 production" in text and "| v2 stump | " in text and text.count("/3)") == 2
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        compare.main(["--feature-schema", str(path), "--heldout-from", str(new), "--versions", "2",
+                      "--xgboost", "d6={max_depth: 6}", "--out", str(out)])
+    compare.main(["--feature-schema", str(path), "--heldout-from", str(new), "--versions", "2", "--splits", "1",
+                  "--xgboost", 'd2={"max_depth": 2}', "--out", str(out)])
+    assert "| v2 d2 (3) |" in (out / "compare.md").read_text()

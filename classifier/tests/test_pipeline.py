@@ -101,6 +101,16 @@ def test_committed_rust_test_model_matches_its_golden_file():
     assert np.abs(probs - np.array(golden["probabilities"])).max() < 1e-5
 
 
+def test_xgboost_grows_vector_leaves_and_takes_overrides(dataset_dir, schema):
+    dataset = load_manifest(dataset_dir / "manifest.toml", schema)
+    x, y, _ = stack(dataset.runs, dataset.classes())
+    xgb = train(x, y, dataset.classes(), small=True, members=("xgboost",)).models["xgboost"]
+    assert xgb.multi_strategy == "multi_output_tree"
+    xgb = train(x, y, dataset.classes(), small=True, members=("xgboost",),
+                xgboost_params={"n_estimators": 3}).models["xgboost"]
+    assert xgb.n_estimators == 3 and xgb.get_booster().num_boosted_rounds() == 3
+
+
 def test_member_subset_exports_and_renormalises(dataset_dir, schema, tmp_path):
     dataset = load_manifest(dataset_dir / "manifest.toml", schema)
     x, y, _ = stack(dataset.runs, dataset.classes())
