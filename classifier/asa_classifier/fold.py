@@ -13,6 +13,10 @@ computes for any input that is finite or NaN (the agent turns every other value 
   compared in float32 as ONNX Runtime compares.
 - **forest weight**: the forest's soft-vote weight multiplied into its leaf weights
   (`post_transform` NONE, so its probabilities are linear in them; more than two classes).
+- **zero leaf weights**: a tree ensemble's class weights that are exactly 0 (skl2onnx writes all
+  C weights of every forest leaf, most leaves are pure; XGBoost's vector leaves hold zeros
+  too): adding 0 changes no sum. Not with two classes (ONNX Runtime's binary case depends on
+  which class ids have weights); every leaf keeps at least one entry and every class one.
 - **cast**: the SVM converter's float-to-float Cast.
 - **vote**: the weighted sum as a chain of Gemm nodes (alpha * p @ I + beta * acc), one per
   member after the first, instead of one Mul per member and a Sum.
@@ -151,6 +155,31 @@ def _fold_tree_imputer(graph, folds):
         folds.append(f"imputer:{tree.name}")
 
 
+def _fold_zero_leaf_weights(graph, classes, folds):
+    if classes <= 2:
+        return
+    for tree in [n for n in graph.node if n.op_type == "TreeEnsembleClassifier"]:
+        columns = {k: _attr(tree, f"class_{k}") for k in ("treeids", "nodeids", "ids", "weights")}
+        weights = np.array(columns["weights"].floats, dtype=np.float32)
+        leaves = list(zip(columns["treeids"].ints, columns["nodeids"].ints))
+        keep = weights != 0.0
+        # The first entry of a leaf whose weights are all zero stays.
+        seen_nonzero = {leaf for leaf, k in zip(leaves, keep) if k}
+        first = set()
+        for i, leaf in enumerate(leaves):
+            if leaf not in seen_nonzero and leaf not in first:
+                keep[i] = True
+                first.add(leaf)
+        ids = np.array(columns["ids"].ints)
+        if keep.all() or len(set(ids[keep].tolist())) != len(set(ids.tolist())):
+            continue
+        for key, attr in columns.items():
+            values = attr.floats if key == "weights" else attr.ints
+            kept = [v for v, k in zip(values, keep) if k]
+            _set_attr(tree, helper.make_attribute(f"class_{key}", kept))
+        folds.append(f"zero-weights:{tree.name}:{int((~keep).sum())}")
+
+
 def _fold_cast(graph, folds):
     for cast in [n for n in graph.node if n.op_type == "Cast"]:
         to = _attr(cast, "to").i
@@ -237,6 +266,7 @@ def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     _fold_mask(graph, folds)
     _fold_cast(graph, folds)
     _fold_vote(graph, classes, folds)
+    _fold_zero_leaf_weights(graph, classes, folds)
     folded.metadata_props.append(onnx.StringStringEntryProto(key=META_FOLDS, value=json.dumps(folds)))
     onnx.checker.check_model(folded)
     return folded

@@ -69,7 +69,16 @@ def test_fold_keeps_outputs_with_fewer_operators():
     assert [n.op_type for n in folded.graph.node] == [
         "TreeEnsembleClassifier", "TreeEnsembleClassifier", "Imputer", "Scaler", "SVMClassifier", "Gemm", "Gemm"]
     meta = {p.key: p.value for p in folded.metadata_props}
-    assert set(json.loads(meta[META_FOLDS])) >= {"mask", "vote", "cast:svm_Cast"}
+    folds = json.loads(meta[META_FOLDS])
+    assert set(folds) >= {"mask", "vote", "cast:svm_Cast"}
+    assert any(f.startswith("zero-weights:random_forest_") for f in folds)
+
+    def leaf_weights(model):
+        return {n.name: np.array(next(a for a in n.attribute if a.name == "class_weights").floats)
+                for n in model.graph.node if n.op_type == "TreeEnsembleClassifier"}
+    before, after = leaf_weights(composed), leaf_weights(folded)
+    forest = "random_forest_TreeEnsembleClassifier"
+    assert (before[forest] == 0).any() and len(after[forest]) == (before[forest] != 0).sum()
     x = probe(len(SCHEMA.features))
     # The ignored column reaches no member: any value there gives the same probabilities.
     assert check_same_outputs(composed, folded, x) < 1e-6
@@ -92,7 +101,7 @@ def test_mask_stays_when_a_tree_uses_the_column():
 def test_two_classes_keep_the_forest_weight_outside_its_trees():
     _, composed, folded = ensemble_models(2)
     folds = json.loads({p.key: p.value for p in folded.metadata_props}[META_FOLDS])
-    assert not any(f.startswith("weight:") for f in folds)
+    assert not any(f.startswith(("weight:", "zero-weights:")) for f in folds)
     assert check_same_outputs(composed, folded, probe(len(SCHEMA.features))) < 1e-6
 
 
