@@ -110,7 +110,7 @@ def _fold_mask(graph, folds):
             if _tree_features(user) & ignored:
                 return  # a tree splits on an ignored column: the mask stays
         elif user.op_type == "Imputer":
-            scaler = [n for n in _consumers(graph, user.output[0])]
+            scaler = _consumers(graph, user.output[0])
             if len(scaler) != 1 or scaler[0].op_type != "Scaler":
                 return
             offset = np.array(_attr(scaler[0], "offset").floats, dtype=np.float32)
@@ -140,6 +140,8 @@ def _fold_tree_imputer(graph, folds):
         if replaced is None or not np.isnan(replaced.f):
             continue
         medians = np.array(_attr(imputer, "imputed_value_floats").floats, dtype=np.float32)
+        if len(medians) == 1:  # one value for every feature (the operator broadcasts it)
+            medians = np.full(max(_attr(tree, "nodes_featureids").ints) + 1, medians[0])
         modes = [m.decode() for m in _attr(tree, "nodes_modes").strings]
         if any(m not in ("BRANCH_LEQ", "LEAF") for m in modes):
             continue
@@ -333,8 +335,8 @@ def main(argv=None) -> int:
         print(f"{path}: {table.num_rows} ticks, max |difference| {diff:.3g}")
     out = args.out or args.model
     onnx.save(folded, str(out))
-    print(f"{out}: {len(original.graph.node)} -> {len(folded.graph.node)} operators "
-          f"({', '.join(json.loads(folded.metadata_props[-1].value))})")
+    folds = json.loads({p.key: p.value for p in folded.metadata_props}[META_FOLDS])
+    print(f"{out}: {len(original.graph.node)} -> {len(folded.graph.node)} operators ({', '.join(folds)})")
     return 0
 
 

@@ -129,3 +129,14 @@ def test_fold_command_folds_a_model_file_once(tmp_path, capsys):
     (tmp_path / "other.onnx").write_bytes(onnx.helper.make_model(onnx.helper.make_graph(
         [], "g", [], [])).SerializeToString())
     assert fold_cli.main([str(tmp_path / "other.onnx")]) == 2
+
+
+def test_an_imputer_with_one_value_for_every_feature_folds_into_the_trees():
+    _, composed, _ = ensemble_models(3)
+    imputer = next(n for n in composed.graph.node if n.name == "random_forest_Imputer")
+    values = next(a for a in imputer.attribute if a.name == "imputed_value_floats")
+    del values.floats[:]
+    values.floats.append(0.25)  # the operator broadcasts a single value
+    folded = fold(composed)
+    assert "random_forest_Imputer" not in [n.name for n in folded.graph.node]
+    assert check_same_outputs(composed, folded, probe(len(SCHEMA.features))) < 1e-6
