@@ -442,6 +442,7 @@ pub fn run_or_resume(
         let options = RunOptions {
             experts: plan.experts.clone(),
             reps: plan.reps,
+            rotation: 0,
             duration: plan.duration,
             settle: plan.settle,
             cooldown: plan.cooldown,
@@ -470,6 +471,9 @@ pub fn run_or_resume(
             i + 1,
             spec.title
         );
+        // Each scenario starts at another expert (and the agent's modes), so none always
+        // runs first after the scenario's set-up or last.
+        options.rotation = i;
         let result = match run_scenario(&catalogue, spec, switcher, &options) {
             Ok(r) => r,
             Err(e) => {

@@ -97,6 +97,8 @@ fn calibration_ranks_the_better_scheduler_first_and_resumes() {
     assert_eq!(set.scenarios.len(), 1);
     // The work-unit calibration pin, then 2 reps × 2 experts.
     assert_eq!(first.pins.len(), 1 + 4, "{:?}", first.pins);
+    // Scenario 0: the experts in order, then rotated by one for the second repetition.
+    assert_eq!(first.pins[1..], ["eevdf", "hog", "hog", "eevdf"]);
 
     // Rerun with the whole plan: CAL-GAME is kept, only CAL-AUDIO runs.
     let mut second = HogSwitcher::default();
@@ -108,6 +110,8 @@ fn calibration_ranks_the_better_scheduler_first_and_resumes() {
     )
     .unwrap();
     assert_eq!(second.pins.len(), 4, "{:?}", second.pins);
+    // Scenario 1 starts one further on: no expert always runs first after the set-up.
+    assert_eq!(second.pins, ["hog", "eevdf", "eevdf", "hog"]);
     let names: Vec<&str> = set.scenarios.iter().map(|s| s.scenario.as_str()).collect();
     assert_eq!(names, ["CAL-GAME", "CAL-AUDIO"]);
 

@@ -266,6 +266,7 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
     let opts = RunOptions {
         experts: args.experts.clone(),
         reps: args.reps,
+        rotation: 0,
         duration: Duration::from_secs_f64(args.duration),
         settle: Duration::from_secs_f64(args.settle),
         cooldown: Duration::from_secs_f64(args.cooldown),

@@ -1009,6 +1009,7 @@ mod tests {
         let opts = crate::runner::RunOptions {
             experts: vec!["eevdf".into()],
             reps: 1,
+            rotation: 0,
             duration: Duration::from_millis(2400),
             settle: Duration::from_millis(300),
             cooldown: Duration::ZERO,

@@ -129,6 +129,12 @@ pub struct RunOptions {
     pub experts: Vec<String>,
     /// Repetitions of each (scenario, expert) pair; experts are interleaved per repetition.
     pub reps: u32,
+    /// Where [`run_scenario`] starts in `experts`: repetition `rep` of a scenario runs them
+    /// rotated left by `rotation + rep`, so no expert is always first after a scenario's
+    /// set-up (cold caches, a fresh work disk) or always last. The calibration passes the
+    /// scenario's index. Not saved with the results (each run records its own start time).
+    #[serde(skip)]
+    pub rotation: usize,
     /// Probe duration, split over the phases.
     pub duration: Duration,
     /// Time the first load runs before the probe starts.
@@ -420,7 +426,7 @@ pub fn run_scenario_observed(
     };
     let total = opts.reps as usize * opts.experts.len();
     for rep in 0..opts.reps {
-        for expert in &opts.experts {
+        for expert in run_order(&opts.experts, opts.rotation + rep as usize) {
             let index = result.runs.len() + result.skipped.len() + 1;
             info!("[{}] run {index}/{total}", scenario.name);
             match run_one(catalogue, scenario, switcher, opts, expert, rep, observer)? {
@@ -430,6 +436,12 @@ pub fn run_scenario_observed(
         }
     }
     Ok(result)
+}
+
+/// `experts` rotated left by `rotation` (modulo their number).
+pub fn run_order(experts: &[String], rotation: usize) -> impl Iterator<Item = &String> {
+    let start = rotation.checked_rem(experts.len()).unwrap_or(0);
+    experts[start..].iter().chain(&experts[..start])
 }
 
 /// One run of `scenario` under `expert` (repetition `rep`): pin, start the first load, settle,
@@ -608,4 +620,23 @@ fn measure(
         phases: records,
         valid,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_order;
+
+    #[test]
+    fn run_order_rotates_and_wraps() {
+        let experts: Vec<String> = ["eevdf", "lavd", "bpfland"].map(String::from).into();
+        let order = |r| {
+            run_order(&experts, r)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(0), ["eevdf", "lavd", "bpfland"]);
+        assert_eq!(order(1), ["lavd", "bpfland", "eevdf"]);
+        assert_eq!(order(5), ["bpfland", "eevdf", "lavd"]);
+        assert!(run_order(&[], 3).next().is_none());
+    }
 }

@@ -54,6 +54,7 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
     let opts = RunOptions {
         experts: vec!["eevdf".into()],
         reps: 2,
+        rotation: 0,
         duration: Duration::from_secs(2),
         settle: Duration::from_millis(300),
         cooldown: Duration::from_millis(100),
@@ -141,6 +142,7 @@ fn missing_tool_fails_the_scenario_naming_the_package() {
     let opts = RunOptions {
         experts: vec!["eevdf".into()],
         reps: 1,
+        rotation: 0,
         duration: Duration::from_millis(200),
         settle: Duration::ZERO,
         cooldown: Duration::ZERO,
@@ -195,6 +197,7 @@ phase = [{ load = "idle", share = 1.0 }, { load = "always_fails", share = 1.0 }]
     let opts = RunOptions {
         experts: vec!["eevdf".into()],
         reps: 1,
+        rotation: 0,
         duration: Duration::from_secs(2),
         settle: Duration::ZERO,
         cooldown: Duration::ZERO,
@@ -226,6 +229,7 @@ fn an_expert_that_cannot_be_pinned_is_skipped_and_reported() {
     let opts = RunOptions {
         experts: vec!["eevdf".into(), "lavd".into()],
         reps: 1,
+        rotation: 0,
         duration: Duration::from_secs(1),
         settle: Duration::ZERO,
         cooldown: Duration::ZERO,
