@@ -368,7 +368,12 @@ fn run_interleaved(
     let mut failed = Vec::new();
     for (i, s) in selected.iter().enumerate() {
         info!("scenario {}/{total}: {} — {}", i + 1, s.name, s.title);
-        match run_scenario_observed(cat, s, switcher, opts, observer) {
+        // Each scenario starts at another expert (`RunOptions::rotation`).
+        let opts = RunOptions {
+            rotation: i,
+            ..opts.clone()
+        };
+        match run_scenario_observed(cat, s, switcher, &opts, observer) {
             Ok(r) => set.scenarios.push(r),
             Err(e) => {
                 error!("scenario {} failed: {e:#}", s.name);
