@@ -23,7 +23,7 @@ from skl2onnx.common.data_types import FloatTensorType
 
 from . import schema as s
 from .ensemble import Ensemble
-from .fold import fold
+from .fold import agent_session, fold
 from .schema import FeatureSchema
 
 OPSET = 15
@@ -172,19 +172,14 @@ class OnnxClassifier:
     """The exported model run with onnxruntime; refuses a model made for another feature schema."""
 
     def __init__(self, path, live: FeatureSchema):
-        import onnxruntime as ort
         self.meta = read_metadata(path)
         if self.meta.get(s.META_MODEL_SCHEMA) != s.MODEL_SCHEMA or self.meta.get(s.META_MODEL_VERSION) != str(s.MODEL_VERSION):
             raise ValueError(f"{path}: not an {s.MODEL_SCHEMA} v{s.MODEL_VERSION} model")
         live.check_same(s.metadata_schema(self.meta), f"model {path}")
         self.classes = json.loads(self.meta[s.META_CLASS_NAMES])
-        # The agent's session options (agent/src/decision/classifier.rs): one thread, no graph
-        # optimisation, so the report's latency is measured the way the agent runs the model.
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        # The agent's session options, so the report's latency is measured the way the agent
+        # runs the model.
+        self.session = agent_session(path)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         return self.session.run([s.OUTPUT_NAME], {s.INPUT_NAME: np.asarray(x, dtype=np.float32)})[0]

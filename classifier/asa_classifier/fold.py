@@ -274,21 +274,24 @@ def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     return folded
 
 
-def _session(model: onnx.ModelProto):
+def agent_session(model):
+    """An onnxruntime session with the agent's options (agent/src/decision/classifier.rs: one
+    thread, no graph optimisation) for a model file's path or an `onnx.ModelProto`."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
 def check_same_outputs(original: onnx.ModelProto, folded: onnx.ModelProto, x: np.ndarray,
                        tolerance: float = 1e-6) -> float:
     """Largest absolute difference of the two models' probabilities on `x`; raises above `tolerance`."""
     x = np.asarray(x, dtype=np.float32)
-    a = _session(original).run([s.OUTPUT_NAME], {s.INPUT_NAME: x})[0]
-    b = _session(folded).run([s.OUTPUT_NAME], {s.INPUT_NAME: x})[0]
+    a = agent_session(original).run([s.OUTPUT_NAME], {s.INPUT_NAME: x})[0]
+    b = agent_session(folded).run([s.OUTPUT_NAME], {s.INPUT_NAME: x})[0]
     diff = float(np.max(np.abs(a - b))) if len(x) else 0.0
     if not np.isfinite(b).all() or diff > tolerance:
         raise AssertionError(f"folded model differs by {diff} (tolerance {tolerance})")

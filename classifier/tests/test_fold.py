@@ -12,7 +12,7 @@ from xgboost import XGBClassifier
 from asa_classifier import fold as fold_cli
 from asa_classifier.ensemble import train
 from asa_classifier.export import to_onnx, xgboost_vector_leaves
-from asa_classifier.fold import META_FOLDS, _session, check_same_outputs, fold, probe_inputs
+from asa_classifier.fold import META_FOLDS, agent_session, check_same_outputs, fold, probe_inputs
 
 from conftest import SCHEMA
 
@@ -26,7 +26,7 @@ def synthetic(classes: int, rows: int = 600, features: int = 4, seed: int = 0):
 
 
 def probabilities(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    return _session(model).run(["probabilities"], {"features": np.asarray(x, dtype=np.float32)})[0]
+    return agent_session(model).run(["probabilities"], {"features": np.asarray(x, dtype=np.float32)})[0]
 
 
 def test_vector_leaf_trees_match_xgboost():
