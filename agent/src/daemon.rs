@@ -558,6 +558,7 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
         Reason::AlreadyRunning => "already_running",
         Reason::CoolingDown { .. } => "cooling_down",
         Reason::NotWorthSwitching { .. } => "not_worth_switching",
+        Reason::WithinNoise { .. } => "within_noise",
         Reason::Switch => "switch",
         Reason::SwitchNetOfCost { .. } => "switch_net_of_cost",
     };

@@ -122,6 +122,17 @@ pub enum Reason {
         #[serde(default)]
         switch_s: f64,
     },
+    /// The class's first-ranked expert beats the running one by no more than calibration can
+    /// tell from noise: gain ≤ threshold = max(the class's `noise`, 2 standard errors of the
+    /// difference of the two scores, from their spreads and runs). A switch has a cost, so a
+    /// lead within the noise is not worth one (the rule calibration applies to the kernel
+    /// default, applied to every pair).
+    WithinNoise {
+        /// Score gain of the target over the running expert for the voted class.
+        gain: f64,
+        /// The gain a switch needs.
+        threshold: f64,
+    },
     /// A confident vote for a class whose first-ranked expert does not pay for its switch from
     /// the running one, while a lower-ranked expert does and pays more: the switch goes to
     /// `DecisionRecord::target_expert`, the best net of the switching penalty. Net value of a
@@ -201,6 +212,9 @@ impl DecisionRecord {
             } => format!(
                 "stay: not worth a switch (gain {gain:.3} × ({horizon_s:.0} s − {switch_s:.1} s switching) / {run_s:.0} s ≤ cost {cost:.3})"
             ),
+            Reason::WithinNoise { gain, threshold } => format!(
+                "stay: the gain {gain:.3} is within the calibration noise ({threshold:.3} needed)"
+            ),
             Reason::Switch => format!(
                 "switch from {}",
                 self.current_expert.as_deref().unwrap_or("(unknown)")
@@ -233,10 +247,14 @@ pub struct Policy {
     classes: Vec<String>,
     /// Per class index: the usable experts of its ranking, best first.
     class_usable: Vec<Vec<String>>,
-    /// Per class index: expert → its score in the mapping table.
-    class_scores: Vec<BTreeMap<String, f64>>,
+    /// Per class index: expert → its score in the mapping table and the standard error of that
+    /// score (spread / √runs; 0 when fewer than 2 runs back it).
+    class_scores: Vec<BTreeMap<String, (f64, f64)>>,
+    /// Per class index: the table's `noise` for the class.
+    class_noise: Vec<f64>,
     /// (from, to) → (score cost, run length in s, switch duration in s), from the table's
-    /// `[[switch]]` entries.
+    /// `[[switch]]` entries; a pair whose cost was not measured (`runs = 0`: its switch never
+    /// completed inside a calibration run) costs the largest measured cost of the table.
     switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
     current_expert: Option<String>,
@@ -284,19 +302,41 @@ impl Policy {
                     .map(|c| {
                         c.ranked
                             .iter()
-                            .map(|r| (r.expert.clone(), r.score))
+                            .map(|r| {
+                                let se = if r.runs >= 2 {
+                                    r.spread / f64::from(r.runs).sqrt()
+                                } else {
+                                    0.0
+                                };
+                                (r.expert.clone(), (r.score, se))
+                            })
                             .collect()
                     })
                     .unwrap_or_default()
             })
             .collect();
+        let class_noise = classes
+            .iter()
+            .map(|class| mapping.class(class).map_or(0.0, |c| c.noise))
+            .collect();
+        let unmeasured_cost = mapping
+            .switches
+            .iter()
+            .filter(|c| c.runs > 0)
+            .map(|c| c.score_cost)
+            .fold(0.0f64, f64::max);
         let switch_costs = mapping
             .switches
             .iter()
             .map(|c| {
+                let cost = if c.runs > 0 {
+                    c.score_cost
+                } else {
+                    unmeasured_cost
+                };
                 (
                     (c.from.clone(), c.to.clone()),
-                    (c.score_cost, c.run_s, c.switch_s.unwrap_or(0.0)),
+                    (cost, c.run_s, c.switch_s.unwrap_or(0.0)),
                 )
             })
             .collect();
@@ -305,6 +345,7 @@ impl Policy {
             classes,
             class_usable,
             class_scores,
+            class_noise,
             switch_costs,
             voter,
             current_expert,
@@ -356,7 +397,7 @@ impl Policy {
     fn net_of_cost(&self, class: usize, target: &str) -> Option<(f64, f64, f64, f64, f64)> {
         let current = self.current_expert.as_deref()?;
         let scores = &self.class_scores[class];
-        let gain = scores.get(target)? - scores.get(current)?;
+        let gain = scores.get(target)?.0 - scores.get(current)?.0;
         let &(cost, run_s, switch_s) = self
             .switch_costs
             .get(&(current.to_string(), target.to_string()))?;
@@ -373,6 +414,25 @@ impl Policy {
         ))
     }
 
+    /// `(gain, threshold)` of `target` over the running expert for class index `class`, when the
+    /// table scores both: the gain must be larger than the threshold (see
+    /// [`Reason::WithinNoise`]).
+    fn gain_and_noise(&self, class: usize, target: &str) -> Option<(f64, f64)> {
+        let current = self.current_expert.as_deref()?;
+        let scores = &self.class_scores[class];
+        let (to, to_se) = *scores.get(target)?;
+        let (from, from_se) = *scores.get(current)?;
+        let two_se = 2.0 * (to_se * to_se + from_se * from_se).sqrt();
+        Some((to - from, self.class_noise[class].max(two_se)))
+    }
+
+    /// True when the table scores both experts and `target` does not beat the running one by
+    /// more than the noise.
+    fn within_noise(&self, class: usize, target: &str) -> bool {
+        self.gain_and_noise(class, target)
+            .is_some_and(|(gain, threshold)| gain <= threshold)
+    }
+
     /// The switching penalty (calibration stage 2). For a class whose first-ranked usable
     /// expert is not running, returns where to go and why:
     /// * the table lacks the running expert's score or the pair's cost: the first-ranked expert,
@@ -384,9 +444,19 @@ impl Policy {
     ///   bpfland scores a little less and loads in a second);
     /// * no positive net value: stay, [`Reason::NotWorthSwitching`] with the first-ranked
     ///   expert's numbers.
+    ///
+    /// Before any of that, the noise rule: when the first-ranked expert's lead over the running
+    /// one is within the noise, stay ([`Reason::WithinNoise`]); lower-ranked experts whose lead
+    /// is within the noise are not considered either.
     fn choose_target(&self, class: usize) -> Option<(String, Reason)> {
         let usable = &self.class_usable[class];
         let preferred = usable.first()?;
+        if let Some((gain, threshold)) = self
+            .gain_and_noise(class, preferred)
+            .filter(|(gain, threshold)| gain <= threshold)
+        {
+            return Some((preferred.clone(), Reason::WithinNoise { gain, threshold }));
+        }
         let Some((preferred_net, gain, cost, run_s, switch_s)) = self.net_of_cost(class, preferred)
         else {
             return Some((preferred.clone(), Reason::Switch));
@@ -394,6 +464,7 @@ impl Policy {
         let best = usable
             .iter()
             .filter(|e| Some(e.as_str()) != self.current_expert.as_deref())
+            .filter(|e| !self.within_noise(class, e))
             .filter_map(|e| Some((e, self.net_of_cost(class, e)?.0)))
             .filter(|(_, net)| *net > 0.0)
             .fold(None::<(&String, f64)>, |best, (e, net)| match best {
@@ -454,7 +525,10 @@ impl Policy {
             (Action::Stay, Reason::ClassNotMapped)
         } else if target == self.current_expert {
             (Action::Stay, Reason::AlreadyRunning)
-        } else if matches!(switch_reason, Reason::NotWorthSwitching { .. }) {
+        } else if matches!(
+            switch_reason,
+            Reason::NotWorthSwitching { .. } | Reason::WithinNoise { .. }
+        ) {
             (Action::Stay, switch_reason)
         } else if let Some(remaining) = self
             .last_switch
@@ -890,6 +964,95 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
             "{r:?}"
         );
         assert!(r.summary().contains("60.0 s switching"), "{}", r.summary());
+    }
+
+    /// The lab's disk_io row (stage 2 table of 2026-11-23: mean ± spread over 4 runs). From
+    /// bpfland, lavd leads by 0.026 while two standard errors of the difference are 0.094: the
+    /// agent stays (live, it had switched bpfland → rusty on a lead of 0.008 and spent 7.4 s of
+    /// a 40 s run switching). From eevdf, lavd leads by 0.176 > 0.156: it switches. A class
+    /// `noise` (calibration kept the default within it) holds a switch the same way.
+    #[test]
+    fn a_lead_within_the_noise_is_not_worth_a_switch() {
+        let table = MappingTable::parse(
+            r#"
+schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-25"
+[[class]]
+name = "busy"
+ranked = [
+  { expert = "lavd", score = 0.396, spread = 0.084, runs = 4 },
+  { expert = "rusty", score = 0.378, spread = 0.056, runs = 4 },
+  { expert = "bpfland", score = 0.370, spread = 0.042, runs = 4 },
+  { expert = "eevdf", score = 0.220, spread = 0.132, runs = 4 },
+]
+[[class]]
+name = "calm"
+noise = 0.2
+ranked = [
+  { expert = "bpfland", score = 0.75, spread = 0.0, runs = 1 },
+  { expert = "eevdf", score = 0.7, spread = 0.0, runs = 1 },
+]
+"#,
+            "test",
+        )
+        .unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-3;
+        let (r, now) = three_busy_ticks(&table, 60, "bpfland", "");
+        assert_eq!(r.action, Action::Stay);
+        assert_eq!(now.as_deref(), Some("bpfland"));
+        assert!(
+            matches!(r.reason, Reason::WithinNoise { gain, threshold }
+                if close(gain, 0.026) && close(threshold, 0.0939)),
+            "{r:?}"
+        );
+        assert!(r.summary().contains("within the calibration noise"));
+        // rusty (lead 0.008) is no way round it either, with lavd not usable.
+        let (r, _) = three_busy_ticks(&table, 60, "bpfland", "lavd");
+        assert!(matches!(r.reason, Reason::WithinNoise { .. }), "{r:?}");
+        let (r, now) = three_busy_ticks(&table, 60, "eevdf", "");
+        assert_eq!((r.action, now.as_deref()), (Action::Switch, Some("lavd")));
+
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let config = PolicyConfig {
+            cooldown: Duration::ZERO,
+            ..PolicyConfig::default()
+        };
+        let mut p = Policy::new(config, classes, &table, |_| true, Some("eevdf".into())).unwrap();
+        let last = (1..=3).map(|s| p.on_tick(at(s), &CALM).unwrap()).last();
+        assert!(
+            matches!(last.unwrap().reason, Reason::WithinNoise { threshold, .. } if threshold == 0.2)
+        );
+    }
+
+    /// A pair calibration could not measure (`runs = 0`, its switch never completed inside a
+    /// run) is not free: it costs the largest measured cost of the table. busy from eevdf,
+    /// horizon 20 s: lavd (gain 0.4, unmeasured) would net 0.4 if free, 0.4 − 0.38 = 0.02 at the
+    /// prior; bpfland (gain 0.3, measured 0.05) nets 0.25 → bpfland.
+    #[test]
+    fn an_unmeasured_switch_costs_the_largest_measured_cost() {
+        let mut text = TABLE.replace(
+            "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },",
+            "{ expert = \"bpfland\", score = 0.8, spread = 0.0, runs = 0 },\n  { expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 },",
+        );
+        for (from, to, cost, runs) in [
+            ("eevdf", "lavd", 0.0, 0),
+            ("eevdf", "bpfland", 0.05, 2),
+            ("rusty", "eevdf", 0.38, 1),
+        ] {
+            text.push_str(&format!(
+                "\n[[switch]]\nfrom = \"{from}\"\nto = \"{to}\"\nscore_cost = {cost}\nspread = 0.0\nruns = {runs}\nrun_s = 20.0\n"
+            ));
+        }
+        let table = MappingTable::parse(&text, "test").unwrap();
+        let (r, now) = three_busy_ticks(&table, 20, "eevdf", "");
+        assert_eq!(now.as_deref(), Some("bpfland"));
+        assert!(
+            matches!(r.reason, Reason::SwitchNetOfCost { preferred_net, net, .. }
+                if (preferred_net - 0.02).abs() < 1e-9 && (net - 0.25).abs() < 1e-9),
+            "{r:?}"
+        );
     }
 
     #[test]
