@@ -20,6 +20,7 @@ test: kernel
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace -- --include-ignored
 	cd classifier && .venv/bin/python -m pytest -q
+	classifier/.venv/bin/python -m pytest -q gru_expert/train/tests
 
 # Long run, not in CI: switch time of every ordered pair of experts (README table).
 bench-switch: setup

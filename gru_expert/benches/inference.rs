@@ -1,4 +1,4 @@
-//! Inference cost of one prediction ([1, 10, 7] -> CPU) with the committed
+//! Inference cost of one prediction ([1, 10, 7 + CPUs] -> CPU) with the committed
 //! model, through ONNX Runtime from Rust. Prints p50/p99/mean in µs.
 //!
 //! `cargo bench -p asa-gru-expert --bench inference` (ONNX Runtime from

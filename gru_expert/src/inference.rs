@@ -132,6 +132,7 @@ pub struct Predictor {
     last_prediction_ns: HashMap<u32, u64>,
     dirty: HashSet<u32>,
     input: Vec<f32>,
+    event_features: Vec<f32>,
     last_eviction: u64,
     model_seq: u32,
     logged_errors: u32,
@@ -148,7 +149,8 @@ impl Predictor {
     ) -> Self {
         let now = monotonic_ns();
         Self {
-            windows: TaskWindows::new(model.meta().window),
+            windows: TaskWindows::new(model.meta().window, model.scaling().width()),
+            event_features: vec![0.0f32; model.scaling().width()],
             input: vec![0.0f32; model.input_len()],
             scaling: model.scaling().clone(),
             model,
@@ -169,9 +171,10 @@ impl Predictor {
         self.counters
             .events_received
             .fetch_add(1, Ordering::Relaxed);
+        self.scaling.features_into(event, &mut self.event_features);
         if self
             .windows
-            .push(event.pid, event.stamp_ns, self.scaling.features(event))
+            .push(event.pid, event.stamp_ns, &self.event_features)
         {
             self.dirty.insert(event.pid);
         }

@@ -8,12 +8,12 @@ use ort::session::Session;
 use ort::value::TensorRef;
 use serde::{Deserialize, Serialize};
 
-use crate::features::{check_feature_schema, FeatureMeta, Scaling, NR_FEATURES};
+use crate::features::{check_feature_schema, FeatureMeta, Scaling};
 
 /// Schema name of the model metadata file.
 pub const MODEL_SCHEMA: &str = "asa.gru-model";
-/// Schema version of the model metadata file.
-pub const MODEL_VERSION: u32 = 1;
+/// Schema version of the model metadata file (2: the placed-CPU input columns).
+pub const MODEL_VERSION: u32 = 2;
 
 /// Version of ONNX Runtime that `setup_ort.sh` puts into the project cache, and where (one
 /// definition for the workspace, in `asa-experts`).
@@ -55,7 +55,7 @@ pub struct ModelMeta {
     pub nr_cpus: usize,
     /// GRU hidden size (informative).
     pub hidden: usize,
-    /// Name of the input tensor ([1, window, 7], f32).
+    /// Name of the input tensor ([1, window, features], f32).
     pub input_name: String,
     /// Name of the output tensor ([1, nr_cpus], logits).
     pub output_name: String,
@@ -82,9 +82,14 @@ impl ModelMeta {
     /// [`ModelMeta::scaling`]).
     pub fn check(&self) -> Result<()> {
         ensure!(
-            self.schema == MODEL_SCHEMA && self.version == MODEL_VERSION,
-            "model metadata is {} v{}, expected {MODEL_SCHEMA} v{MODEL_VERSION}",
-            self.schema,
+            self.schema == MODEL_SCHEMA,
+            "model metadata has schema {:?}, expected {MODEL_SCHEMA:?}",
+            self.schema
+        );
+        ensure!(
+            self.version == MODEL_VERSION,
+            "model metadata is {MODEL_SCHEMA} v{}, this scx_gru reads v{MODEL_VERSION} \
+             (v2 added the placed-CPU inputs): retrain the model with train/train_gru.py",
             self.version
         );
         ensure!(self.window > 0, "window must be at least 1");
@@ -94,7 +99,7 @@ impl ModelMeta {
 
     /// The standardization, after checking the feature list against the BPF event.
     pub fn scaling(&self) -> Result<Scaling> {
-        check_feature_schema(&self.features)
+        check_feature_schema(&self.features, self.nr_cpus)
     }
 
     /// Path of the ONNX file.
@@ -191,10 +196,10 @@ impl GruModel {
 
     /// Number of f32 values of one input sequence (window × features).
     pub fn input_len(&self) -> usize {
-        self.meta.window * NR_FEATURES
+        self.meta.window * self.scaling.width()
     }
 
-    /// Runs the GRU on one standardized sequence ([1, window, 7], oldest
+    /// Runs the GRU on one standardized sequence ([1, window, features], oldest
     /// first) and returns the predicted CPU.
     pub fn predict(&mut self, input: &[f32]) -> Result<usize> {
         ensure!(
@@ -203,7 +208,7 @@ impl GruModel {
             input.len(),
             self.input_len()
         );
-        let shape = [1usize, self.meta.window, NR_FEATURES];
+        let shape = [1usize, self.meta.window, self.scaling.width()];
         let tensor =
             TensorRef::from_array_view((shape, input)).context("build the input tensor")?;
         let outputs = self
@@ -227,14 +232,14 @@ impl GruModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::FEATURES;
+    use crate::features::feature_specs;
 
     fn meta_toml() -> String {
         let mut s = String::from(
-            "schema = \"asa.gru-model\"\nversion = 1\nonnx = \"m.onnx\"\nwindow = 10\nnr_cpus = 2\n\
+            "schema = \"asa.gru-model\"\nversion = 2\nonnx = \"m.onnx\"\nwindow = 10\nnr_cpus = 2\n\
              hidden = 16\ninput_name = \"events\"\noutput_name = \"logits\"\ntrained_on = \"test\"\n",
         );
-        for f in FEATURES.iter() {
+        for f in feature_specs(2) {
             let t = serde_json::to_string(&f.transform).unwrap();
             s.push_str(&format!(
                 "[[feature]]\nname = \"{}\"\ntransform = {t}\nmean = 0.5\nstd = 2.0\n",
@@ -260,8 +265,13 @@ mod tests {
             meta.onnx_path(Path::new("/m/gru.toml")),
             PathBuf::from("/m/m.onnx")
         );
-        let wrong = meta_toml().replace("version = 1", "version = 2");
-        let meta: ModelMeta = toml::from_str(&wrong).unwrap();
+        let old = meta_toml().replace("version = 2", "version = 1");
+        let meta: ModelMeta = toml::from_str(&old).unwrap();
+        let err = meta.check().unwrap_err().to_string();
+        assert!(err.contains("retrain"), "{err}");
+        // The feature list must fit the model's CPU count.
+        let wider = meta_toml().replace("nr_cpus = 2", "nr_cpus = 4");
+        let meta: ModelMeta = toml::from_str(&wider).unwrap();
         assert!(meta.check().is_err());
     }
 

@@ -18,8 +18,11 @@ typedef signed long long s64;
 enum gru_consts {
 	/* Version of struct gru_task_event; checked by user space at load. */
 	GRU_EVENT_ABI_VERSION	= 1,
-	/* Number of model input features carried by an event (thesis table 3.3). */
-	GRU_NR_FEATURES		= 7,
+	/*
+	 * Number of per-task model features carried by an event (thesis table
+	 * 3.3); the model adds one placed-CPU column per CPU, from `cpu`.
+	 */
+	GRU_NR_TASK_FEATURES	= 7,
 	/* Shared, vtime-ordered fallback dispatch queue. */
 	GRU_FALLBACK_DSQ	= 0,
 	/* Capacity of the pid_to_cpu map (LRU: old entries are evicted). */
@@ -45,12 +48,14 @@ enum gru_event_source {
 };
 
 /*
- * One task event. The seven model features are, in this order
- * (see FEATURE_NAMES in src/features.rs, which must match):
+ * One task event. The seven task features are, in this order
+ * (see TASK_FEATURES in src/features.rs, which must match):
  *   0 prio, 1 nr_cpus_allowed, 2 runtime_ns, 3 nvcsw, 4 nivcsw,
  *   5 flags (PF_KTHREAD bit), 6 switch_count.
  * `cpu` is the CPU the task was placed on at the time of the event (the
- * label when recording under the default scheduler).
+ * label when recording under the default scheduler; scx_gru: the CPU it
+ * placed the task on, or the task's previous CPU when it went to the shared
+ * queue); the model sees it as the placed_cpu_K columns.
  */
 struct gru_task_event {
 	u64 stamp_ns;		/* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
