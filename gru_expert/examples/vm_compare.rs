@@ -15,6 +15,10 @@
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
 //! named what `gru` runs now.)
+//! `gru-batch1` is scx_gru `--max-batch 1`: one model run per task, as before 2026-11-25.
+//! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
+//! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
+//! in the context of the scheduled tasks and are not in it.
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -38,9 +42,10 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 8] = [
+const SCHEDULERS: [&str; 9] = [
     "eevdf",
     "gru",
+    "gru-batch1",
     "gru-fixed",
     "gru-noinfer",
     "gru-fallback",
@@ -67,11 +72,13 @@ S=__SECONDS__
 FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flags=direct"
 measure() {
   s=$1; r=$2; l=$3; shift 3
+  c0=$(sched_ticks)
   t0=$(cut -d' ' -f1 /proc/uptime)
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
   t1=$(cut -d' ' -f1 /proc/uptime)
-  echo "$s $r $l $rc $t0 $t1" >> $out/runs.txt
+  c1=$(sched_ticks)
+  echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
 }
 loads() {
   s=$1; r=$2
@@ -83,12 +90,15 @@ loads() {
   measure $s $r hackbench hackbench -g 4 -l 100
 }
 state() { cat /sys/kernel/sched_ext/state; }
+# CPU time (utime + stime, all threads, clock ticks) of the scheduler's user-space process.
+sched_ticks() { if [ -n "$P" ]; then awk '{print $14 + $15}' /proc/$P/stat; else echo 0; fi; }
 waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
 P=
 start() {
   case $1 in
     eevdf) P= ;;
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
+    gru-batch1) scx_gru --max-batch 1 --stats-file $out/stats-gru-batch1-$2.json > $out/log-gru-batch1-$2.txt 2>&1 & P=$! ;;
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
     gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
@@ -105,6 +115,7 @@ stop() {
 }
 mkdir -p /root/sb && cd /root/sb
 sysbench fileio --file-total-size=64M --file-num=8 prepare > $out/fileio-prepare.txt 2>&1 || exit 3
+getconf CLK_TCK > $out/clk_tck.txt
 perf --version > $out/versions.txt; sysbench --version >> $out/versions.txt; uname -r >> $out/versions.txt
 loads warmup 0
 __ROUNDS__
@@ -131,6 +142,8 @@ struct Run {
     context_switches: Option<f64>,
     migrations: Option<f64>,
     wall_s: f64,
+    /// CPU time of the scheduler's user-space process during the load, s (None under EEVDF).
+    sched_cpu_s: Option<f64>,
 }
 
 impl Run {
@@ -139,6 +152,10 @@ impl Run {
         self.sysbench
             .map(|s| s.events_per_s)
             .or(self.hackbench_s.filter(|t| *t > 0.0).map(|t| 1.0 / t))
+    }
+    /// The scheduler process's CPU time as a percentage of one CPU over the load's wall time.
+    fn sched_cpu_pct(&self) -> Option<f64> {
+        self.per_s(self.sched_cpu_s).map(|v| v * 100.0)
     }
     fn per_s(&self, v: Option<f64>) -> Option<f64> {
         v.filter(|_| self.wall_s > 0.0).map(|v| v / self.wall_s)
@@ -259,6 +276,11 @@ fn guest_script(schedulers: &[String], rounds: u32, seconds: u32) -> String {
 /// the whole of its loads.
 fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
     let runs_txt = outcome.read_out("runs.txt")?;
+    let clk_tck: f64 = outcome
+        .read_out("clk_tck.txt")?
+        .trim()
+        .parse()
+        .context("clk_tck.txt")?;
     let mut runs = Vec::new();
     for line in runs_txt.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -288,7 +310,7 @@ fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
             println!("{line}");
             continue;
         }
-        ensure!(f.len() == 6, "bad runs.txt line {line:?}");
+        ensure!(f.len() == 8, "bad runs.txt line {line:?}");
         let (sched, round, load, rc) = (f[0], f[1], f[2], f[3]);
         let file = |name: &str| outcome.read_out(&format!("load-{sched}-{round}-{name}.txt"));
         if rc != "0" {
@@ -307,6 +329,11 @@ fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
             context_switches: perf_counter(&perf, "context-switches"),
             migrations: perf_counter(&perf, "cpu-migrations"),
             wall_s: f[5].parse::<f64>()? - f[4].parse::<f64>()?,
+            sched_cpu_s: (sched != "eevdf")
+                .then(|| -> Result<f64> {
+                    Ok((f[7].parse::<f64>()? - f[6].parse::<f64>()?) / clk_tck)
+                })
+                .transpose()?,
             ..Run::default()
         };
         let parts: Vec<(&str, String)> = match load {
@@ -353,8 +380,8 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
         _ => "-".into(),
     };
     let mut t = String::new();
-    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | sched CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in ROWS {
         let thr = |s: &str| cell(s, row, &|r| r.throughput());
         let cs = |s: &str| cell(s, row, &|r| r.per_s(r.context_switches));
@@ -395,10 +422,11 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
                 )
             };
             t.push_str(&format!(
-                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} |\n",
+                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} | {} |\n",
                 fmt(cs(sched), 0),
                 fmt(mig(sched), 1),
                 fmt(cell(sched, row, &|r| Some(r.wall_s)), 1),
+                fmt(cell(sched, row, &|r| r.sched_cpu_pct()), 1),
                 ratio(thr(sched), thr("eevdf")),
                 ratio(cs(sched), cs("eevdf")),
                 ratio(mig(sched), mig("eevdf")),
@@ -462,11 +490,11 @@ fn main() -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
             v["bpf"]["nr_wakeup_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
-            v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"],
+            v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
             v["user"]["inferences_over_budget"], v["ringbuf_drops"],
             v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
         );

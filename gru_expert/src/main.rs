@@ -76,6 +76,11 @@ struct Opts {
     #[arg(long, default_value_t = 5.0)]
     inference_budget_pct: f64,
 
+    /// Most tasks one model run predicts (the runtime's fixed cost per run is most of the
+    /// time of a run: a batch shares it).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_batch: u64,
+
     /// Seconds between stats lines and stats-file updates.
     #[arg(long, default_value_t = 2.0)]
     stats_interval: f64,
@@ -270,6 +275,7 @@ fn main() -> Result<()> {
                 repredict_ns: opts.repredict_ms * 1_000_000,
                 forget_ns: 10_000_000_000,
                 budget_ns_per_s: (opts.inference_budget_pct.clamp(0.0, 100.0) * 1e7) as u64,
+                max_batch: opts.max_batch as usize,
             };
             let predictor = Rc::new(RefCell::new(Predictor::new(
                 *model,

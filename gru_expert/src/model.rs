@@ -2,8 +2,10 @@
 //! inference through ONNX Runtime, loaded at run time from a shared library.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, ensure, Context, Result};
+use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::TensorRef;
 use serde::{Deserialize, Serialize};
@@ -125,6 +127,23 @@ pub fn argmax(values: &[f32], limit: usize) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+/// ONNX Runtime allows one environment per process: the first model load creates it from
+/// `ort_lib`, later loads (tests, benches) share it.
+fn ort_environment(ort_lib: &Path) -> Result<Environment> {
+    static ENVIRONMENT: Mutex<Option<Environment>> = Mutex::new(None);
+    let mut slot = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(environment) = slot.as_ref() {
+        return Ok(environment.clone());
+    }
+    let environment = ort::init_from(ort_lib)
+        .with_context(|| format!("load ONNX Runtime from {}", ort_lib.display()))?
+        .with_name("scx_gru")
+        .build()
+        .context("create the ONNX Runtime environment")?;
+    *slot = Some(environment.clone());
+    Ok(environment)
+}
+
 /// A loaded GRU: one ONNX Runtime session, single-threaded.
 pub struct GruModel {
     session: Session,
@@ -140,11 +159,7 @@ impl GruModel {
     pub fn load(meta_path: &Path, ort_lib: &Path, nr_cpus_online: usize) -> Result<Self> {
         let meta = ModelMeta::load(meta_path)?;
         let scaling = meta.scaling()?;
-        let environment = ort::init_from(ort_lib)
-            .with_context(|| format!("load ONNX Runtime from {}", ort_lib.display()))?
-            .with_name("scx_gru")
-            .build()
-            .context("create the ONNX Runtime environment")?;
+        let environment = ort_environment(ort_lib)?;
         let onnx = meta.onnx_path(meta_path);
         let session = Session::builder(&environment)
             .context("create an ONNX Runtime session builder")?
@@ -202,15 +217,27 @@ impl GruModel {
     /// Runs the GRU on one standardized sequence ([1, window, features], oldest
     /// first) and returns the predicted CPU.
     pub fn predict(&mut self, input: &[f32]) -> Result<usize> {
+        let mut cpus = Vec::with_capacity(1);
+        self.predict_batch(input, &mut cpus)?;
+        Ok(cpus[0])
+    }
+
+    /// Runs the GRU once on a batch of standardized sequences laid end to end
+    /// ([batch, window, features], each oldest first) and replaces `cpus` with
+    /// the predicted CPU of each, in order. One call costs little more than a
+    /// single sequence: the runtime's fixed cost per run dominates a model
+    /// this small (and under emulation it is most of the time).
+    pub fn predict_batch(&mut self, inputs: &[f32], cpus: &mut Vec<usize>) -> Result<()> {
+        let per_sequence = self.input_len();
         ensure!(
-            input.len() == self.input_len(),
-            "input of {} values, expected {}",
-            input.len(),
-            self.input_len()
+            !inputs.is_empty() && inputs.len().is_multiple_of(per_sequence),
+            "input of {} values, expected a non-zero multiple of {per_sequence}",
+            inputs.len(),
         );
-        let shape = [1usize, self.meta.window, self.scaling.width()];
+        let batch = inputs.len() / per_sequence;
+        let shape = [batch, self.meta.window, self.scaling.width()];
         let tensor =
-            TensorRef::from_array_view((shape, input)).context("build the input tensor")?;
+            TensorRef::from_array_view((shape, inputs)).context("build the input tensor")?;
         let outputs = self
             .session
             .run(ort::inputs![self.meta.input_name.as_str() => tensor])
@@ -219,13 +246,17 @@ impl GruModel {
             .try_extract_tensor::<f32>()
             .context("read the GRU output")?;
         ensure!(
-            logits.len() == self.meta.nr_cpus,
-            "GRU output has {} values, metadata says {} CPUs",
+            logits.len() == batch * self.meta.nr_cpus,
+            "GRU output has {} values for {batch} sequences, metadata says {} CPUs",
             logits.len(),
             self.meta.nr_cpus
         );
-        argmax(logits, self.nr_cpus_online.min(self.meta.nr_cpus))
-            .context("GRU output has no finite value")
+        let limit = self.nr_cpus_online.min(self.meta.nr_cpus);
+        cpus.clear();
+        for row in logits.chunks_exact(self.meta.nr_cpus) {
+            cpus.push(argmax(row, limit).context("GRU output has no finite value")?);
+        }
+        Ok(())
     }
 }
 
@@ -299,9 +330,45 @@ mod tests {
         );
         let mut model = GruModel::load(&dir.join("gru.toml"), Path::new(&lib), 2).unwrap();
         assert!(!golden.inputs.is_empty());
+        let mut expected = Vec::new();
         for (input, logits) in golden.inputs.iter().zip(&golden.logits) {
-            let expected = argmax(logits, logits.len()).unwrap();
-            assert_eq!(model.predict(input).unwrap(), expected);
+            expected.push(argmax(logits, logits.len()).unwrap());
+            assert_eq!(model.predict(input).unwrap(), *expected.last().unwrap());
         }
+        // All cases in one batch give the same CPUs, in order.
+        let batch: Vec<f32> = golden.inputs.concat();
+        let mut cpus = vec![99];
+        model.predict_batch(&batch, &mut cpus).unwrap();
+        assert_eq!(cpus, expected);
+        assert!(model.predict_batch(&batch[1..], &mut cpus).is_err());
+        assert!(model.predict_batch(&[], &mut cpus).is_err());
+    }
+
+    /// A batch gives each sequence the CPU it gets alone, in order, on inputs
+    /// whose answers differ (the golden cases all name one CPU, so they cannot
+    /// show an order mix-up).
+    #[test]
+    #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
+    fn a_batch_predicts_what_each_sequence_predicts_alone() {
+        let lib = find_ort_library().unwrap();
+        let meta = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/gru.toml");
+        let mut model = GruModel::load(&meta, Path::new(&lib), 2).unwrap();
+        let n = model.input_len();
+        let mut batch = Vec::new();
+        let mut alone = Vec::new();
+        for i in 0..48usize {
+            let input: Vec<f32> = (0..n)
+                .map(|j| (((i * 7919 + j * 104_729) % 211) as f32 - 105.0) / 40.0)
+                .collect();
+            alone.push(model.predict(&input).unwrap());
+            batch.extend_from_slice(&input);
+        }
+        assert!(
+            alone.contains(&0) && alone.contains(&1),
+            "inputs should reach both CPUs: {alone:?}"
+        );
+        let mut cpus = Vec::new();
+        model.predict_batch(&batch, &mut cpus).unwrap();
+        assert_eq!(cpus, alone);
     }
 }

@@ -130,17 +130,19 @@ pub struct UserCounters {
     /// Events dropped because the inference lagged (kept for the schema: the poller and the
     /// inference are one thread since the events are handed over in place, so it stays 0).
     pub events_dropped_queue: AtomicU64,
-    /// Inferences run.
+    /// Model runs (each predicts a batch of tasks).
     pub inferences: AtomicU64,
-    /// Inferences that failed.
+    /// Tasks predicted by successful model runs.
+    pub tasks_predicted: AtomicU64,
+    /// Model runs that failed.
     pub inference_errors: AtomicU64,
-    /// Inferences skipped because the CPU budget of the second was spent.
+    /// Task predictions skipped because the CPU budget of the second was spent.
     pub inferences_over_budget: AtomicU64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: AtomicU64,
     /// pid_to_cpu updates that failed.
     pub map_update_errors: AtomicU64,
-    /// Inference latencies.
+    /// Latencies of model runs.
     pub latency: Mutex<LatencyWindow>,
 }
 
@@ -150,6 +152,7 @@ impl Default for UserCounters {
             events_received: AtomicU64::new(0),
             events_dropped_queue: AtomicU64::new(0),
             inferences: AtomicU64::new(0),
+            tasks_predicted: AtomicU64::new(0),
             inference_errors: AtomicU64::new(0),
             inferences_over_budget: AtomicU64::new(0),
             predictions_written: AtomicU64::new(0),
@@ -166,17 +169,21 @@ pub struct UserSnapshot {
     pub events_received: u64,
     /// Events dropped because the inference thread lagged.
     pub events_dropped_queue: u64,
-    /// Inferences run.
+    /// Model runs (each predicts a batch of tasks).
     pub inferences: u64,
-    /// Inferences that failed.
+    /// Tasks predicted by successful model runs (absent in stats written before batching:
+    /// one task per run then).
+    #[serde(default)]
+    pub tasks_predicted: u64,
+    /// Model runs that failed.
     pub inference_errors: u64,
-    /// Inferences skipped because the CPU budget of the second was spent.
+    /// Task predictions skipped because the CPU budget of the second was spent.
     pub inferences_over_budget: u64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: u64,
     /// pid_to_cpu updates that failed.
     pub map_update_errors: u64,
-    /// Median inference latency over the last 8192 inferences (µs).
+    /// Median latency of the last 8192 model runs (µs; one run predicts a batch).
     pub inference_us_p50: Option<f64>,
     /// 99th percentile of the same (µs).
     pub inference_us_p99: Option<f64>,
@@ -190,6 +197,7 @@ impl UserCounters {
             events_received: self.events_received.load(Ordering::Relaxed),
             events_dropped_queue: self.events_dropped_queue.load(Ordering::Relaxed),
             inferences: self.inferences.load(Ordering::Relaxed),
+            tasks_predicted: self.tasks_predicted.load(Ordering::Relaxed),
             inference_errors: self.inference_errors.load(Ordering::Relaxed),
             inferences_over_budget: self.inferences_over_budget.load(Ordering::Relaxed),
             predictions_written: self.predictions_written.load(Ordering::Relaxed),
@@ -257,7 +265,7 @@ impl StatsSnapshot {
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
-             queue_drops {} inferences {} (over budget {}) infer_us p50 {} p99 {}",
+             queue_drops {} inferences {} (tasks {}, over budget {}) infer_us p50 {} p99 {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -274,6 +282,7 @@ impl StatsSnapshot {
             self.ringbuf_drops,
             self.user.events_dropped_queue,
             self.user.inferences,
+            self.user.tasks_predicted,
             self.user.inferences_over_budget,
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),

@@ -205,6 +205,22 @@ def export_onnx(model, window, n_in, n_cpus, path):
     onnx.save(onnx_model, path)
 
 
+def golden_cases(logits, n=8):
+    """Indices of up to n probe rows, taking each predicted CPU in turn, so the
+    golden cases cover every CPU the model predicts on the probe (a batch that
+    swapped rows would then give a wrong answer)."""
+    by_cpu = {}
+    for i, cpu in enumerate(np.argmax(logits, axis=1)):
+        by_cpu.setdefault(int(cpu), []).append(i)
+    queues = [by_cpu[c] for c in sorted(by_cpu)]
+    picked = []
+    while len(picked) < min(n, len(logits)):
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    return sorted(picked)
+
+
 def toml_str(s):
     return json.dumps(s)
 
@@ -303,8 +319,8 @@ def main():
 
     # Golden cases for the Rust side (standardized inputs -> ORT logits).
     golden = {"schema": "asa.gru-golden", "version": 1, "window": args.window,
-              "inputs": [x.reshape(-1).tolist() for x in probe[:8]],
-              "logits": ort_logits[:8].tolist()}
+              "inputs": [probe[i].reshape(-1).tolist() for i in golden_cases(ort_logits)],
+              "logits": [ort_logits[i].tolist() for i in golden_cases(ort_logits)]}
     with open(os.path.join(args.out, "golden.json"), "w") as f:
         json.dump(golden, f)
 

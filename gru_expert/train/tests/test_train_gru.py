@@ -5,6 +5,7 @@ The synthetic scheduler keeps a task on the CPU of its last placement 95 % of
 the time, like the kernel's default scheduler does; a model that sees the
 placed-CPU columns must learn that rule, one without them could not.
 """
+import json
 import os
 import subprocess
 import sys
@@ -76,4 +77,15 @@ def test_training_learns_the_sticky_placement_and_exports_a_v2_model(tmp_path):
     assert previous_cpu > 0.9
     assert gru_acc > previous_cpu - 0.03, report
     assert "constraint holds: True" in report
-    assert (out / "gru.onnx").stat().st_size > 0 and (out / "golden.json").exists()
+    assert (out / "gru.onnx").stat().st_size > 0
+    golden = json.loads((out / "golden.json").read_text())
+    # The golden cases name both CPUs (the Rust batch test relies on that to see an order swap).
+    assert {int(np.argmax(row)) for row in golden["logits"]} == {0, 1}
+
+
+def test_golden_cases_take_each_predicted_cpu_in_turn():
+    import train_gru
+    logits = np.array([[1, 0], [2, 0], [3, 0], [0, 1], [4, 0], [0, 2]], dtype=float)
+    assert train_gru.golden_cases(logits, n=4) == [0, 1, 3, 5]
+    assert train_gru.golden_cases(logits, n=8) == [0, 1, 2, 3, 4, 5]
+    assert train_gru.golden_cases(logits[:3], n=2) == [0, 1]
