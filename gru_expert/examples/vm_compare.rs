@@ -15,7 +15,10 @@
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
 //! named what `gru` runs now.)
-//! `gru-batch1` is scx_gru `--max-batch 1`: one model run per task, as before 2026-11-25.
+//! `gru-burst` is scx_gru `--burst-cap-ms 5` (the shared DSQ ordered by vtime + the vtime used
+//! since the last wake-up, capped at 5 ms), `gru-burst40` the same with a 40 ms cap (scx_bpfland's
+//! slice lag; the default since 2026-11-25, so the same as `gru` now) and `gru-vtime`
+//! `--burst-cap-ms 0` (ordered by vtime alone: `gru` before). `gru-batch1` is scx_gru `--max-batch 1`: one model run per task, as before 2026-11-25.
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
 //! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
 //! in the context of the scheduled tasks and are not in it.
@@ -42,10 +45,13 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 9] = [
+const SCHEDULERS: [&str; 12] = [
     "eevdf",
     "gru",
     "gru-batch1",
+    "gru-burst",
+    "gru-burst40",
+    "gru-vtime",
     "gru-fixed",
     "gru-noinfer",
     "gru-fallback",
@@ -99,6 +105,9 @@ start() {
     eevdf) P= ;;
     gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
     gru-batch1) scx_gru --max-batch 1 --stats-file $out/stats-gru-batch1-$2.json > $out/log-gru-batch1-$2.txt 2>&1 & P=$! ;;
+    gru-burst) scx_gru --burst-cap-ms 5 --stats-file $out/stats-gru-burst-$2.json > $out/log-gru-burst-$2.txt 2>&1 & P=$! ;;
+    gru-burst40) scx_gru --burst-cap-ms 40 --stats-file $out/stats-gru-burst40-$2.json > $out/log-gru-burst40-$2.txt 2>&1 & P=$! ;;
+    gru-vtime) scx_gru --burst-cap-ms 0 --stats-file $out/stats-gru-vtime-$2.json > $out/log-gru-vtime-$2.txt 2>&1 & P=$! ;;
     gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
     gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
     gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;

@@ -61,6 +61,10 @@ pub struct BpfCounters {
     /// shared DSQ (`--slice-min-us`).
     #[serde(default)]
     pub nr_slices_shortened: u64,
+    /// Shared-DSQ inserts queued behind their vtime by the vtime they used since they last
+    /// woke up (`--burst-cap-ms`).
+    #[serde(default)]
+    pub nr_burst_keyed: u64,
 }
 
 impl BpfCounters {

@@ -191,8 +191,10 @@ fn vm_gru_without_model_runs_fallback_only() {
     // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
     // CPU and, being owed CPU time, preempt their previous CPU (`--wakeup-preempt`).
     assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
-    // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`).
+    // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`),
+    // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).
     assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");
+    assert!(stats.bpf.nr_burst_keyed > 0, "{stats:#?}");
 }
 
 #[test]

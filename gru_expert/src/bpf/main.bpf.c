@@ -55,6 +55,16 @@ const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
 const volatile bool wakeup_preempt = false;
 /* How far (vtime ns) a wakee must be behind the running task to preempt it. */
 const volatile u64 preempt_margin_ns = 2500ULL * 1000;
+/*
+ * Order the shared DSQ by a deadline, vtime + the vtime the task has used
+ * since it last woke up (capped at burst_cap_ns), instead of by vtime alone:
+ * a task that sleeps after short bursts (an I/O thread) goes ahead of tasks
+ * that run without sleeping and have the same vtime (EEVDF's deadline is
+ * vruntime + request; scx_bpfland's vruntime + awake vtime). Off with
+ * --burst-cap-ms 0: vtime alone.
+ */
+const volatile bool burst_deadline = true;
+const volatile u64 burst_cap_ns = 40ULL * 1000 * 1000;
 /* Size of struct gru_task_event as compiled here; user space checks it. */
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
@@ -87,6 +97,7 @@ u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
+u64 nr_burst_keyed;		/* shared-DSQ inserts keyed behind their vtime (burst_deadline) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -105,6 +116,8 @@ struct task_ctx {
 	u64 switch_count;
 	u64 run_start_ns;	/* when the task last started running */
 	u64 last_event_ns;	/* when the last event for the task was written */
+	u64 awake_vtime;	/* vtime used since the task last woke up */
+	u64 queued_extra;	/* deadline - vtime of its shared-DSQ insert, undone at running */
 };
 
 /*
@@ -317,6 +330,19 @@ static bool wakee_behind_running(s32 cpu, u64 vtime)
 	return vtime_before(vtime + preempt_margin_ns, curr_vtime);
 }
 
+/*
+ * The shared DSQ orders by p->scx.dsq_vtime, which a vtime insert sets to the
+ * key given: with burst_deadline the key is the deadline. Give the task its
+ * vtime back once it leaves the DSQ (running) or is queued again.
+ */
+static void undo_deadline(struct task_struct *p, struct task_ctx *tctx)
+{
+	if (tctx && tctx->queued_extra) {
+		scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime - tctx->queued_extra);
+		tctx->queued_extra = 0;
+	}
+}
+
 /* The slice for a task placed now (see slice_min_ns). */
 static u64 task_slice(void)
 {
@@ -405,9 +431,10 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 
 void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 {
+	struct task_ctx *tctx;
 	enum pred_miss miss;
 	s32 cpu, idle_cpu, prev_cpu;
-	u64 age, vtime;
+	u64 age, vtime, key, extra;
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
@@ -454,8 +481,18 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * that CPU (which then dispatches the lowest vtime: this task, unless
 	 * another is owed more).
 	 */
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	undo_deadline(p, tctx);
 	vtime = task_vtime(p);
-	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), vtime, enq_flags);
+	key = vtime;
+	if (burst_deadline && tctx) {
+		extra = tctx->awake_vtime < burst_cap_ns ? tctx->awake_vtime : burst_cap_ns;
+		tctx->queued_extra = extra;
+		key += extra;
+		if (extra)
+			stat_inc(&nr_burst_keyed);
+	}
+	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), key, enq_flags);
 	stat_inc(&nr_shared_enqueued);
 	prev_cpu = scx_bpf_task_cpu(p);
 	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
@@ -487,6 +524,7 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 		tctx->switch_count++;
 		tctx->run_start_ns = now;
 	}
+	undo_deadline(p, tctx);
 	if (vtime_before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
 	if (wakeup_preempt) {
@@ -502,7 +540,7 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	u64 now = bpf_ktime_get_ns(), used = 0;
+	u64 now = bpf_ktime_get_ns(), used = 0, charge;
 	struct cpu_run *run;
 	u32 key = scx_bpf_task_cpu(p);
 
@@ -511,12 +549,27 @@ void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 		used = now - tctx->run_start_ns;
 
 	/* Charge the time used, inversely to the task's weight. */
-	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + used * 100 / p->scx.weight);
+	charge = used * 100 / p->scx.weight;
+	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + charge);
+	if (tctx && tctx->awake_vtime < burst_cap_ns)
+		tctx->awake_vtime += charge;
 	if (wakeup_preempt) {
 		run = bpf_map_lookup_elem(&cpu_runs, &key);
 		if (run)
 			run->weight = 0;
 	}
+}
+
+/* A task waking up starts a new burst. */
+void BPF_STRUCT_OPS(gru_runnable, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx;
+
+	if (!burst_deadline)
+		return;
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	if (tctx && (enq_flags & SCX_ENQ_WAKEUP))
+		tctx->awake_vtime = 0;
 }
 
 void BPF_STRUCT_OPS(gru_enable, struct task_struct *p)
@@ -545,6 +598,7 @@ SCX_OPS_DEFINE(gru_ops,
 	       .select_cpu		= (void *)gru_select_cpu,
 	       .enqueue			= (void *)gru_enqueue,
 	       .dispatch		= (void *)gru_dispatch,
+	       .runnable		= (void *)gru_runnable,
 	       .running			= (void *)gru_running,
 	       .stopping		= (void *)gru_stopping,
 	       .enable			= (void *)gru_enable,
