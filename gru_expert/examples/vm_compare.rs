@@ -18,7 +18,8 @@
 //! `gru-burst` is scx_gru `--burst-cap-ms 5` (the shared DSQ ordered by vtime + the vtime used
 //! since the last wake-up, capped at 5 ms), `gru-burst40` the same with a 40 ms cap (scx_bpfland's
 //! slice lag; the default since 2026-11-25, so the same as `gru` now) and `gru-vtime`
-//! `--burst-cap-ms 0` (ordered by vtime alone: `gru` before). `gru-batch1` is scx_gru `--max-batch 1`: one model run per task, as before 2026-11-25.
+//! `--burst-cap-ms 0` (ordered by vtime alone: `gru` before). `gru-batch1` is scx_gru
+//! `--max-batch 1`: one model run per task, as before 2026-11-25.
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
 //! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
 //! in the context of the scheduled tasks and are not in it.
@@ -100,19 +101,26 @@ state() { cat /sys/kernel/sched_ext/state; }
 sched_ticks() { if [ -n "$P" ]; then awk '{print $14 + $15}' /proc/$P/stat; else echo 0; fi; }
 waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
 P=
+# gru NAME ROUND [ARGS]: scx_gru with ARGS in the background, its stats and log named after NAME.
+gru() {
+  gru_name=$1; gru_round=$2; shift 2
+  scx_gru "$@" --stats-file $out/stats-$gru_name-$gru_round.json \
+    > $out/log-$gru_name-$gru_round.txt 2>&1 &
+  P=$!
+}
 start() {
   case $1 in
     eevdf) P= ;;
-    gru) scx_gru --stats-file $out/stats-gru-$2.json > $out/log-gru-$2.txt 2>&1 & P=$! ;;
-    gru-batch1) scx_gru --max-batch 1 --stats-file $out/stats-gru-batch1-$2.json > $out/log-gru-batch1-$2.txt 2>&1 & P=$! ;;
-    gru-burst) scx_gru --burst-cap-ms 5 --stats-file $out/stats-gru-burst-$2.json > $out/log-gru-burst-$2.txt 2>&1 & P=$! ;;
-    gru-burst40) scx_gru --burst-cap-ms 40 --stats-file $out/stats-gru-burst40-$2.json > $out/log-gru-burst40-$2.txt 2>&1 & P=$! ;;
-    gru-vtime) scx_gru --burst-cap-ms 0 --stats-file $out/stats-gru-vtime-$2.json > $out/log-gru-vtime-$2.txt 2>&1 & P=$! ;;
-    gru-noinfer) scx_gru --inference-budget-pct 0 --stats-file $out/stats-gru-noinfer-$2.json > $out/log-gru-noinfer-$2.txt 2>&1 & P=$! ;;
-    gru-fallback) scx_gru --no-model --stats-file $out/stats-gru-fallback-$2.json > $out/log-gru-fallback-$2.txt 2>&1 & P=$! ;;
-    gru-preempt) scx_gru --wakeup-preempt --stats-file $out/stats-gru-preempt-$2.json > $out/log-gru-preempt-$2.txt 2>&1 & P=$! ;;
-    gru-fixed) scx_gru --slice-min-us 0 --stats-file $out/stats-gru-fixed-$2.json > $out/log-gru-fixed-$2.txt 2>&1 & P=$! ;;
-    gru-slice) scx_gru --slice-min-us 500 --stats-file $out/stats-gru-slice-$2.json > $out/log-gru-slice-$2.txt 2>&1 & P=$! ;;
+    gru) gru gru $2 ;;
+    gru-batch1) gru gru-batch1 $2 --max-batch 1 ;;
+    gru-burst) gru gru-burst $2 --burst-cap-ms 5 ;;
+    gru-burst40) gru gru-burst40 $2 --burst-cap-ms 40 ;;
+    gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
+    gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
+    gru-fallback) gru gru-fallback $2 --no-model ;;
+    gru-preempt) gru gru-preempt $2 --wakeup-preempt ;;
+    gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
+    gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
   esac
   [ -n "$P" ] && waitstate enabled

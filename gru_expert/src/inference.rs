@@ -98,7 +98,7 @@ pub struct InferenceConfig {
     /// inferences are skipped until the next second, so the model never takes
     /// more than this share of one CPU from the workload.
     pub budget_ns_per_s: u64,
-    /// Most tasks predicted by one model run.
+    /// Most tasks predicted by one model run (0 counts as 1).
     pub max_batch: usize,
 }
 
@@ -167,12 +167,16 @@ impl<M: PredictionMap> Predictor<M> {
         config: InferenceConfig,
     ) -> Self {
         let now = monotonic_ns();
+        let config = InferenceConfig {
+            max_batch: config.max_batch.max(1),
+            ..config
+        };
         Self {
             windows: TaskWindows::new(model.meta().window, model.scaling().width()),
             event_features: vec![0.0f32; model.scaling().width()],
-            input: Vec::with_capacity(model.input_len() * config.max_batch.max(1)),
-            batch_pids: Vec::with_capacity(config.max_batch.max(1)),
-            batch_cpus: Vec::with_capacity(config.max_batch.max(1)),
+            input: Vec::with_capacity(model.input_len() * config.max_batch),
+            batch_pids: Vec::with_capacity(config.max_batch),
+            batch_cpus: Vec::with_capacity(config.max_batch),
             scaling: model.scaling().clone(),
             model,
             pid_to_cpu,
@@ -219,7 +223,6 @@ impl<M: PredictionMap> Predictor<M> {
             !recent
         });
         let per_sequence = self.model.input_len();
-        let max_batch = self.config.max_batch.max(1);
         let mut start = 0;
         while start < pending.len() {
             if !self.budget.allows(monotonic_ns()) {
@@ -230,7 +233,7 @@ impl<M: PredictionMap> Predictor<M> {
             }
             self.batch_pids.clear();
             self.input.clear();
-            while start < pending.len() && self.batch_pids.len() < max_batch {
+            while start < pending.len() && self.batch_pids.len() < self.config.max_batch {
                 let pid = pending[start];
                 start += 1;
                 let at = self.input.len();

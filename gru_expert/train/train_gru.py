@@ -318,9 +318,10 @@ def main():
         sys.exit(f"ONNX export differs from numpy by {max_diff}")
 
     # Golden cases for the Rust side (standardized inputs -> ORT logits).
+    cases = golden_cases(ort_logits)
     golden = {"schema": "asa.gru-golden", "version": 1, "window": args.window,
-              "inputs": [probe[i].reshape(-1).tolist() for i in golden_cases(ort_logits)],
-              "logits": [ort_logits[i].tolist() for i in golden_cases(ort_logits)]}
+              "inputs": [probe[i].reshape(-1).tolist() for i in cases],
+              "logits": [ort_logits[i].tolist() for i in cases]}
     with open(os.path.join(args.out, "golden.json"), "w") as f:
         json.dump(golden, f)
 
