@@ -23,6 +23,11 @@
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
 //! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
 //! in the context of the scheduled tasks and are not in it.
+//! `--bpf-prog-stats` turns on `kernel.bpf_stats_enabled` in the guest and dumps `bpftool -j
+//! prog show` around every load: the "BPF CPU %" column is the time in the scheduler's
+//! struct_ops programs during the load in percent of one CPU, and a second table gives each op's
+//! calls/s and ns per call (a profiling run: the stats add two clock reads per program run;
+//! the root filesystem then also holds bpftool, cached separately).
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -71,6 +76,8 @@ const PROFILE: &str = if cfg!(debug_assertions) {
 };
 /// The guest's Debian packages for the loads.
 const PACKAGES: [&str; 3] = ["sysbench", "rt-tests", "linux-perf"];
+/// The guest's package for `--bpf-prog-stats` (a root filesystem of its own, cached).
+const BPF_STATS_PACKAGE: &str = "bpftool";
 
 const SCRIPT: &str = r##"
 set -u
@@ -81,8 +88,10 @@ measure() {
   s=$1; r=$2; l=$3; shift 3
   c0=$(sched_ticks)
   t0=$(cut -d' ' -f1 /proc/uptime)
+  progs $out/bpf-$s-$r-$l-0.json
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
+  progs $out/bpf-$s-$r-$l-1.json
   t1=$(cut -d' ' -f1 /proc/uptime)
   c1=$(sched_ticks)
   echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
@@ -97,6 +106,10 @@ loads() {
   measure $s $r hackbench hackbench -g 4 -l 100
 }
 state() { cat /sys/kernel/sched_ext/state; }
+# The run time and run count of every BPF program (kernel.bpf_stats_enabled), with --bpf-prog-stats.
+BPF_STATS=__BPF_STATS__
+progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
+[ $BPF_STATS = 1 ] && { echo 1 > /proc/sys/kernel/bpf_stats_enabled || exit 4; }
 # CPU time (utime + stime, all threads, clock ticks) of the scheduler's user-space process.
 sched_ticks() { if [ -n "$P" ]; then awk '{print $14 + $15}' /proc/$P/stat; else echo 0; fi; }
 waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
@@ -161,6 +174,49 @@ struct Run {
     wall_s: f64,
     /// CPU time of the scheduler's user-space process during the load, s (None under EEVDF).
     sched_cpu_s: Option<f64>,
+    /// With `--bpf-prog-stats`: the scheduler's struct_ops programs during the load, by name.
+    bpf_ops: BTreeMap<String, BpfOp>,
+}
+
+/// Calls and run time of one BPF program during one load (kernel.bpf_stats_enabled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+struct BpfOp {
+    calls: u64,
+    ns: u64,
+}
+
+/// The struct_ops programs' run counts and times between two `bpftool -j prog show` dumps,
+/// by program name (programs are matched by id; a program absent before counts from zero).
+fn bpf_op_deltas(before: &str, after: &str) -> Result<BTreeMap<String, BpfOp>> {
+    let parse = |text: &str| -> Result<BTreeMap<u64, (String, BpfOp)>> {
+        let progs: Vec<serde_json::Value> =
+            serde_json::from_str(text).with_context(|| format!("bpftool output {text:?}"))?;
+        Ok(progs
+            .iter()
+            .filter(|p| p["type"] == "struct_ops")
+            .filter_map(|p| {
+                let op = BpfOp {
+                    // bpftool leaves both fields out while the run time is 0.
+                    calls: p["run_cnt"].as_u64().unwrap_or(0),
+                    ns: p["run_time_ns"].as_u64().unwrap_or(0),
+                };
+                Some((p["id"].as_u64()?, (p["name"].as_str()?.to_owned(), op)))
+            })
+            .collect())
+    };
+    let before = parse(before)?;
+    let mut ops = BTreeMap::new();
+    for (id, (name, after)) in parse(after)? {
+        let start = before.get(&id).map_or(BpfOp::default(), |(_, op)| *op);
+        ops.insert(
+            name,
+            BpfOp {
+                calls: after.calls.saturating_sub(start.calls),
+                ns: after.ns.saturating_sub(start.ns),
+            },
+        );
+    }
+    Ok(ops)
 }
 
 impl Run {
@@ -173,6 +229,14 @@ impl Run {
     /// The scheduler process's CPU time as a percentage of one CPU over the load's wall time.
     fn sched_cpu_pct(&self) -> Option<f64> {
         self.per_s(self.sched_cpu_s).map(|v| v * 100.0)
+    }
+    /// The time in the scheduler's BPF programs as a percentage of one CPU over the load.
+    fn bpf_cpu_pct(&self) -> Option<f64> {
+        let ns: u64 = self.bpf_ops.values().map(|op| op.ns).sum();
+        (!self.bpf_ops.is_empty())
+            .then(|| self.per_s(Some(ns as f64 / 1e9)))
+            .flatten()
+            .map(|v| v * 100.0)
     }
     fn per_s(&self, v: Option<f64>) -> Option<f64> {
         v.filter(|_| self.wall_s > 0.0).map(|v| v / self.wall_s)
@@ -234,6 +298,9 @@ struct Args {
     seconds: u32,
     out: Option<PathBuf>,
     schedulers: Vec<String>,
+    /// Record every BPF program's run time (kernel.bpf_stats_enabled; costs two clock reads
+    /// per program run, so a profiling run, not a throughput one).
+    bpf_prog_stats: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -242,6 +309,7 @@ fn parse_args() -> Result<Args> {
         seconds: 10,
         out: None,
         schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
+        bpf_prog_stats: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -253,8 +321,10 @@ fn parse_args() -> Result<Args> {
             "--schedulers" => {
                 args.schedulers = value()?.split(',').map(str::to_owned).collect();
             }
+            "--bpf-prog-stats" => args.bpf_prog_stats = true,
             other => bail!(
-                "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B)"
+                "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
+                 --bpf-prog-stats)"
             ),
         }
     }
@@ -276,7 +346,7 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
-fn guest_script(schedulers: &[String], rounds: u32, seconds: u32) -> String {
+fn guest_script(schedulers: &[String], rounds: u32, seconds: u32, bpf_prog_stats: bool) -> String {
     let mut body = String::new();
     for r in 1..=rounds {
         for i in 0..schedulers.len() {
@@ -286,12 +356,13 @@ fn guest_script(schedulers: &[String], rounds: u32, seconds: u32) -> String {
     }
     SCRIPT
         .replace("__SECONDS__", &seconds.to_string())
+        .replace("__BPF_STATS__", if bpf_prog_stats { "1" } else { "0" })
         .replace("__ROUNDS__", &body)
 }
 
 /// Read every measured run; fails on a failed load or a scheduler that was not attached for
 /// the whole of its loads.
-fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
+fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
     let runs_txt = outcome.read_out("runs.txt")?;
     let clk_tck: f64 = outcome
         .read_out("clk_tck.txt")?
@@ -340,6 +411,13 @@ fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
             continue;
         }
         let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
+        let bpf_ops = if bpf_prog_stats {
+            let dump = |i: u32| outcome.read_out(&format!("bpf-{sched}-{round}-{load}-{i}.json"));
+            bpf_op_deltas(&dump(0)?, &dump(1)?)
+                .with_context(|| format!("{sched}/{round}/{load}: BPF program stats"))?
+        } else {
+            BTreeMap::new()
+        };
         let base = Run {
             scheduler: sched.to_owned(),
             round: round.parse()?,
@@ -351,6 +429,7 @@ fn collect(outcome: &VmOutcome) -> Result<Vec<Run>> {
                     Ok((f[7].parse::<f64>()? - f[6].parse::<f64>()?) / clk_tck)
                 })
                 .transpose()?,
+            bpf_ops,
             ..Run::default()
         };
         let parts: Vec<(&str, String)> = match load {
@@ -397,8 +476,8 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
         _ => "-".into(),
     };
     let mut t = String::new();
-    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | sched CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | sched CPU % | BPF CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in ROWS {
         let thr = |s: &str| cell(s, row, &|r| r.throughput());
         let cs = |s: &str| cell(s, row, &|r| r.per_s(r.context_switches));
@@ -439,15 +518,56 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
                 )
             };
             t.push_str(&format!(
-                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 fmt(cs(sched), 0),
                 fmt(mig(sched), 1),
                 fmt(cell(sched, row, &|r| Some(r.wall_s)), 1),
                 fmt(cell(sched, row, &|r| r.sched_cpu_pct()), 1),
+                fmt(cell(sched, row, &|r| r.bpf_cpu_pct()), 2),
                 ratio(thr(sched), thr("eevdf")),
                 ratio(cs(sched), cs("eevdf")),
                 ratio(mig(sched), mig("eevdf")),
             ));
+        }
+    }
+    t
+}
+
+/// With `--bpf-prog-stats`: per load and scheduler, each BPF op's calls per second, time per
+/// call and share of one CPU (medians over rounds).
+fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
+    let mut t = String::from("| load | scheduler | op | calls/s | ns / call | CPU % |\n");
+    t.push_str("|---|---|---|---|---|---|\n");
+    // The mixed load's two rows come from one run: its programs are shown once, as "mixed".
+    for row in ROWS.iter().filter(|row| **row != "mixed-io") {
+        let load = if *row == "mixed-cpu" { "mixed" } else { row };
+        for sched in schedulers.iter().map(String::as_str) {
+            let mine: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.scheduler == sched && r.row == *row && r.wall_s > 0.0)
+                .collect();
+            let names: std::collections::BTreeSet<&String> =
+                mine.iter().flat_map(|r| r.bpf_ops.keys()).collect();
+            for name in names {
+                let each = |f: &dyn Fn(&BpfOp, f64) -> Option<f64>| {
+                    median(
+                        mine.iter()
+                            .filter_map(|r| f(r.bpf_ops.get(name)?, r.wall_s))
+                            .collect(),
+                    )
+                };
+                let calls = each(&|op, wall| Some(op.calls as f64 / wall));
+                let ns_per_call =
+                    each(&|op, _| (op.calls > 0).then(|| op.ns as f64 / op.calls as f64));
+                let pct = each(&|op, wall| Some(op.ns as f64 / 1e9 / wall * 100.0));
+                let fmt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
+                t.push_str(&format!(
+                    "| {load} | {sched} | {name} | {} | {} | {} |\n",
+                    fmt(calls, 0),
+                    fmt(ns_per_call, 0),
+                    fmt(pct, 2)
+                ));
+            }
         }
     }
     t
@@ -474,11 +594,20 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     build_scx_gru()?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
-    let script = guest_script(&args.schedulers, args.rounds, args.seconds);
+    let script = guest_script(
+        &args.schedulers,
+        args.rounds,
+        args.seconds,
+        args.bpf_prog_stats,
+    );
     let mut run = GuestRun::new("gru-compare", &script);
     // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
     run.experts = vec!["gru".into(), "bpfland".into()];
-    run.rootfs = Some(RootfsSpec::with_packages(PACKAGES));
+    let mut packages = PACKAGES.to_vec();
+    if args.bpf_prog_stats {
+        packages.push(BPF_STATS_PACKAGE);
+    }
+    run.rootfs = Some(RootfsSpec::with_packages(packages));
     let per_round = 5 * args.seconds + 60;
     run.vm.timeout = Duration::from_secs(
         u64::from(per_round * args.schedulers.len() as u32 * (args.rounds + 1)) + 300,
@@ -490,8 +619,14 @@ fn main() -> Result<()> {
         outcome.exit_code,
         outcome.script_output()
     );
-    let runs = collect(&outcome)?;
-    let table = table(&args.schedulers, &runs);
+    let runs = collect(&outcome, args.bpf_prog_stats)?;
+    let mut table = table(&args.schedulers, &runs);
+    if args.bpf_prog_stats {
+        table.push_str(&format!(
+            "\nBPF programs (kernel.bpf_stats_enabled, which adds two clock reads per run):\n\n{}",
+            bpf_op_table(&args.schedulers, &runs)
+        ));
+    }
     println!("{table}");
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let mut gru_stats = BTreeMap::new();
@@ -521,11 +656,16 @@ fn main() -> Result<()> {
         let md = format!(
             "# vm_compare: EEVDF vs scx_gru vs scx_bpfland (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
-             --schedulers {}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
+             --schedulers {}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
              qemu TCG, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
             args.rounds,
             args.seconds,
             args.schedulers.join(","),
+            if args.bpf_prog_stats {
+                " --bpf-prog-stats"
+            } else {
+                ""
+            },
             args.rounds,
             PROFILE,
             versions.lines().collect::<Vec<_>>().join(", ")
@@ -582,10 +722,43 @@ mod tests {
     }
 
     #[test]
+    fn bpf_op_deltas_are_per_struct_ops_program() {
+        let before = r#"[{"id":7,"type":"struct_ops","name":"gru_enqueue","run_time_ns":1000,"run_cnt":10},
+            {"id":8,"type":"struct_ops","name":"gru_running"},
+            {"id":3,"type":"tracing","name":"other","run_time_ns":5,"run_cnt":1}]"#;
+        let after = r#"[{"id":7,"type":"struct_ops","name":"gru_enqueue","run_time_ns":4000,"run_cnt":25},
+            {"id":8,"type":"struct_ops","name":"gru_running","run_time_ns":600,"run_cnt":3},
+            {"id":9,"type":"struct_ops","name":"gru_stopping","run_time_ns":90,"run_cnt":2},
+            {"id":3,"type":"tracing","name":"other","run_time_ns":500,"run_cnt":9}]"#;
+        let ops = bpf_op_deltas(before, after).unwrap();
+        assert_eq!(ops.len(), 3, "{ops:?}");
+        assert_eq!(
+            ops["gru_enqueue"],
+            BpfOp {
+                calls: 15,
+                ns: 3000
+            }
+        );
+        assert_eq!(ops["gru_running"], BpfOp { calls: 3, ns: 600 });
+        assert_eq!(ops["gru_stopping"], BpfOp { calls: 2, ns: 90 });
+        let run = Run {
+            wall_s: 2.0,
+            bpf_ops: ops,
+            ..Run::default()
+        };
+        // 3690 ns over 2 s.
+        assert!((run.bpf_cpu_pct().unwrap() - 3690e-9 / 2.0 * 100.0).abs() < 1e-12);
+        assert!(Run::default().bpf_cpu_pct().is_none());
+        assert!(bpf_op_deltas("Error: no BTF", after).is_err());
+    }
+
+    #[test]
     fn rounds_rotate_the_order() {
         let schedulers: Vec<String> = DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect();
-        let s = guest_script(&schedulers, 2, 5);
+        let s = guest_script(&schedulers, 2, 5, false);
         assert!(s.contains("S=5\n"));
+        assert!(s.contains("BPF_STATS=0\n"));
+        assert!(guest_script(&schedulers, 1, 5, true).contains("BPF_STATS=1\n"));
         let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
         assert_eq!(starts[0], "start eevdf 1");
         assert_eq!(starts[4], "start gru 2");
