@@ -10,7 +10,10 @@
 //! ```
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
-//! `gru-preempt` (scx_gru `--wakeup-preempt`) and `gru-slice` (scx_gru `--slice-min-us 500`:
+//! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
+//! `--preempt-min-run-us 1000`; `gru-preempt250` / `gru-preempt0` after 250 µs / at once —
+//! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
+//! `--no-wakeup-preempt`, the default before) and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
@@ -51,7 +54,7 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
 /// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 12] = [
+const SCHEDULERS: [&str; 15] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -62,6 +65,9 @@ const SCHEDULERS: [&str; 12] = [
     "gru-noinfer",
     "gru-fallback",
     "gru-preempt",
+    "gru-preempt250",
+    "gru-preempt0",
+    "gru-nopreempt",
     "gru-slice",
     "bpfland",
 ];
@@ -131,7 +137,10 @@ start() {
     gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
-    gru-preempt) gru gru-preempt $2 --wakeup-preempt ;;
+    gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
+    gru-preempt250) gru gru-preempt250 $2 --preempt-min-run-us 250 ;;
+    gru-preempt0) gru gru-preempt0 $2 --preempt-min-run-us 0 ;;
+    gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;

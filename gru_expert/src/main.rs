@@ -89,16 +89,25 @@ struct Opts {
     #[arg(long, default_value = "/run/scx_gru/stats.json")]
     stats_file: PathBuf,
 
-    /// Wakeup preemption: a waking task that finds no idle CPU and whose vtime is behind the
-    /// task running on its previous CPU by more than --preempt-margin-us preempts that task
-    /// instead of waiting in the shared DSQ for a slice to end.
+    /// Turn off wakeup preemption. With it (the default since 2026-11-25), a waking task that
+    /// finds no idle CPU and whose deadline is before that of the task running on its previous
+    /// CPU by more than --preempt-margin-us preempts that task (once it has run
+    /// --preempt-min-run-us) instead of waiting in the shared DSQ for its slice to end. A
+    /// deadline is vtime + the burst (see --burst-cap-ms): the wakee's burst before it slept,
+    /// the running task's since it woke up. In the lab (gru_expert/README.md, runs 17-18) it
+    /// raised the mixed load's I/O part by a quarter, for a tenth of its CPU part.
     #[arg(long)]
-    wakeup_preempt: bool,
+    no_wakeup_preempt: bool,
 
-    /// How far (vtime, microseconds) a wakee must be behind the running task to preempt it
-    /// (with --wakeup-preempt).
+    /// How far (vtime, microseconds) a wakee's deadline must be before the running task's to
+    /// preempt it.
     #[arg(long, default_value_t = 2500)]
     preempt_margin_us: u64,
+
+    /// How long (microseconds) a running task keeps its CPU before a wake-up may preempt it:
+    /// tasks that wake each other after shorter bursts do not cut each other's.
+    #[arg(long, default_value_t = 250)]
+    preempt_min_run_us: u64,
 
     /// The shared DSQ is ordered by a deadline, vtime + the vtime a task used since it last
     /// woke up, capped at this many ms: tasks that sleep after short bursts (I/O) go ahead of
@@ -229,8 +238,9 @@ fn main() -> Result<()> {
         rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
         rodata.usersched_tgid = std::process::id();
-        rodata.wakeup_preempt = opts.wakeup_preempt;
+        rodata.wakeup_preempt = !opts.no_wakeup_preempt;
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
+        rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
     }

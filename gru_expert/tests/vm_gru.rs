@@ -172,12 +172,12 @@ rec stress_rc $?
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
-    // With the optional wakeup preemption and slice shortening, so their paths run too.
+    // The default wakeup preemption and slice shortening (spelled out): their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,
         MANY_TASKS,
-        "--wakeup-preempt --slice-min-us 500",
+        "--preempt-min-run-us 250 --slice-min-us 500",
     );
     check_lifecycle(&results(&outcome));
     let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
@@ -189,7 +189,8 @@ fn vm_gru_without_model_runs_fallback_only() {
     );
     assert!(stats.fallbacks > 0, "{stats:#?}");
     // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
-    // CPU and, being owed CPU time, preempt their previous CPU (`--wakeup-preempt`).
+    // CPU and, their deadlines (short bursts) before the hogs', preempt their previous CPU
+    // (wakeup preemption, on by default).
     assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
     // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`),
     // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).

@@ -5,9 +5,9 @@
  * Placement follows a CPU predicted by a GRU in user space (map pid_to_cpu)
  * when the prediction is fresh, allowed by the task's cpumask and the CPU can
  * take the task now; every other case falls back to a default policy: the
- * kernel's idle-CPU selection and one shared, vtime-ordered DSQ (optionally, a
- * waking task clearly behind the task running on its previous CPU preempts it
- * when no CPU is idle).
+ * kernel's idle-CPU selection and one shared DSQ ordered by deadline (a waking
+ * task whose deadline is clearly before that of the task running on its
+ * previous CPU preempts it when no CPU is idle).
  *
  * Placements send the task's features (struct gru_task_event) through a ring
  * buffer, except where an event cannot change a placement: a task with a
@@ -44,17 +44,28 @@ const volatile u64 event_gap_ns = 10ULL * 1000 * 1000;
 /* No event for a task whose prediction is younger than this (ns). */
 const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
 /*
- * Optional (off by default): a waking task that finds no idle CPU preempts the
- * task running on its previous CPU when its vtime is behind that task's by
+ * Wakeup preemption (on by default, --no-wakeup-preempt turns it off): a
+ * waking task that finds no idle CPU preempts the
+ * task running on its previous CPU when its deadline is before that task's by
  * more than preempt_margin_ns, as EEVDF's wakeup preemption does, instead of
- * waiting in the shared DSQ for a slice to end. The first version compared
+ * waiting in the shared DSQ for a slice to end. With burst_deadline a
+ * deadline is vtime + the vtime used since the last wake-up (the running
+ * task) or in the burst before the last sleep (the wakee), capped at
+ * burst_cap_ns: a task that sleeps after short bursts preempts one that runs
+ * without sleeping, not the other way round. The first version compared vtime
  * with the global vtime (any task owed time preempted): the mixed load's I/O
  * part 0.78 -> 1.10 x EEVDF, but its CPU part 1.42 -> 0.77 and hackbench
  * 1.39 -> 0.39, as nearly every wake-up preempted.
  */
-const volatile bool wakeup_preempt = false;
-/* How far (vtime ns) a wakee must be behind the running task to preempt it. */
+const volatile bool wakeup_preempt = true;
+/* How far (vtime ns) a wakee's deadline must be before the running task's. */
 const volatile u64 preempt_margin_ns = 2500ULL * 1000;
+/*
+ * A running task keeps its CPU this long (ns) before a wake-up may preempt it
+ * (EEVDF's run to parity): tasks that wake each other after bursts shorter
+ * than this (hackbench's) do not cut each other's bursts.
+ */
+const volatile u64 preempt_min_run_ns = 250ULL * 1000;
 /*
  * Order the shared DSQ by a deadline, vtime + the vtime the task has used
  * since it last woke up (capped at burst_cap_ns), instead of by vtime alone:
@@ -117,6 +128,7 @@ struct task_ctx {
 	u64 run_start_ns;	/* when the task last started running */
 	u64 last_event_ns;	/* when the last event for the task was written */
 	u64 awake_vtime;	/* vtime used since the task last woke up */
+	u64 last_burst;		/* awake_vtime when it last went to sleep */
 	u64 queued_extra;	/* deadline - vtime of its shared-DSQ insert, undone at running */
 };
 
@@ -128,6 +140,7 @@ struct cpu_run {
 	u64 vtime;		/* the task's dsq_vtime when it started running */
 	u64 started_ns;		/* bpf_ktime_get_ns() when it started */
 	u64 weight;		/* its weight (0: nothing recorded, the CPU is idle) */
+	u64 awake_vtime;	/* its vtime used since its last wake-up, when it started */
 };
 
 struct {
@@ -310,24 +323,37 @@ static u64 task_vtime(struct task_struct *p)
 	return vtime;
 }
 
+/* The burst part of a deadline: @awake, capped (0 without burst_deadline). */
+static __always_inline u64 burst_extra(u64 awake)
+{
+	if (!burst_deadline)
+		return 0;
+	return awake < burst_cap_ns ? awake : burst_cap_ns;
+}
+
 /*
- * Whether a wakee of vtime @vtime is far enough behind the task running on
- * @cpu to preempt it: the running task's vtime advances with the time it has
- * run since it started (scaled by its weight, as ops.stopping() will charge).
+ * Whether a wakee with deadline @deadline may preempt the task running on
+ * @cpu: that task has run at least preempt_min_run_ns, and its deadline now
+ * (its vtime and burst advance with the time it has run since it started,
+ * scaled by its weight, as ops.stopping() will charge) is later than the
+ * wakee's by more than preempt_margin_ns.
  */
-static bool wakee_behind_running(s32 cpu, u64 vtime)
+static bool wakee_before_running(s32 cpu, u64 deadline)
 {
 	struct cpu_run *run;
 	u32 key = cpu;
-	u64 now, ran, curr_vtime;
+	u64 now, ran, ran_vtime, curr_deadline;
 
 	run = bpf_map_lookup_elem(&cpu_runs, &key);
 	if (!run || !run->weight)
 		return false;
 	now = bpf_ktime_get_ns();
 	ran = now > run->started_ns ? now - run->started_ns : 0;
-	curr_vtime = run->vtime + ran * 100 / run->weight;
-	return vtime_before(vtime + preempt_margin_ns, curr_vtime);
+	if (ran < preempt_min_run_ns)
+		return false;
+	ran_vtime = ran * 100 / run->weight;
+	curr_deadline = run->vtime + ran_vtime + burst_extra(run->awake_vtime + ran_vtime);
+	return vtime_before(deadline + preempt_margin_ns, curr_deadline);
 }
 
 /*
@@ -485,8 +511,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	undo_deadline(p, tctx);
 	vtime = task_vtime(p);
 	key = vtime;
-	if (burst_deadline && tctx) {
-		extra = tctx->awake_vtime < burst_cap_ns ? tctx->awake_vtime : burst_cap_ns;
+	if (tctx) {
+		extra = burst_extra(tctx->awake_vtime);
 		tctx->queued_extra = extra;
 		key += extra;
 		if (extra)
@@ -500,7 +526,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
 	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
 		   bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
-		   wakee_behind_running(prev_cpu, vtime)) {
+		   wakee_before_running(prev_cpu,
+					key + burst_extra(tctx ? tctx->last_burst : 0))) {
 		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_wakeup_preempts);
 	}
@@ -533,6 +560,7 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 			run->vtime = p->scx.dsq_vtime;
 			run->started_ns = now;
 			run->weight = p->scx.weight ?: 1;
+			run->awake_vtime = tctx ? tctx->awake_vtime : 0;
 		}
 	}
 }
@@ -568,8 +596,10 @@ void BPF_STRUCT_OPS(gru_runnable, struct task_struct *p, u64 enq_flags)
 	if (!burst_deadline)
 		return;
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	if (tctx && (enq_flags & SCX_ENQ_WAKEUP))
+	if (tctx && (enq_flags & SCX_ENQ_WAKEUP)) {
+		tctx->last_burst = tctx->awake_vtime;
 		tctx->awake_vtime = 0;
+	}
 }
 
 void BPF_STRUCT_OPS(gru_enable, struct task_struct *p)
