@@ -26,6 +26,9 @@
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
 //! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
 //! in the context of the scheduled tasks and are not in it.
+//! Every scx_gru variant writes its stats file every 0.5 s, copied before and after each load
+//! (0.6 s after the previous load ended, so no load's waits count for another): a third table
+//! gives its queue waits (runnable → running) per load, for short-burst tasks and the others.
 //! `--bpf-prog-stats` turns on `kernel.bpf_stats_enabled` in the guest and dumps `bpftool -j
 //! prog show` around every load: the "BPF CPU %" column is the time in the scheduler's
 //! struct_ops programs during the load in percent of one CPU, and a second table gives each op's
@@ -92,14 +95,17 @@ S=__SECONDS__
 FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flags=direct"
 measure() {
   s=$1; r=$2; l=$3; shift 3
+  # The snapshots stay outside the timed window (wall time, the scheduler's CPU time).
+  progs $out/bpf-$s-$r-$l-0.json
+  snap $out/st-$s-$r-$l-0.json
   c0=$(sched_ticks)
   t0=$(cut -d' ' -f1 /proc/uptime)
-  progs $out/bpf-$s-$r-$l-0.json
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
-  progs $out/bpf-$s-$r-$l-1.json
   t1=$(cut -d' ' -f1 /proc/uptime)
   c1=$(sched_ticks)
+  progs $out/bpf-$s-$r-$l-1.json
+  snap $out/st-$s-$r-$l-1.json
   echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
 }
 loads() {
@@ -120,14 +126,19 @@ progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
 sched_ticks() { if [ -n "$P" ]; then awk '{print $14 + $15}' /proc/$P/stat; else echo 0; fi; }
 waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; }
 P=
+STATS=
+# A copy of scx_gru's stats file (rewritten every 0.5 s), around each load.
+snap() { if [ -n "$STATS" ]; then sleep 0.6; cp $STATS $1; fi; }
 # gru NAME ROUND [ARGS]: scx_gru with ARGS in the background, its stats and log named after NAME.
 gru() {
   gru_name=$1; gru_round=$2; shift 2
-  scx_gru "$@" --stats-file $out/stats-$gru_name-$gru_round.json \
+  STATS=$out/stats-$gru_name-$gru_round.json
+  scx_gru "$@" --stats-file $STATS --stats-interval 0.5 \
     > $out/log-$gru_name-$gru_round.txt 2>&1 &
   P=$!
 }
 start() {
+  STATS=
   case $1 in
     eevdf) P= ;;
     gru) gru gru $2 ;;
@@ -158,6 +169,9 @@ getconf CLK_TCK > $out/clk_tck.txt
 perf --version > $out/versions.txt; sysbench --version >> $out/versions.txt; uname -r >> $out/versions.txt
 loads warmup 0
 __ROUNDS__
+# The kernel log: a load that stalls (the mixed load's I/O part, ~60 s, now and then under
+# every scheduler) may leave a device or hung-task message in it.
+dmesg > $out/dmesg.txt 2>&1
 "##;
 
 /// One sysbench report.
@@ -185,6 +199,51 @@ struct Run {
     sched_cpu_s: Option<f64>,
     /// With `--bpf-prog-stats`: the scheduler's struct_ops programs during the load, by name.
     bpf_ops: BTreeMap<String, BpfOp>,
+    /// scx_gru's queue waits during the load (None for other schedulers).
+    waits: Option<Waits>,
+}
+
+/// scx_gru's queue waits (runnable → running) during one load, from its stats file copied
+/// before and after the load: count and total ns, short-burst tasks and the others.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+struct Waits {
+    short_n: u64,
+    short_ns: u64,
+    long_n: u64,
+    long_ns: u64,
+}
+
+impl Waits {
+    /// The difference of the wait counters of two stats files (`asa.gru-stats`).
+    fn between(before: &str, after: &str) -> Result<Self> {
+        let counters = |text: &str| -> Result<[u64; 4]> {
+            let v: serde_json::Value = serde_json::from_str(text).context("a stats file")?;
+            let get = |k: &str| v["bpf"][k].as_u64().with_context(|| format!("no bpf.{k}"));
+            Ok([
+                get("nr_waits_short")?,
+                get("wait_ns_short")?,
+                get("nr_waits_long")?,
+                get("wait_ns_long")?,
+            ])
+        };
+        let (a, b) = (counters(before)?, counters(after)?);
+        let d = |i: usize| b[i].saturating_sub(a[i]);
+        Ok(Self {
+            short_n: d(0),
+            short_ns: d(1),
+            long_n: d(2),
+            long_ns: d(3),
+        })
+    }
+    /// Mean wait in µs of short-burst tasks (`short`) or of the others.
+    fn mean_us(&self, short: bool) -> Option<f64> {
+        let (n, ns) = if short {
+            (self.short_n, self.short_ns)
+        } else {
+            (self.long_n, self.long_ns)
+        };
+        (n > 0).then(|| ns as f64 / n as f64 / 1e3)
+    }
 }
 
 /// Calls and run time of one BPF program during one load (kernel.bpf_stats_enabled).
@@ -420,6 +479,15 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
             continue;
         }
         let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
+        let waits = if sched.starts_with("gru") {
+            let snap = |i: u32| outcome.read_out(&format!("st-{sched}-{round}-{load}-{i}.json"));
+            Some(
+                Waits::between(&snap(0)?, &snap(1)?)
+                    .with_context(|| format!("{sched}/{round}/{load}: scx_gru's queue waits"))?,
+            )
+        } else {
+            None
+        };
         let bpf_ops = if bpf_prog_stats {
             let dump = |i: u32| outcome.read_out(&format!("bpf-{sched}-{round}-{load}-{i}.json"));
             bpf_op_deltas(&dump(0)?, &dump(1)?)
@@ -439,6 +507,7 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
                 })
                 .transpose()?,
             bpf_ops,
+            waits,
             ..Run::default()
         };
         let parts: Vec<(&str, String)> = match load {
@@ -542,6 +611,40 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
+/// scx_gru's queue waits per load and variant: waits per second and mean wait, short-burst
+/// tasks and the others (medians over rounds).
+fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
+    let mut t = String::from(
+        "| load | scheduler | short-burst waits/s | mean µs | other waits/s | mean µs |\n",
+    );
+    t.push_str("|---|---|---|---|---|---|\n");
+    let fmt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
+    for row in ROWS.iter().filter(|row| **row != "mixed-io") {
+        let load = if *row == "mixed-cpu" { "mixed" } else { row };
+        for sched in schedulers.iter().filter(|s| s.starts_with("gru")) {
+            let mine: Vec<(&Waits, f64)> = runs
+                .iter()
+                .filter(|r| &r.scheduler == sched && r.row == *row && r.wall_s > 0.0)
+                .filter_map(|r| Some((r.waits.as_ref()?, r.wall_s)))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let each = |f: &dyn Fn(&Waits, f64) -> Option<f64>| {
+                median(mine.iter().filter_map(|(w, wall)| f(w, *wall)).collect())
+            };
+            t.push_str(&format!(
+                "| {load} | {sched} | {} | {} | {} | {} |\n",
+                fmt(each(&|w, wall| Some(w.short_n as f64 / wall)), 0),
+                fmt(each(&|w, _| w.mean_us(true)), 1),
+                fmt(each(&|w, wall| Some(w.long_n as f64 / wall)), 0),
+                fmt(each(&|w, _| w.mean_us(false)), 1),
+            ));
+        }
+    }
+    t
+}
+
 /// With `--bpf-prog-stats`: per load and scheduler, each BPF op's calls per second, time per
 /// call and share of one CPU (medians over rounds).
 fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
@@ -630,6 +733,13 @@ fn main() -> Result<()> {
     );
     let runs = collect(&outcome, args.bpf_prog_stats)?;
     let mut table = table(&args.schedulers, &runs);
+    if args.schedulers.iter().any(|s| s.starts_with("gru")) {
+        table.push_str(&format!(
+            "\nscx_gru's queue waits (runnable → running; short-burst tasks ran under 1 ms before \
+             they slept and since):\n\n{}",
+            wait_table(&args.schedulers, &runs)
+        ));
+    }
     if args.bpf_prog_stats {
         table.push_str(&format!(
             "\nBPF programs (kernel.bpf_stats_enabled, which adds two clock reads per run):\n\n{}",
@@ -638,6 +748,30 @@ fn main() -> Result<()> {
     }
     println!("{table}");
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
+    let dmesg = outcome.read_out("dmesg.txt").unwrap_or_default();
+    let notable: Vec<&str> = dmesg
+        .lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            [
+                "timeout",
+                "timed out",
+                "blocked for more than",
+                "reset",
+                "abort",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .collect();
+    println!(
+        "guest kernel log: {} lines, {} about timeouts/resets/hung tasks",
+        dmesg.lines().count(),
+        notable.len()
+    );
+    for l in &notable {
+        println!("  {l}");
+    }
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
         // Every scx_gru variant writes a stats file.
@@ -687,6 +821,9 @@ fn main() -> Result<()> {
         std::fs::write(dir.join("runs.json"), serde_json::to_string_pretty(&json)?)?;
         let copy = |name: &str| std::fs::copy(outcome.out_dir.join(name), dir.join(name));
         copy("runs.txt").context("copying runs.txt")?;
+        if !dmesg.is_empty() {
+            std::fs::write(dir.join("dmesg.txt"), &dmesg)?;
+        }
         println!("written to {}", dir.display());
     }
     Ok(())
@@ -759,6 +896,29 @@ mod tests {
         assert!((run.bpf_cpu_pct().unwrap() - 3690e-9 / 2.0 * 100.0).abs() < 1e-12);
         assert!(Run::default().bpf_cpu_pct().is_none());
         assert!(bpf_op_deltas("Error: no BTF", after).is_err());
+    }
+
+    #[test]
+    fn waits_are_the_difference_of_two_stats_files() {
+        let file = |n: u64, ns: u64| {
+            format!(
+                r#"{{"bpf":{{"nr_waits_short":{n},"wait_ns_short":{ns},"nr_waits_long":2,"wait_ns_long":9000}}}}"#
+            )
+        };
+        let w = Waits::between(&file(10, 5_000), &file(14, 25_000)).unwrap();
+        assert_eq!(
+            w,
+            Waits {
+                short_n: 4,
+                short_ns: 20_000,
+                long_n: 0,
+                long_ns: 0
+            }
+        );
+        assert_eq!(w.mean_us(true), Some(5.0));
+        assert_eq!(w.mean_us(false), None);
+        // A stats file from before the wait counters is an error, not zeros.
+        assert!(Waits::between(r#"{"bpf":{}}"#, &file(1, 1)).is_err());
     }
 
     #[test]

@@ -65,6 +65,19 @@ pub struct BpfCounters {
     /// woke up (`--burst-cap-ms`).
     #[serde(default)]
     pub nr_burst_keyed: u64,
+    /// Queue waits (runnable → running) of tasks with short bursts (under 1 ms before they
+    /// last slept and in progress: I/O threads).
+    #[serde(default)]
+    pub nr_waits_short: u64,
+    /// Their total time, ns.
+    #[serde(default)]
+    pub wait_ns_short: u64,
+    /// Queue waits of every other task (bursts of 1 ms or more: CPU-bound tasks).
+    #[serde(default)]
+    pub nr_waits_long: u64,
+    /// Their total time, ns.
+    #[serde(default)]
+    pub wait_ns_long: u64,
 }
 
 impl BpfCounters {
@@ -75,6 +88,16 @@ impl BpfCounters {
             + self.nr_pred_disallowed
             + self.nr_pred_busy
             + self.nr_pred_prev_idle
+    }
+
+    /// Mean queue wait in µs of short-burst tasks (`short`) or of the others, if any waited.
+    pub fn mean_wait_us(&self, short: bool) -> Option<f64> {
+        let (n, ns) = if short {
+            (self.nr_waits_short, self.wait_ns_short)
+        } else {
+            (self.nr_waits_long, self.wait_ns_long)
+        };
+        (n > 0).then(|| ns as f64 / n as f64 / 1e3)
     }
 }
 
@@ -269,7 +292,8 @@ impl StatsSnapshot {
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
-             queue_drops {} inferences {} (tasks {}, over budget {}) infer_us p50 {} p99 {}",
+             queue_drops {} inferences {} (tasks {}, over budget {}) infer_us p50 {} p99 {} \
+             preempts {} wait_us short {} long {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -290,6 +314,9 @@ impl StatsSnapshot {
             self.user.inferences_over_budget,
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),
+            self.bpf.nr_wakeup_preempts,
+            us(self.bpf.mean_wait_us(true)),
+            us(self.bpf.mean_wait_us(false)),
         )
     }
 
@@ -363,6 +390,16 @@ mod tests {
         };
         let snap = StatsSnapshot::new("model", None, 1.5, bpf, UserSnapshot::default());
         assert_eq!(snap.fallbacks, 16);
+        assert_eq!(snap.bpf.mean_wait_us(true), None);
+        let waits = BpfCounters {
+            nr_waits_short: 4,
+            wait_ns_short: 10_000,
+            nr_waits_long: 1,
+            wait_ns_long: 2_500_000,
+            ..Default::default()
+        };
+        assert_eq!(waits.mean_wait_us(true), Some(2.5));
+        assert_eq!(waits.mean_wait_us(false), Some(2500.0));
         assert_eq!(snap.predictions_applied, 5);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s/stats.json");
@@ -385,6 +422,10 @@ mod tests {
             "nr_events_gap",
             "nr_ringbuf_wakeups",
             "nr_pred_prev_idle",
+            "nr_waits_short",
+            "wait_ns_short",
+            "nr_waits_long",
+            "wait_ns_long",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
         }

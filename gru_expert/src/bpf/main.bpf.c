@@ -76,6 +76,13 @@ const volatile u64 preempt_min_run_ns = 250ULL * 1000;
  */
 const volatile bool burst_deadline = true;
 const volatile u64 burst_cap_ns = 40ULL * 1000 * 1000;
+/*
+ * Queue waits (runnable -> running) are counted by the task's burst: short
+ * when both the burst before it last slept and the one in progress are under
+ * this (vtime ns; an I/O thread), long otherwise (a task that runs without
+ * sleeping).
+ */
+#define SHORT_BURST_NS (1000ULL * 1000)
 /* Size of struct gru_task_event as compiled here; user space checks it. */
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
@@ -109,6 +116,11 @@ u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ *
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
 u64 nr_burst_keyed;		/* shared-DSQ inserts keyed behind their vtime (burst_deadline) */
+/* Queue waits (runnable -> running), see SHORT_BURST_NS: how many, and their total (ns). */
+u64 nr_waits_short;
+u64 wait_ns_short;
+u64 nr_waits_long;
+u64 wait_ns_long;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -129,6 +141,7 @@ struct task_ctx {
 	u64 last_event_ns;	/* when the last event for the task was written */
 	u64 awake_vtime;	/* vtime used since the task last woke up */
 	u64 last_burst;		/* awake_vtime when it last went to sleep */
+	u64 ready_ns;		/* when it last became runnable or was preempted (0: counted) */
 	u64 queued_extra;	/* deadline - vtime of its shared-DSQ insert, undone at running */
 };
 
@@ -550,6 +563,17 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 	if (tctx) {
 		tctx->switch_count++;
 		tctx->run_start_ns = now;
+		if (tctx->ready_ns && now > tctx->ready_ns) {
+			if (tctx->last_burst < SHORT_BURST_NS &&
+			    tctx->awake_vtime < SHORT_BURST_NS) {
+				__sync_fetch_and_add(&wait_ns_short, now - tctx->ready_ns);
+				stat_inc(&nr_waits_short);
+			} else {
+				__sync_fetch_and_add(&wait_ns_long, now - tctx->ready_ns);
+				stat_inc(&nr_waits_long);
+			}
+		}
+		tctx->ready_ns = 0;
 	}
 	undo_deadline(p, tctx);
 	if (vtime_before(vtime_now, p->scx.dsq_vtime))
@@ -579,8 +603,12 @@ void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 	/* Charge the time used, inversely to the task's weight. */
 	charge = used * 100 / p->scx.weight;
 	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + charge);
-	if (tctx && tctx->awake_vtime < burst_cap_ns)
+	/* (kept up to SHORT_BURST_NS at least, for the wait classes) */
+	if (tctx && (tctx->awake_vtime < burst_cap_ns || tctx->awake_vtime < SHORT_BURST_NS))
 		tctx->awake_vtime += charge;
+	/* Preempted or out of slice: it waits again from now. */
+	if (tctx && runnable)
+		tctx->ready_ns = now;
 	if (wakeup_preempt) {
 		run = bpf_map_lookup_elem(&cpu_runs, &key);
 		if (run)
@@ -588,15 +616,16 @@ void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 	}
 }
 
-/* A task waking up starts a new burst. */
+/* A task waking up starts a new burst, and starts waiting for a CPU. */
 void BPF_STRUCT_OPS(gru_runnable, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx;
 
-	if (!burst_deadline)
-		return;
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	if (tctx && (enq_flags & SCX_ENQ_WAKEUP)) {
+	if (!tctx)
+		return;
+	tctx->ready_ns = bpf_ktime_get_ns();
+	if (enq_flags & SCX_ENQ_WAKEUP) {
 		tctx->last_burst = tctx->awake_vtime;
 		tctx->awake_vtime = 0;
 	}
