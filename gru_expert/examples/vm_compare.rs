@@ -53,6 +53,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
+use asa_gru_expert::stats::BpfCounters;
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
@@ -235,15 +236,26 @@ impl Waits {
             long_ns: d(3),
         })
     }
-    /// Mean wait in µs of short-burst tasks (`short`) or of the others.
+    /// Mean wait in µs of short-burst tasks (`short`) or of the others (as scx_gru's stats
+    /// compute it).
     fn mean_us(&self, short: bool) -> Option<f64> {
-        let (n, ns) = if short {
-            (self.short_n, self.short_ns)
-        } else {
-            (self.long_n, self.long_ns)
-        };
-        (n > 0).then(|| ns as f64 / n as f64 / 1e3)
+        BpfCounters {
+            nr_waits_short: self.short_n,
+            wait_ns_short: self.short_ns,
+            nr_waits_long: self.long_n,
+            wait_ns_long: self.long_ns,
+            ..BpfCounters::default()
+        }
+        .mean_wait_us(short)
     }
+}
+
+/// The loads of the per-load tables: the mixed load's two rows come from one run, so it is
+/// shown once, as "mixed" (its row "mixed-cpu" holds the run). Yields (row, load name).
+fn per_load_rows() -> impl Iterator<Item = (&'static str, &'static str)> {
+    ROWS.into_iter()
+        .filter(|row| *row != "mixed-io")
+        .map(|row| (row, if row == "mixed-cpu" { "mixed" } else { row }))
 }
 
 /// Calls and run time of one BPF program during one load (kernel.bpf_stats_enabled).
@@ -619,12 +631,11 @@ fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
     );
     t.push_str("|---|---|---|---|---|---|\n");
     let fmt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
-    for row in ROWS.iter().filter(|row| **row != "mixed-io") {
-        let load = if *row == "mixed-cpu" { "mixed" } else { row };
+    for (row, load) in per_load_rows() {
         for sched in schedulers.iter().filter(|s| s.starts_with("gru")) {
             let mine: Vec<(&Waits, f64)> = runs
                 .iter()
-                .filter(|r| &r.scheduler == sched && r.row == *row && r.wall_s > 0.0)
+                .filter(|r| &r.scheduler == sched && r.row == row && r.wall_s > 0.0)
                 .filter_map(|r| Some((r.waits.as_ref()?, r.wall_s)))
                 .collect();
             if mine.is_empty() {
@@ -650,13 +661,11 @@ fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
 fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
     let mut t = String::from("| load | scheduler | op | calls/s | ns / call | CPU % |\n");
     t.push_str("|---|---|---|---|---|---|\n");
-    // The mixed load's two rows come from one run: its programs are shown once, as "mixed".
-    for row in ROWS.iter().filter(|row| **row != "mixed-io") {
-        let load = if *row == "mixed-cpu" { "mixed" } else { row };
+    for (row, load) in per_load_rows() {
         for sched in schedulers.iter().map(String::as_str) {
             let mine: Vec<&Run> = runs
                 .iter()
-                .filter(|r| r.scheduler == sched && r.row == *row && r.wall_s > 0.0)
+                .filter(|r| r.scheduler == sched && r.row == row && r.wall_s > 0.0)
                 .collect();
             let names: std::collections::BTreeSet<&String> =
                 mine.iter().flat_map(|r| r.bpf_ops.keys()).collect();
