@@ -551,6 +551,11 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
+/// A table cell: the value with `digits` decimals, or "-".
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
 fn table(schedulers: &[String], runs: &[Run]) -> String {
     let cell = |sched: &str, row: &str, f: &dyn Fn(&Run) -> Option<f64>| {
         median(
@@ -560,7 +565,6 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
                 .collect(),
         )
     };
-    let fmt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
         _ => "-".into(),
@@ -630,7 +634,6 @@ fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
         "| load | scheduler | short-burst waits/s | mean µs | other waits/s | mean µs |\n",
     );
     t.push_str("|---|---|---|---|---|---|\n");
-    let fmt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
     for (row, load) in per_load_rows() {
         for sched in schedulers.iter().filter(|s| s.starts_with("gru")) {
             let mine: Vec<(&Waits, f64)> = runs
@@ -681,7 +684,6 @@ fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
                 let ns_per_call =
                     each(&|op, _| (op.calls > 0).then(|| op.ns as f64 / op.calls as f64));
                 let pct = each(&|op, wall| Some(op.ns as f64 / 1e9 / wall * 100.0));
-                let fmt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
                 t.push_str(&format!(
                     "| {load} | {sched} | {name} | {} | {} | {} |\n",
                     fmt(calls, 0),
