@@ -37,16 +37,18 @@
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
-//! Loads (`--seconds` each): cpu1 `sysbench cpu --threads=1`, cpu8 `sysbench cpu --threads=8`,
-//! io `sysbench fileio --threads=1` (random read/write, O_DIRECT, 64 MiB in 8 files on the
-//! guest's NVMe disk), mixed `sysbench cpu --threads=4` and `sysbench fileio --threads=4` at
-//! once, hackbench `hackbench -g 4 -l 100` (processes, sockets). Every load runs under
-//! `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s (sysbench: total events
-//! / total time), latency avg/p95/max in ms (sysbench), context switches and migrations per
-//! second of wall time, wall time (hackbench: its own "Time:"). Each round runs every scheduler
-//! once, the order rotated per round; the table shows the median over rounds and, for
-//! throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on first
-//! use). TCG timings are noisy: only ratios within one run mean anything.
+//! Loads (`--seconds` each): cpu1 `sysbench cpu --threads=1`, cpu8 `sysbench cpu --threads=8`, io
+//! `sysbench fileio --threads=1` (random read/write, O_DIRECT, 64 MiB in 8 files on the guest's
+//! NVMe disk), io8 the same with `--threads=8` (the thesis's eight-thread I/O-bound test: more I/O
+//! threads than CPUs, so wake-ups meet running tasks), mixed `sysbench cpu --threads=4` and
+//! `sysbench fileio --threads=4` at once, hackbench `hackbench -g 4 -l 100` (processes, sockets).
+//! Every load runs under `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s
+//! (sysbench: total events / total time), latency avg/p95/max in ms (sysbench), context switches
+//! and migrations per second of wall time, context switches per event (the single sysbench loads:
+//! an I/O load's switches per completed I/O), wall time (hackbench: its own "Time:"). Each round
+//! runs every scheduler once, the order rotated per round; the table shows the median over rounds
+//! and, for throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on
+//! first use). TCG timings are noisy: only ratios within one run mean anything.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -77,7 +79,15 @@ const SCHEDULERS: [&str; 15] = [
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
-const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
+const ROWS: [&str; 7] = [
+    "cpu1",
+    "cpu8",
+    "io",
+    "io8",
+    "mixed-cpu",
+    "mixed-io",
+    "hackbench",
+];
 /// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
 const PROFILE: &str = if cfg!(debug_assertions) {
     "debug"
@@ -114,6 +124,7 @@ loads() {
   measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
   measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
   measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
+  measure $s $r io8 sysbench fileio $FIO --threads=8 --time=$S run
   measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
     sysbench fileio $FIO --threads=4 --time=$S run > $out/load-$s-$r-mixed-io.txt 2>&1; wait"
   measure $s $r hackbench hackbench -g 4 -l 100
@@ -129,7 +140,13 @@ waitstate() { i=0; while [ "$(state)" != $1 ] && [ $i -lt 900 ]; do sleep 0.1; i
 P=
 STATS=
 # A copy of scx_gru's stats file (rewritten every 0.5 s), around each load.
-snap() { if [ -n "$STATS" ]; then sleep 0.6; cp $STATS $1; fi; }
+# (A failed copy is retried once and reported in snap-errors.txt: one copy went missing once.)
+snap() {
+  if [ -n "$STATS" ]; then
+    sleep 0.6
+    cp $STATS $1 2>> $out/snap-errors.txt || { sleep 0.3; cp $STATS $1 2>> $out/snap-errors.txt; }
+  fi
+}
 # gru NAME ROUND [ARGS]: scx_gru with ARGS in the background, its stats and log named after NAME.
 gru() {
   gru_name=$1; gru_round=$2; shift 2
@@ -318,6 +335,16 @@ impl Run {
             .flatten()
             .map(|v| v * 100.0)
     }
+    /// Context switches per completed event, for a load that is one sysbench run (the mixed
+    /// load's switches belong to both of its parts): on an I/O load a scheduler that runs
+    /// fewer I/Os also switches less per second, not per I/O.
+    fn cs_per_event(&self) -> Option<f64> {
+        let events_per_s = self.sysbench?.events_per_s;
+        (!self.row.starts_with("mixed") && events_per_s > 0.0)
+            .then(|| self.per_s(self.context_switches))
+            .flatten()
+            .map(|cs| cs / events_per_s)
+    }
     fn per_s(&self, v: Option<f64>) -> Option<f64> {
         v.filter(|_| self.wall_s > 0.0).map(|v| v / self.wall_s)
     }
@@ -381,6 +408,10 @@ struct Args {
     /// Record every BPF program's run time (kernel.bpf_stats_enabled; costs two clock reads
     /// per program run, so a profiling run, not a throughput one).
     bpf_prog_stats: bool,
+    /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
+    /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
+    /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run.
+    from_out: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -390,6 +421,7 @@ fn parse_args() -> Result<Args> {
         out: None,
         schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
         bpf_prog_stats: false,
+        from_out: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -402,9 +434,10 @@ fn parse_args() -> Result<Args> {
                 args.schedulers = value()?.split(',').map(str::to_owned).collect();
             }
             "--bpf-prog-stats" => args.bpf_prog_stats = true,
+            "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             other => bail!(
                 "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
-                 --bpf-prog-stats)"
+                 --bpf-prog-stats, --from-out GUEST_OUT_DIR)"
             ),
         }
     }
@@ -493,10 +526,18 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
         let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
         let waits = if sched.starts_with("gru") {
             let snap = |i: u32| outcome.read_out(&format!("st-{sched}-{round}-{load}-{i}.json"));
-            Some(
-                Waits::between(&snap(0)?, &snap(1)?)
-                    .with_context(|| format!("{sched}/{round}/{load}: scx_gru's queue waits"))?,
-            )
+            match (snap(0), snap(1)) {
+                (Ok(before), Ok(after)) => {
+                    Some(Waits::between(&before, &after).with_context(|| {
+                        format!("{sched}/{round}/{load}: scx_gru's queue waits")
+                    })?)
+                }
+                // The load's own numbers stand; only its waits are left out of the table.
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("warning: {sched}/{round}/{load}: no queue waits: {e:#}");
+                    None
+                }
+            }
         } else {
             None
         };
@@ -570,8 +611,8 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
         _ => "-".into(),
     };
     let mut t = String::new();
-    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | migr/s | wall s | sched CPU % | BPF CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | cs / event | migr/s | wall s | sched CPU % | BPF CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in ROWS {
         let thr = |s: &str| cell(s, row, &|r| r.throughput());
         let cs = |s: &str| cell(s, row, &|r| r.per_s(r.context_switches));
@@ -612,8 +653,9 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
                 )
             };
             t.push_str(&format!(
-                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {row} | {sched} | {throughput} | {lat} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 fmt(cs(sched), 0),
+                fmt(cell(sched, row, &|r| r.cs_per_event()), 2),
                 fmt(mig(sched), 1),
                 fmt(cell(sched, row, &|r| Some(r.wall_s)), 1),
                 fmt(cell(sched, row, &|r| r.sched_cpu_pct()), 1),
@@ -715,6 +757,28 @@ fn build_scx_gru() -> Result<()> {
 
 fn main() -> Result<()> {
     let args = parse_args()?;
+    let outcome = match &args.from_out {
+        Some(out_dir) => {
+            ensure!(
+                out_dir.join("runs.txt").is_file(),
+                "{} has no runs.txt: not the out folder of a vm_compare guest",
+                out_dir.display()
+            );
+            VmOutcome {
+                exit_code: 0,
+                console: String::new(),
+                out_dir: out_dir.clone(),
+                boot_time: None,
+                wall_time: Duration::ZERO,
+            }
+        }
+        None => run_guest(&args)?,
+    };
+    report(&args, &outcome)
+}
+
+/// Builds scx_gru, runs the guest script in the lab VM and checks that it finished.
+fn run_guest(args: &Args) -> Result<VmOutcome> {
     build_scx_gru()?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
     let script = guest_script(
@@ -742,7 +806,13 @@ fn main() -> Result<()> {
         outcome.exit_code,
         outcome.script_output()
     );
-    let runs = collect(&outcome, args.bpf_prog_stats)?;
+    println!("guest out folder: {}", outcome.out_dir.display());
+    Ok(outcome)
+}
+
+/// The tables of a finished guest run, printed and, with `--out`, written with the raw files.
+fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
+    let runs = collect(outcome, args.bpf_prog_stats)?;
     let mut table = table(&args.schedulers, &runs);
     if args.schedulers.iter().any(|s| s.starts_with("gru")) {
         table.push_str(&format!(
@@ -758,6 +828,13 @@ fn main() -> Result<()> {
         ));
     }
     println!("{table}");
+    let snap_errors = outcome.read_out("snap-errors.txt").unwrap_or_default();
+    if !snap_errors.trim().is_empty() {
+        println!(
+            "stats-file copies that failed in the guest:\n{}",
+            snap_errors.trim_end()
+        );
+    }
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
     let dmesg = outcome.read_out("dmesg.txt").unwrap_or_default();
     let notable: Vec<&str> = dmesg
@@ -876,6 +953,40 @@ mod tests {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
         assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn context_switches_per_event_only_for_single_sysbench_loads() {
+        let io = Run {
+            row: "io".into(),
+            sysbench: Some(Sysbench {
+                events_per_s: 4000.0,
+                ..Sysbench::default()
+            }),
+            context_switches: Some(84_000.0),
+            wall_s: 10.0,
+            ..Run::default()
+        };
+        // 8400 switches/s over 4000 I/Os/s.
+        assert_eq!(io.cs_per_event(), Some(2.1));
+        // The mixed load's switches belong to both parts; hackbench has no events.
+        let mixed = Run {
+            row: "mixed-io".into(),
+            ..io.clone()
+        };
+        assert_eq!(mixed.cs_per_event(), None);
+        let hackbench = Run {
+            row: "hackbench".into(),
+            sysbench: None,
+            hackbench_s: Some(2.0),
+            ..io.clone()
+        };
+        assert_eq!(hackbench.cs_per_event(), None);
+        let no_perf = Run {
+            context_switches: None,
+            ..io
+        };
+        assert_eq!(no_perf.cs_per_event(), None);
     }
 
     #[test]
