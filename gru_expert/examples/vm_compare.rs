@@ -39,9 +39,12 @@
 //!
 //! Loads (`--seconds` each): cpu1 `sysbench cpu --threads=1`, cpu8 `sysbench cpu --threads=8`, io
 //! `sysbench fileio --threads=1` (random read/write, O_DIRECT, 64 MiB in 8 files on the guest's
-//! NVMe disk), io8 the same with `--threads=8` (the thesis's eight-thread I/O-bound test: more I/O
-//! threads than CPUs, so wake-ups meet running tasks), mixed `sysbench cpu --threads=4` and
-//! `sysbench fileio --threads=4` at once, hackbench `hackbench -g 4 -l 100` (processes, sockets).
+//! NVMe disk), mixed `sysbench cpu --threads=4` and `sysbench fileio --threads=4` at once,
+//! hackbench `hackbench -g 4 -l 100` (processes, sockets). (No eight-thread fileio, the thesis's
+//! other I/O test: with eight I/Os in flight the emulated NVMe disk loses completions in every
+//! run, under every scheduler — two 30 s driver timeouts, then a controller reset; the mixed
+//! load's four threads hit it now and then. Host-side `cache=unsafe` and `aio=io_uring` on the
+//! drive did not change that, 2026-11-25.)
 //! Every load runs under `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s
 //! (sysbench: total events / total time), latency avg/p95/max in ms (sysbench), context switches
 //! and migrations per second of wall time, context switches per event (the single sysbench loads:
@@ -79,15 +82,7 @@ const SCHEDULERS: [&str; 15] = [
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
-const ROWS: [&str; 7] = [
-    "cpu1",
-    "cpu8",
-    "io",
-    "io8",
-    "mixed-cpu",
-    "mixed-io",
-    "hackbench",
-];
+const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
 /// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
 const PROFILE: &str = if cfg!(debug_assertions) {
     "debug"
@@ -124,7 +119,6 @@ loads() {
   measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
   measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
   measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
-  measure $s $r io8 sysbench fileio $FIO --threads=8 --time=$S run
   measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
     sysbench fileio $FIO --threads=4 --time=$S run > $out/load-$s-$r-mixed-io.txt 2>&1; wait"
   measure $s $r hackbench hackbench -g 4 -l 100
@@ -873,8 +867,9 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
+            v["bpf"]["nr_select_no_idle"],
             v["bpf"]["nr_wakeup_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
