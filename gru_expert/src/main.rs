@@ -185,6 +185,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_wakeup_preempts: bss.nr_wakeup_preempts,
         nr_slices_shortened: bss.nr_slices_shortened,
         nr_burst_keyed: bss.nr_burst_keyed,
+        nr_select_no_idle: bss.nr_select_no_idle,
         nr_waits_short: bss.nr_waits_short,
         wait_ns_short: bss.wait_ns_short,
         nr_waits_long: bss.nr_waits_long,

@@ -65,6 +65,10 @@ pub struct BpfCounters {
     /// woke up (`--burst-cap-ms`).
     #[serde(default)]
     pub nr_burst_keyed: u64,
+    /// Wake-ups that select_cpu left to enqueue at once because no CPU was idle (no
+    /// prediction lookup, no idle-CPU scan: nothing could be placed).
+    #[serde(default)]
+    pub nr_select_no_idle: u64,
     /// Queue waits (runnable → running) of tasks with short bursts (under 1 ms before they
     /// last slept and in progress: I/O threads).
     #[serde(default)]

@@ -196,6 +196,8 @@ fn vm_gru_without_model_runs_fallback_only() {
     // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).
     assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");
     assert!(stats.bpf.nr_burst_keyed > 0, "{stats:#?}");
+    // With both CPUs busy, wake-ups find no idle CPU and select_cpu leaves them to enqueue.
+    assert!(stats.bpf.nr_select_no_idle > 0, "{stats:#?}");
     // Both wait classes are seen: the hogs run without sleeping, the ping-pong tasks in
     // short bursts; both queue, so both wait some time.
     for (n, ns) in [

@@ -115,6 +115,7 @@ u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
+u64 nr_select_no_idle;		/* wake-ups select_cpu left to enqueue at once: no CPU idle */
 u64 nr_burst_keyed;		/* shared-DSQ inserts keyed behind their vtime (burst_deadline) */
 /* Queue waits (runnable -> running), see SHORT_BURST_NS: how many, and their total (ns). */
 u64 nr_waits_short;
@@ -182,17 +183,19 @@ static __always_inline bool vtime_before(u64 a, u64 b)
 
 /*
  * Send the features of @p, placed on @cpu, to user space; @pred_age_ns is the
- * age of the task's prediction (U64 max if it has none).
+ * age of the task's prediction (U64 max if it has none). @tctx is the task's
+ * storage when the caller has looked it up already (enqueue), NULL to look it
+ * up here, only once an event is due.
  *
  * An event only feeds the task's window in user space, which predicts again
  * at most every few tens of ms per task: no event while the task's prediction
  * is younger than event_refresh_ns (user space gets new events in time to
  * refresh it before the TTL), and at most one per event_gap_ns per task.
  */
-static void send_event(struct task_struct *p, s32 cpu, u32 source, u64 pred_age_ns)
+static void send_event(struct task_struct *p, struct task_ctx *tctx, s32 cpu, u32 source,
+		       u64 pred_age_ns)
 {
 	struct gru_task_event *ev;
-	struct task_ctx *tctx;
 	u64 now, waiting;
 
 	if (!send_events)
@@ -202,7 +205,8 @@ static void send_event(struct task_struct *p, s32 cpu, u32 source, u64 pred_age_
 		return;
 	}
 	now = bpf_ktime_get_ns();
-	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	if (!tctx)
+		tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	if (tctx && tctx->last_event_ns && now - tctx->last_event_ns < event_gap_ns) {
 		stat_inc(&nr_events_gap);
 		return;
@@ -397,6 +401,16 @@ static u64 task_slice(void)
 	return slice;
 }
 
+/* Whether any CPU is idle now. */
+static bool any_cpu_idle(void)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool any = !bpf_cpumask_empty(idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return any;
+}
+
 static __always_inline bool is_usersched(struct task_struct *p)
 {
 	return usersched_tgid && p->tgid == usersched_tgid;
@@ -422,8 +436,6 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		return cpu;
 	}
 
-	cpu = predicted_cpu(p, &miss, &age);
-
 	/*
 	 * The thesis's select_cpu: an idle previous CPU keeps the task (warm
 	 * caches, no migration), whatever the prediction says; a prediction
@@ -432,6 +444,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
 	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
+		cpu = predicted_cpu(p, &miss, &age);
 		if (cpu == prev_cpu) {
 			stat_inc(&nr_pred_applied);
 			stat_inc(&nr_pred_applied_select);
@@ -439,16 +452,28 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 			count_fallback(cpu >= 0 ? PRED_PREV_IDLE : miss);
 			stat_inc(&nr_direct_idle);
 		}
-		send_event(p, prev_cpu, GRU_SRC_SELECT_CPU, age);
+		send_event(p, NULL, prev_cpu, GRU_SRC_SELECT_CPU, age);
 		return prev_cpu;
 	}
+
+	/*
+	 * No CPU idle (a saturated system): nothing below can place the task
+	 * (the kernel's selection would return the previous CPU too), so leave
+	 * it to ops.enqueue() without the prediction lookup and the idle scans.
+	 */
+	if (!any_cpu_idle()) {
+		stat_inc(&nr_select_no_idle);
+		return prev_cpu;
+	}
+
+	cpu = predicted_cpu(p, &miss, &age);
 
 	/* A fresh prediction whose CPU is idle: place the task there now. */
 	if (cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		stat_inc(&nr_pred_applied);
 		stat_inc(&nr_pred_applied_select);
-		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
+		send_event(p, NULL, cpu, GRU_SRC_SELECT_CPU, age);
 		return cpu;
 	}
 
@@ -463,7 +488,7 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		count_fallback(miss);
 		stat_inc(&nr_direct_idle);
-		send_event(p, cpu, GRU_SRC_SELECT_CPU, age);
+		send_event(p, NULL, cpu, GRU_SRC_SELECT_CPU, age);
 	}
 	return cpu;
 }
@@ -507,7 +532,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, task_slice(), enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			stat_inc(&nr_pred_applied);
-			send_event(p, cpu, GRU_SRC_ENQUEUE, age);
+			send_event(p, NULL, cpu, GRU_SRC_ENQUEUE, age);
 			return;
 		}
 		miss = PRED_BUSY;
@@ -544,7 +569,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_wakeup_preempts);
 	}
-	send_event(p, prev_cpu, GRU_SRC_ENQUEUE, age);
+	send_event(p, tctx, prev_cpu, GRU_SRC_ENQUEUE, age);
 }
 
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
