@@ -11,7 +11,7 @@
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
-//! `--preempt-min-run-us 1000`; `gru-preempt250` / `gru-preempt0` after 250 µs / at once —
+//! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
 //! `--no-wakeup-preempt`, the default before) and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
@@ -62,8 +62,9 @@ use asa_gru_expert::stats::BpfCounters;
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
-/// Every scheduler the guest script knows (the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 15] = [
+/// Every scheduler the guest script knows besides `gru-preemptN` (see [`known_scheduler`]; the
+/// default set is [`DEFAULT_SCHEDULERS`]).
+const SCHEDULERS: [&str; 13] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -74,8 +75,6 @@ const SCHEDULERS: [&str; 15] = [
     "gru-noinfer",
     "gru-fallback",
     "gru-preempt",
-    "gru-preempt250",
-    "gru-preempt0",
     "gru-nopreempt",
     "gru-slice",
     "bpfland",
@@ -161,8 +160,7 @@ start() {
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
-    gru-preempt250) gru gru-preempt250 $2 --preempt-min-run-us 250 ;;
-    gru-preempt0) gru gru-preempt0 $2 --preempt-min-run-us 0 ;;
+    gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
@@ -408,6 +406,15 @@ struct Args {
     from_out: Option<PathBuf>,
 }
 
+/// Whether the guest script can start `name`: one of [`SCHEDULERS`] or `gru-preemptN`, scx_gru
+/// with `--preempt-min-run-us N` (wake-ups preempt a task that has run N µs).
+fn known_scheduler(name: &str) -> bool {
+    SCHEDULERS.contains(&name)
+        || name
+            .strip_prefix("gru-preempt")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         rounds: 3,
@@ -441,8 +448,8 @@ fn parse_args() -> Result<Args> {
     );
     for s in &args.schedulers {
         ensure!(
-            SCHEDULERS.contains(&s.as_str()),
-            "unknown scheduler {s:?} (known: {})",
+            known_scheduler(s),
+            "unknown scheduler {s:?} (known: {}, gru-preemptN)",
             SCHEDULERS.join(", ")
         );
     }
@@ -857,7 +864,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     let mut gru_stats = BTreeMap::new();
     for r in 1..=args.rounds {
         // Every scx_gru variant writes a stats file.
-        for s in SCHEDULERS.iter().filter(|s| s.starts_with("gru")) {
+        for s in args.schedulers.iter().filter(|s| s.starts_with("gru")) {
             if let Ok(text) = outcome.read_out(&format!("stats-{s}-{r}.json")) {
                 let v: serde_json::Value =
                     serde_json::from_str(&text).with_context(|| format!("stats-{s}-{r}.json"))?;
@@ -1049,5 +1056,24 @@ mod tests {
         assert_eq!(starts[0], "start eevdf 1");
         assert_eq!(starts[4], "start gru 2");
         assert_eq!(starts.len(), 8);
+    }
+
+    #[test]
+    fn preempt_variants_take_any_minimum_run() {
+        for ok in [
+            "eevdf",
+            "gru",
+            "gru-preempt",
+            "gru-preempt0",
+            "gru-preempt120",
+        ] {
+            assert!(known_scheduler(ok), "{ok}");
+        }
+        for bad in ["gru-preempt-5", "gru-preempt1x", "gru-preemptx", "cfs"] {
+            assert!(!known_scheduler(bad), "{bad}");
+        }
+        // The guest script has the matching case.
+        assert!(guest_script(&["eevdf".into()], 1, 5, false)
+            .contains("gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;"));
     }
 }
