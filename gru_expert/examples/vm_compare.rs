@@ -13,7 +13,9 @@
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
-//! `--no-wakeup-preempt`, the default before) and `gru-slice` (scx_gru `--slice-min-us 500`:
+//! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
+//! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime)
+//! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
@@ -161,6 +163,7 @@ start() {
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
+    gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
@@ -406,13 +409,15 @@ struct Args {
     from_out: Option<PathBuf>,
 }
 
-/// Whether the guest script can start `name`: one of [`SCHEDULERS`] or `gru-preemptN`, scx_gru
-/// with `--preempt-min-run-us N` (wake-ups preempt a task that has run N µs).
+/// Whether the guest script can start `name`: one of [`SCHEDULERS`], `gru-preemptN` (scx_gru
+/// with `--preempt-min-run-us N`: wake-ups preempt a task that has run N µs) or
+/// `gru-affinityN` (`--dispatch-affinity-us N`).
 fn known_scheduler(name: &str) -> bool {
     SCHEDULERS.contains(&name)
-        || name
-            .strip_prefix("gru-preempt")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        || ["gru-preempt", "gru-affinity"].iter().any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 fn parse_args() -> Result<Args> {
@@ -1066,10 +1071,17 @@ mod tests {
             "gru-preempt",
             "gru-preempt0",
             "gru-preempt120",
+            "gru-affinity1000",
         ] {
             assert!(known_scheduler(ok), "{ok}");
         }
-        for bad in ["gru-preempt-5", "gru-preempt1x", "gru-preemptx", "cfs"] {
+        for bad in [
+            "gru-preempt-5",
+            "gru-preempt1x",
+            "gru-preemptx",
+            "gru-affinity",
+            "cfs",
+        ] {
             assert!(!known_scheduler(bad), "{bad}");
         }
         // The guest script has the matching case.

@@ -116,6 +116,12 @@ struct Opts {
     #[arg(long, default_value_t = 40)]
     burst_cap_ms: u64,
 
+    /// A CPU taking work from the shared DSQ prefers, among its first 4 tasks, one that last
+    /// ran on it if its deadline is within this many microseconds (vtime) of the head's:
+    /// fewer migrations, the head delayed by at most the window. 0: off, the head always.
+    #[arg(long, default_value_t = 0)]
+    dispatch_affinity_us: u64,
+
     /// Exit debug dump buffer length (0: default).
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
@@ -186,6 +192,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_slices_shortened: bss.nr_slices_shortened,
         nr_burst_keyed: bss.nr_burst_keyed,
         nr_select_no_idle: bss.nr_select_no_idle,
+        nr_dispatch_affine: bss.nr_dispatch_affine,
         nr_waits_short: bss.nr_waits_short,
         wait_ns_short: bss.wait_ns_short,
         nr_waits_long: bss.nr_waits_long,
@@ -248,6 +255,7 @@ fn main() -> Result<()> {
         rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
+        rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;

@@ -69,6 +69,10 @@ pub struct BpfCounters {
     /// prediction lookup, no idle-CPU scan: nothing could be placed).
     #[serde(default)]
     pub nr_select_no_idle: u64,
+    /// Shared-DSQ tasks a CPU took ahead of the queue's head because they last ran on it
+    /// (`--dispatch-affinity-us`).
+    #[serde(default)]
+    pub nr_dispatch_affine: u64,
     /// Queue waits (runnable → running) of tasks with short bursts (under 1 ms before they
     /// last slept and in progress: I/O threads).
     #[serde(default)]

@@ -172,12 +172,13 @@ rec stress_rc $?
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
-    // The default wakeup preemption and slice shortening (spelled out): their paths run too.
+    // The default wakeup preemption and slice shortening (spelled out) and the optional
+    // dispatch affinity: their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,
         MANY_TASKS,
-        "--preempt-min-run-us 250 --slice-min-us 500",
+        "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000",
     );
     check_lifecycle(&results(&outcome));
     let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
@@ -198,6 +199,8 @@ fn vm_gru_without_model_runs_fallback_only() {
     assert!(stats.bpf.nr_burst_keyed > 0, "{stats:#?}");
     // With both CPUs busy, wake-ups find no idle CPU and select_cpu leaves them to enqueue.
     assert!(stats.bpf.nr_select_no_idle > 0, "{stats:#?}");
+    // With a dispatch affinity window, CPUs take tasks that last ran on them ahead of the head.
+    assert!(stats.bpf.nr_dispatch_affine > 0, "{stats:#?}");
     // Both wait classes are seen: the hogs run without sleeping, the ping-pong tasks in
     // short bursts; both queue, so both wait some time.
     for (n, ns) in [

@@ -77,6 +77,16 @@ const volatile u64 preempt_min_run_ns = 250ULL * 1000;
 const volatile bool burst_deadline = true;
 const volatile u64 burst_cap_ns = 40ULL * 1000 * 1000;
 /*
+ * Optional (0: off): a CPU dispatching from the shared DSQ takes the first of
+ * its first DISPATCH_SCAN tasks that last ran on it, if its deadline is within
+ * this (vtime ns) of the head's, instead of the head itself: fewer migrations
+ * (each one locks the task's old run queue, and costs its caches) for a delay
+ * of the head bounded by the window; the head goes to the next CPU that
+ * dispatches.
+ */
+const volatile u64 dispatch_affinity_ns = 0;
+#define DISPATCH_SCAN 4
+/*
  * Queue waits (runnable -> running) are counted by the task's burst: short
  * when both the burst before it last slept and the one in progress are under
  * this (vtime ns; an I/O thread), long otherwise (a task that runs without
@@ -116,6 +126,7 @@ u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ *
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
 u64 nr_select_no_idle;		/* wake-ups select_cpu left to enqueue at once: no CPU idle */
+u64 nr_dispatch_affine;		/* shared-DSQ tasks taken by their last CPU ahead of the head */
 u64 nr_burst_keyed;		/* shared-DSQ inserts keyed behind their vtime (burst_deadline) */
 /* Queue waits (runnable -> running), see SHORT_BURST_NS: how many, and their total (ns). */
 u64 nr_waits_short;
@@ -572,8 +583,38 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	send_event(p, tctx, prev_cpu, GRU_SRC_ENQUEUE, age);
 }
 
+/*
+ * With dispatch_affinity_ns: the first of the shared DSQ's first DISPATCH_SCAN
+ * tasks that last ran on @cpu and may run there, within the window of the
+ * head's deadline, moved to @cpu's local DSQ. False if there is none.
+ */
+static bool dispatch_affine(s32 cpu)
+{
+	struct task_struct *p;
+	u64 head_key = 0;
+	u32 seen = 0;
+
+	bpf_for_each(scx_dsq, p, GRU_FALLBACK_DSQ, 0) {
+		if (!seen)
+			head_key = p->scx.dsq_vtime;
+		else if (vtime_before(head_key + dispatch_affinity_ns, p->scx.dsq_vtime))
+			break;
+		if (scx_bpf_task_cpu(p) == cpu && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			if (seen)
+				stat_inc(&nr_dispatch_affine);
+			return true;
+		}
+		if (++seen >= DISPATCH_SCAN)
+			break;
+	}
+	return false;
+}
+
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 {
+	if (dispatch_affinity_ns && dispatch_affine(cpu))
+		return;
 	scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0);
 }
 
