@@ -14,7 +14,8 @@
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
 //! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
-//! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime)
+//! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
+//! 1000 is the default since run 24, `gru-affinity0` the head always, as before)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
