@@ -13,9 +13,7 @@
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
-//! `--no-wakeup-preempt`, the default before), `gru-hogpreempt` (`--preempt-min-run-us 150
-//! --preempt-min-burst-us 1000`: wake-ups preempt sooner, but only tasks that have run 1 ms
-//! without sleeping), `gru-affinityN` (`--dispatch-affinity-us N`: a
+//! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
 //! 1000 is the default since run 24, `gru-affinity0` the head always, as before)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
@@ -69,7 +67,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides `gru-preemptN` (see [`known_scheduler`]; the
 /// default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 14] = [
+const SCHEDULERS: [&str; 13] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -80,7 +78,6 @@ const SCHEDULERS: [&str; 14] = [
     "gru-noinfer",
     "gru-fallback",
     "gru-preempt",
-    "gru-hogpreempt",
     "gru-nopreempt",
     "gru-slice",
     "bpfland",
@@ -167,7 +164,6 @@ start() {
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
-    gru-hogpreempt) gru $1 $2 --preempt-min-run-us 150 --preempt-min-burst-us 1000 ;;
     gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
@@ -1074,7 +1070,6 @@ mod tests {
             "eevdf",
             "gru",
             "gru-preempt",
-            "gru-hogpreempt",
             "gru-preempt0",
             "gru-preempt120",
             "gru-affinity1000",

@@ -109,12 +109,6 @@ struct Opts {
     #[arg(long, default_value_t = 250)]
     preempt_min_run_us: u64,
 
-    /// A wake-up only preempts a task that has run at least this many microseconds (vtime)
-    /// since it last woke up: a task that runs without sleeping, not one of a group that wake
-    /// each other after short bursts. 0: any task.
-    #[arg(long, default_value_t = 0)]
-    preempt_min_burst_us: u64,
-
     /// The shared DSQ is ordered by a deadline, vtime + the vtime a task used since it last
     /// woke up, capped at this many ms: tasks that sleep after short bursts (I/O) go ahead of
     /// tasks that run without sleeping. 0: ordered by vtime alone (the default before
@@ -261,7 +255,6 @@ fn main() -> Result<()> {
         rodata.wakeup_preempt = !opts.no_wakeup_preempt;
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
         rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
-        rodata.preempt_min_burst_ns = opts.preempt_min_burst_us * 1000;
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;

@@ -67,13 +67,6 @@ const volatile u64 preempt_margin_ns = 2500ULL * 1000;
  */
 const volatile u64 preempt_min_run_ns = 250ULL * 1000;
 /*
- * Optional (0: off): a wake-up only preempts a task whose burst since it last
- * woke up (vtime, its run so far included) is at least this long: one that
- * runs without sleeping (a CPU hog), not one of a group of tasks that wake
- * each other after short bursts (hackbench's), whichever is owed more time.
- */
-const volatile u64 preempt_min_burst_ns = 0;
-/*
  * Order the shared DSQ by a deadline, vtime + the vtime the task has used
  * since it last woke up (capped at burst_cap_ns), instead of by vtime alone:
  * a task that sleeps after short bursts (an I/O thread) goes ahead of tasks
@@ -387,8 +380,6 @@ static bool wakee_before_running(s32 cpu, u64 deadline)
 	if (ran < preempt_min_run_ns)
 		return false;
 	ran_vtime = ran * 100 / run->weight;
-	if (run->awake_vtime + ran_vtime < preempt_min_burst_ns)
-		return false;
 	curr_deadline = run->vtime + ran_vtime + burst_extra(run->awake_vtime + ran_vtime);
 	return vtime_before(deadline + preempt_margin_ns, curr_deadline);
 }
