@@ -65,8 +65,8 @@ use asa_gru_expert::stats::BpfCounters;
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use serde::Serialize;
 
-/// Every scheduler the guest script knows besides `gru-preemptN` (see [`known_scheduler`]; the
-/// default set is [`DEFAULT_SCHEDULERS`]).
+/// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
+/// the default set is [`DEFAULT_SCHEDULERS`]).
 const SCHEDULERS: [&str; 13] = [
     "eevdf",
     "gru",
@@ -410,12 +410,16 @@ struct Args {
     from_out: Option<PathBuf>,
 }
 
-/// Whether the guest script can start `name`: one of [`SCHEDULERS`], `gru-preemptN` (scx_gru
-/// with `--preempt-min-run-us N`: wake-ups preempt a task that has run N µs) or
-/// `gru-affinityN` (`--dispatch-affinity-us N`).
+/// The scx_gru variants named PREFIX + a number N, each with a `PREFIXN` case in the guest
+/// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
+/// and `gru-affinityN` (`--dispatch-affinity-us N`).
+const NUMBERED_VARIANTS: [&str; 2] = ["gru-preempt", "gru-affinity"];
+
+/// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
+/// ([`NUMBERED_VARIANTS`]).
 fn known_scheduler(name: &str) -> bool {
     SCHEDULERS.contains(&name)
-        || ["gru-preempt", "gru-affinity"].iter().any(|prefix| {
+        || NUMBERED_VARIANTS.iter().any(|prefix| {
             name.strip_prefix(prefix)
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         })
@@ -455,8 +459,9 @@ fn parse_args() -> Result<Args> {
     for s in &args.schedulers {
         ensure!(
             known_scheduler(s),
-            "unknown scheduler {s:?} (known: {}, gru-preemptN)",
-            SCHEDULERS.join(", ")
+            "unknown scheduler {s:?} (known: {}, {}, N a number)",
+            SCHEDULERS.join(", "),
+            NUMBERED_VARIANTS.map(|v| format!("{v}N")).join(", ")
         );
     }
     ensure!(
@@ -1085,8 +1090,15 @@ mod tests {
         ] {
             assert!(!known_scheduler(bad), "{bad}");
         }
-        // The guest script has the matching case.
-        assert!(guest_script(&["eevdf".into()], 1, 5, false)
+        // The guest script has a case for each numbered variant.
+        let script = guest_script(&["eevdf".into()], 1, 5, false);
+        for variant in NUMBERED_VARIANTS {
+            assert!(
+                script.contains(&format!("    {variant}[0-9]*) gru $1 $2 --")),
+                "{variant}"
+            );
+        }
+        assert!(script
             .contains("gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;"));
     }
 }

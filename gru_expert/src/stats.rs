@@ -434,6 +434,8 @@ mod tests {
             "wait_ns_short",
             "nr_waits_long",
             "wait_ns_long",
+            "nr_select_no_idle",
+            "nr_dispatch_affine",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
         }
