@@ -2,7 +2,8 @@
 # Installs everything ASA's demo and tests need on a fresh Debian 12 (bookworm) x86_64 machine.
 # Idempotent: every step checks first and does nothing when its result is already there.
 #   - Debian packages: qemu (the lab VM), busybox-static (the guest's userland), clang-19 and
-#     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest);
+#     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest), xz-utils
+#     (the guest kernel modules are xz-compressed);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
 #     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>);
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
 packages=(qemu-system-x86 busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
-          bpftool stress-ng make debootstrap e2fsprogs)
+          bpftool stress-ng make debootstrap e2fsprogs xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

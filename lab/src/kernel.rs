@@ -4,7 +4,9 @@
 //! package lists and cache under the project cache) resolves the current
 //! `linux-image-cloud-amd64` of Debian sid (then trixie-backports), downloads the packages that
 //! hold `vmlinuz` and the kernel `config`, and unpacks them with `dpkg-deb -x`. The config must
-//! say `CONFIG_SCHED_CLASS_EXT=y`. The mirror is the one the host's apt already uses
+//! say `CONFIG_SCHED_CLASS_EXT=y`. The guest modules the lab loads ([`GUEST_MODULES`]: the
+//! virtio block driver, a module in the cloud kernel) come from `linux-modules-<release>` and
+//! are cached decompressed next to the image. The mirror is the one the host's apt already uses
 //! (override: `ASA_DEBIAN_MIRROR`).
 
 use std::path::{Path, PathBuf};
@@ -17,6 +19,12 @@ use log::info;
 pub const SUITES: &[&str] = &["sid", "trixie-backports"];
 /// The meta package that names the current cloud kernel (virtio drivers built in).
 pub const META_PACKAGE: &str = "linux-image-cloud-amd64";
+
+/// Modules of the kernel's package the guest loads at boot, as paths under
+/// `/usr/lib/modules/<release>/` without the compression suffix. `virtio_blk`: the lab's disks
+/// are virtio-blk (qemu's emulated NVMe loses completions under TCG with several I/Os in flight;
+/// see [`crate::vm::DiskBus`]). None of them depends on another module.
+pub const GUEST_MODULES: &[&str] = &["kernel/drivers/block/virtio_blk.ko"];
 
 /// Environment variable naming a cached kernel release to boot instead of the latest fetched
 /// (e.g. to continue a calibration on the kernel its table was measured on).
@@ -31,6 +39,9 @@ pub struct Kernel {
     pub vmlinuz: PathBuf,
     /// The kernel's config (copied to `/boot/config-<release>` in the guest for libbpf).
     pub config: PathBuf,
+    /// The cached, decompressed [`GUEST_MODULES`] (`<name>.ko`) that exist: empty for a
+    /// kernel cached before the lab used them (the NVMe disk bus still boots it).
+    pub modules: Vec<PathBuf>,
 }
 
 impl Kernel {
@@ -53,12 +64,7 @@ impl Kernel {
     fn cached_release(cache: &Path, wanted: Option<&str>) -> Result<Option<Self>> {
         let dir = cache.join("kernel");
         if let Some(release) = wanted.filter(|r| !r.trim().is_empty()) {
-            let release = release.trim().to_owned();
-            let kernel = Self {
-                vmlinuz: dir.join(&release).join("vmlinuz"),
-                config: dir.join(&release).join("config"),
-                release,
-            };
+            let kernel = Self::in_dir(&dir, release.trim());
             if !kernel.vmlinuz.is_file() || !kernel.config.is_file() {
                 let cached: Vec<String> = std::fs::read_dir(&dir)
                     .map(|entries| {
@@ -87,18 +93,41 @@ impl Kernel {
         let Ok(release) = std::fs::read_to_string(dir.join("current")) else {
             return Ok(None);
         };
-        let release = release.trim().to_owned();
-        let kernel = Self {
-            vmlinuz: dir.join(&release).join("vmlinuz"),
-            config: dir.join(&release).join("config"),
-            release,
-        };
-        if kernel.vmlinuz.is_file() && kernel.config.is_file() {
+        let kernel = Self::in_dir(&dir, release.trim());
+        // Complete only with every guest module: a kernel cached before the lab loaded modules
+        // is fetched again (the newest release, as on a fresh machine).
+        if kernel.vmlinuz.is_file()
+            && kernel.config.is_file()
+            && kernel.modules.len() == GUEST_MODULES.len()
+        {
             check_config(&kernel.config)?;
             Ok(Some(kernel))
         } else {
             Ok(None)
         }
+    }
+
+    /// The kernel `release` as cached under `dir` (`<dir>/<release>/`), whatever of it exists.
+    fn in_dir(dir: &Path, release: &str) -> Self {
+        let base = dir.join(release);
+        Self {
+            vmlinuz: base.join("vmlinuz"),
+            config: base.join("config"),
+            modules: GUEST_MODULES
+                .iter()
+                .map(|m| base.join("modules").join(module_file_name(m)))
+                .filter(|p| p.is_file())
+                .collect(),
+            release: release.to_owned(),
+        }
+    }
+
+    /// The cached guest module named `name` (e.g. `virtio_blk`), if this kernel has it.
+    pub fn module(&self, name: &str) -> Option<&Path> {
+        self.modules
+            .iter()
+            .find(|p| p.file_stem().and_then(|s| s.to_str()) == Some(name))
+            .map(PathBuf::as_path)
     }
 
     /// Resolve, download and unpack the current sched_ext kernel into the cache.
@@ -260,11 +289,12 @@ fn fetch_from(cache: &Path, mirror: &str, suite: &str) -> Result<Kernel> {
     let release = release_from_depends(&show)
         .with_context(|| format!("{META_PACKAGE} in {suite} names no linux-image-<release>"))?;
     info!("current kernel in {suite}: {release}");
-    // Newer kernels split the image: vmlinuz in linux-binary-*, config in linux-base-*;
-    // older ones keep both in linux-image-*.
+    // Newer kernels split the image: vmlinuz in linux-binary-*, config in linux-base-*,
+    // modules in linux-modules-*; older ones keep all of it in linux-image-*.
     let candidates = [
         format!("linux-binary-{release}"),
         format!("linux-base-{release}"),
+        format!("linux-modules-{release}"),
         format!("linux-image-{release}"),
     ];
     let unpack = work.join("unpacked");
@@ -313,7 +343,13 @@ fn fetch_from(cache: &Path, mirror: &str, suite: &str) -> Result<Kernel> {
     .context("the packages hold no kernel config")?;
     check_config(&config)?;
     let dest = cache.join("kernel").join(&release);
-    std::fs::create_dir_all(&dest)?;
+    std::fs::create_dir_all(dest.join("modules"))?;
+    let tree = unpack.join(format!("usr/lib/modules/{release}"));
+    for module in GUEST_MODULES {
+        let target = dest.join("modules").join(module_file_name(module));
+        unpack_module(&tree, module, &target)
+            .with_context(|| format!("guest module {module} of {release}"))?;
+    }
     std::fs::copy(&vmlinuz, dest.join("vmlinuz"))?;
     std::fs::copy(&config, dest.join("config"))?;
     std::fs::write(cache.join("kernel").join("current"), &release)?;
@@ -322,11 +358,50 @@ fn fetch_from(cache: &Path, mirror: &str, suite: &str) -> Result<Kernel> {
     }
     let _ = std::fs::remove_dir_all(&unpack);
     info!("kernel {release} cached in {}", dest.display());
-    Ok(Kernel {
-        vmlinuz: dest.join("vmlinuz"),
-        config: dest.join("config"),
-        release,
-    })
+    Ok(Kernel::in_dir(&cache.join("kernel"), &release))
+}
+
+/// `virtio_blk.ko` for `kernel/drivers/block/virtio_blk.ko`.
+fn module_file_name(module: &str) -> &str {
+    module.rsplit('/').next().unwrap_or(module)
+}
+
+/// Copy `module` (a path under the unpacked `/usr/lib/modules/<release>/` tree, without a
+/// compression suffix) to `target`, decompressed: Debian compresses modules (xz; zstd and gzip
+/// are handled too), and busybox's `insmod` in the guest loads only plain ELF files.
+fn unpack_module(tree: &Path, module: &str, target: &Path) -> Result<()> {
+    let plain = tree.join(module);
+    if plain.is_file() {
+        std::fs::copy(&plain, target)?;
+        return Ok(());
+    }
+    for (suffix, tool) in [("xz", "xz"), ("zst", "zstd"), ("gz", "gzip")] {
+        let packed = tree.join(format!("{module}.{suffix}"));
+        if !packed.is_file() {
+            continue;
+        }
+        let out = Command::new(tool)
+            .arg("-dc")
+            .arg(&packed)
+            .output()
+            .with_context(|| format!("running {tool} (apt-get install xz-utils zstd gzip)"))?;
+        if !out.status.success() {
+            bail!(
+                "{tool} -dc {} failed: {}",
+                packed.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if !out.stdout.starts_with(b"\x7fELF") {
+            bail!("{} did not decompress to an ELF file", packed.display());
+        }
+        std::fs::write(target, &out.stdout)?;
+        return Ok(());
+    }
+    bail!(
+        "the kernel packages hold no {} (plain, .xz, .zst or .gz)",
+        plain.display()
+    )
 }
 
 /// The release named by `Depends: linux-image-<release>` in `apt-cache show` output (the
@@ -372,6 +447,31 @@ mod tests {
     }
 
     #[test]
+    fn modules_are_unpacked_plain_or_decompressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("kernel/drivers/block")).unwrap();
+        let elf = b"\x7fELF\x02\x01 a module";
+        let packed = tree.join("kernel/drivers/block/virtio_blk.ko");
+        std::fs::write(&packed, elf).unwrap();
+        let status = Command::new("xz").arg(&packed).status().unwrap();
+        assert!(status.success());
+        assert!(!packed.is_file(), "xz replaced it with .ko.xz");
+        let target = dir.path().join("virtio_blk.ko");
+        unpack_module(&tree, GUEST_MODULES[0], &target).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), elf);
+        assert_eq!(module_file_name(GUEST_MODULES[0]), "virtio_blk.ko");
+        // Missing, or not an ELF file after decompression: an error naming it.
+        let err = unpack_module(&tree, "kernel/drivers/block/nbd.ko", &target).unwrap_err();
+        assert!(err.to_string().contains("nbd.ko"), "{err}");
+        let junk = tree.join("kernel/drivers/block/junk.ko");
+        std::fs::write(&junk, "not elf").unwrap();
+        Command::new("xz").arg(&junk).status().unwrap();
+        let err = unpack_module(&tree, "kernel/drivers/block/junk.ko", &target).unwrap_err();
+        assert!(err.to_string().contains("ELF"), "{err}");
+    }
+
+    #[test]
     fn config_without_sched_ext_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("config");
@@ -398,6 +498,13 @@ mod tests {
             .unwrap();
         }
         std::fs::write(kernels.join("current"), "7.3.4+deb13-cloud-amd64\n").unwrap();
+        // Without its guest modules the current kernel is not complete (it is fetched again).
+        assert!(Kernel::cached_release(cache.path(), None)
+            .unwrap()
+            .is_none());
+        let modules = kernels.join("7.3.4+deb13-cloud-amd64/modules");
+        std::fs::create_dir_all(&modules).unwrap();
+        std::fs::write(modules.join("virtio_blk.ko"), "\x7fELF").unwrap();
         let release =
             |wanted| Kernel::cached_release(cache.path(), wanted).map(|k| k.map(|k| k.release));
         assert_eq!(
@@ -413,6 +520,17 @@ mod tests {
                 .unwrap()
                 .as_deref(),
             Some("7.2.13+deb14-cloud-amd64")
+        );
+        // An override boots a kernel without modules (on the NVMe disk bus); the current one
+        // has its module.
+        let older = Kernel::cached_release(cache.path(), Some("7.2.13+deb14-cloud-amd64"))
+            .unwrap()
+            .unwrap();
+        assert!(older.module("virtio_blk").is_none());
+        let current = Kernel::cached_release(cache.path(), None).unwrap().unwrap();
+        assert_eq!(
+            current.module("virtio_blk"),
+            Some(modules.join("virtio_blk.ko").as_path())
         );
         let err = release(Some("6.1.0-cloud-amd64")).unwrap_err().to_string();
         assert!(

@@ -24,15 +24,15 @@ use anyhow::{bail, Context, Result};
 pub use image::ImageBuilder;
 pub use kernel::Kernel;
 pub use rootfs::RootfsSpec;
-pub use vm::{VmConfig, VmError, VmOutcome};
+pub use vm::{DiskBus, VmConfig, VmError, VmOutcome};
 
 /// Packages every guest root filesystem gets: the libraries the agent and the experts load.
 pub const BASE_ROOTFS_PACKAGES: &[&str] = &["libelf1", "zlib1g", "procps"];
 
 /// The one package set the workspace's VM tests ask for (xz for the decision and calibration
-/// tests, 7-Zip and iperf3 for the scenario smoke test), so a fresh machine builds and caches a
-/// single test root filesystem.
-pub const TEST_ROOTFS_PACKAGES: [&str; 3] = ["7zip", "iperf3", "xz-utils"];
+/// tests, 7-Zip and iperf3 for the scenario smoke test, sysbench for the lab's disk test), so
+/// a fresh machine builds and caches a single test root filesystem.
+pub const TEST_ROOTFS_PACKAGES: [&str; 4] = ["7zip", "iperf3", "sysbench", "xz-utils"];
 
 /// A binary of this workspace's build, for tests of crates that cannot name it with
 /// `CARGO_BIN_EXE_*`: the folder above the running test's `deps/` (`cargo test --workspace`, as
@@ -209,6 +209,9 @@ impl Lab {
         let initramfs = work.join("initramfs.cpio");
         image.write(&initramfs)?;
         let mut vm = run.vm.clone();
+        if std::env::var_os(vm::DISK_BUS_ENV).is_some() {
+            vm.disk_bus = vm::DiskBus::from_env()?;
+        }
         if let Some(spec) = &run.rootfs {
             let mut spec = spec.clone();
             // The experts link libelf, which a minimal Debian lacks.

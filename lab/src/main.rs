@@ -163,10 +163,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Kernel::ensure(&cache)?
             };
             println!(
-                "release: {}\nvmlinuz: {}\nconfig:  {}",
+                "release: {}\nvmlinuz: {}\nconfig:  {}\nmodules: {}",
                 k.release,
                 k.vmlinuz.display(),
-                k.config.display()
+                k.config.display(),
+                k.modules
+                    .iter()
+                    .map(|m| m.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -45,13 +45,17 @@ echo "ASA-LAB-BOOTED $(cut -d' ' -f1 /proc/uptime) $(uname -r) cpus=$(nproc)"
 mkdir -p /lab/out
 cd /lab
 # The block device of the ext4 file system labelled $1, waiting up to 10 s for it to appear
-# (NVMe disks are probed in parallel: their names do not follow the command line's order).
+# (disks are probed in parallel: their names do not follow the command line's order).
 disk() {
   i=0; while ! findfs LABEL=$1 > /dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   findfs LABEL=$1 2>/dev/null
 }
 if grep -qw asa.rootfs /proc/cmdline; then
-  # A Debian root filesystem on an NVMe disk: run the script chrooted into it.
+  # The kernel's modules the lab brings (the virtio block driver of the disks).
+  for m in /lib/modules/*.ko; do
+    [ -f "$m" ] && { insmod "$m" || echo "ASA-LAB: cannot load module $m"; }
+  done
+  # A Debian root filesystem on a disk: run the script chrooted into it.
   mkdir -p /rootfs
   if mount -t ext4 "$(disk asa-rootfs)" /rootfs; then
     if grep -qw asa.work /proc/cmdline; then
@@ -132,13 +136,73 @@ pub struct VmConfig {
     pub echo_console: bool,
     /// Extra kernel command line.
     pub extra_cmdline: String,
-    /// A root filesystem image (ext4) attached as an NVMe disk, copy-on-write.
+    /// A root filesystem image (ext4) attached as a disk, copy-on-write.
     pub rootfs: Option<PathBuf>,
-    /// A persistent ext4 image (label `asa-work`) attached as a second NVMe disk, written in
+    /// A persistent ext4 image (label `asa-work`) attached as a second disk, written in
     /// place and mounted at `/var/tmp/asa-work` in the root filesystem: what one run prepares
     /// there (the scenarios' unpacked kernel tree, corpora) is there at the next boot. Only
     /// with `rootfs`; see [`crate::work_disk`].
     pub work_disk: Option<PathBuf>,
+    /// The emulated device of both disks.
+    pub disk_bus: DiskBus,
+}
+
+/// The emulated device the guest's disks are attached as.
+///
+/// Virtio-blk by default since 2026-11-25: qemu 7.2's emulated NVMe controller under
+/// single-threaded TCG loses completions when several I/Os are in flight (every eight-thread
+/// `sysbench fileio` run, a third of the mixed loads: the guest driver's 30 s I/O timeout,
+/// twice, then a controller reset; see gru_expert's README). NVMe is kept for reproducing the
+/// lab runs measured on it before: `ASA_LAB_DISK=nvme`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskBus {
+    /// `virtio-blk-pci` (the guest loads the `virtio_blk` module from the initramfs).
+    Virtio,
+    /// qemu's `nvme` controller (built into the guest kernel).
+    Nvme,
+}
+
+/// Environment variable choosing the disk bus (`virtio` or `nvme`).
+pub const DISK_BUS_ENV: &str = "ASA_LAB_DISK";
+
+impl DiskBus {
+    /// [`DISK_BUS_ENV`] if set, else virtio.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(DISK_BUS_ENV) {
+            Ok(v) if !v.trim().is_empty() => v.parse(),
+            _ => Ok(Self::Virtio),
+        }
+    }
+
+    /// qemu arguments attaching the raw image `path` (drive id `id`, serial `asa-<id>`),
+    /// copy-on-write when `snapshot`.
+    fn qemu_args(self, id: &str, path: &Path, snapshot: bool) -> [String; 4] {
+        let snapshot = if snapshot { ",snapshot=on" } else { "" };
+        let device = match self {
+            Self::Virtio => "virtio-blk-pci",
+            Self::Nvme => "nvme",
+        };
+        [
+            "-drive".into(),
+            format!(
+                "file={},if=none,id={id},format=raw{snapshot}",
+                path.display()
+            ),
+            "-device".into(),
+            format!("{device},serial=asa-{id},drive={id}"),
+        ]
+    }
+}
+
+impl std::str::FromStr for DiskBus {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "virtio" => Ok(Self::Virtio),
+            "nvme" => Ok(Self::Nvme),
+            other => bail!("{DISK_BUS_ENV}={other:?}: the lab's disk bus is virtio or nvme"),
+        }
+    }
 }
 
 impl Default for VmConfig {
@@ -151,6 +215,7 @@ impl Default for VmConfig {
             extra_cmdline: String::new(),
             rootfs: None,
             work_disk: None,
+            disk_bus: DiskBus::Virtio,
         }
     }
 }
@@ -219,6 +284,10 @@ pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> 
     image.file(busybox, "/bin/busybox")?;
     image.bytes("/init", INIT, 0o755)?;
     image.file(&kernel.config, format!("/boot/config-{}", kernel.release))?;
+    for module in &kernel.modules {
+        let name = module.file_name().context("a module file has a name")?;
+        image.file(module, Path::new("/lib/modules").join(name))?;
+    }
     for d in ["/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/etc"] {
         image.dir(d)?;
     }
@@ -229,21 +298,6 @@ pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> 
     )?;
     image.bytes("/etc/group", "root:x:0:\nnogroup:x:65534:\n", 0o644)?;
     Ok(())
-}
-
-/// qemu arguments attaching the raw image `path` as an NVMe disk (drive id `id`, serial
-/// `asa-<id>`), copy-on-write when `snapshot`.
-fn nvme_disk_args(id: &str, path: &Path, snapshot: bool) -> [String; 4] {
-    let snapshot = if snapshot { ",snapshot=on" } else { "" };
-    [
-        "-drive".into(),
-        format!(
-            "file={},if=none,id={id},format=raw{snapshot}",
-            path.display()
-        ),
-        "-device".into(),
-        format!("nvme,serial=asa-{id},drive={id}"),
-    ]
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -295,13 +349,24 @@ pub fn boot(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if config.disk_bus == DiskBus::Virtio
+        && config.rootfs.is_some()
+        && kernel.module("virtio_blk").is_none()
+    {
+        bail!(
+            "kernel {} in the cache has no virtio_blk module for the lab's virtio disks (cached \
+             before the lab used them): `asa-lab kernel --refresh` fetches the current kernel \
+             with it, or set {DISK_BUS_ENV}=nvme",
+            kernel.release
+        );
+    }
     if let Some(rootfs) = &config.rootfs {
         // snapshot=on: the guest's writes go to a temporary overlay, the cache stays as built.
-        cmd.args(nvme_disk_args("rootfs", rootfs, true));
+        cmd.args(config.disk_bus.qemu_args("rootfs", rootfs, true));
     }
     if let Some(work) = &config.work_disk {
         // Written in place (no snapshot): it is the point of the disk.
-        cmd.args(nvme_disk_args("work", work, false));
+        cmd.args(config.disk_bus.qemu_args("work", work, false));
     }
     // The VM dies with the thread that started it (which waits for it below): a killed
     // asa-lab or test leaves no orphaned qemu burning a CPU for the rest of its timeout.
@@ -416,4 +481,48 @@ pub fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_bus_names_and_qemu_arguments() {
+        assert_eq!("virtio".parse::<DiskBus>().unwrap(), DiskBus::Virtio);
+        assert_eq!(" nvme\n".parse::<DiskBus>().unwrap(), DiskBus::Nvme);
+        let err = "scsi".parse::<DiskBus>().unwrap_err().to_string();
+        assert!(
+            err.contains(DISK_BUS_ENV) && err.contains("virtio or nvme"),
+            "{err}"
+        );
+        let path = Path::new("/cache/rootfs.ext4");
+        assert_eq!(
+            DiskBus::Virtio.qemu_args("rootfs", path, true),
+            [
+                "-drive",
+                "file=/cache/rootfs.ext4,if=none,id=rootfs,format=raw,snapshot=on",
+                "-device",
+                "virtio-blk-pci,serial=asa-rootfs,drive=rootfs",
+            ]
+        );
+        assert_eq!(
+            DiskBus::Nvme.qemu_args("work", path, false)[1..],
+            [
+                "file=/cache/rootfs.ext4,if=none,id=work,format=raw",
+                "-device",
+                "nvme,serial=asa-work,drive=work",
+            ]
+        );
+    }
+
+    /// The guest's init loads the lab's modules before it looks for the disks, and only when
+    /// it has a root filesystem to mount.
+    #[test]
+    fn init_loads_modules_before_mounting_disks() {
+        let rootfs = INIT.find("if grep -qw asa.rootfs").unwrap();
+        let insmod = INIT.find("insmod \"$m\"").unwrap();
+        let mount = INIT.find("mount -t ext4 \"$(disk asa-rootfs)\"").unwrap();
+        assert!(rootfs < insmod && insmod < mount);
+    }
 }
