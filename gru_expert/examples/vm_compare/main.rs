@@ -42,19 +42,25 @@
 //!
 //! Loads (`--seconds` each): cpu1 `sysbench cpu --threads=1`, cpu8 `sysbench cpu --threads=8`, io
 //! `sysbench fileio --threads=1` (random read/write, O_DIRECT, 64 MiB in 8 files on the guest's
-//! NVMe disk), mixed `sysbench cpu --threads=4` and `sysbench fileio --threads=4` at once,
-//! hackbench `hackbench -g 4 -l 100` (processes, sockets). (No eight-thread fileio, the thesis's
-//! other I/O test: with eight I/Os in flight the emulated NVMe disk loses completions in every
-//! run, under every scheduler — two 30 s driver timeouts, then a controller reset; the mixed
-//! load's four threads hit it now and then. Host-side `cache=unsafe` and `aio=io_uring` on the
-//! drive did not change that, 2026-11-25.)
+//! virtio disk), io8 the same with 8 threads (the thesis's eight-thread I/O test: more I/O
+//! threads than CPUs, so wake-ups meet running tasks), mixed `sysbench cpu --threads=4` and
+//! `sysbench fileio --threads=4` at once, hackbench `hackbench -g 4 -l 100` (processes,
+//! sockets). (Until 2026-11-25 the disk was qemu's emulated NVMe, which lost completions with
+//! several I/Os in flight — every io8 run and a third of the mixed runs stalled ~60 s under
+//! every scheduler — so io8 was left out; the lab's disks are virtio-blk since, and
+//! `ASA_LAB_DISK=nvme` reproduces the runs before.)
 //! Every load runs under `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s
 //! (sysbench: total events / total time), latency avg/p95/max in ms (sysbench), context switches
 //! and migrations per second of wall time, context switches per event (the single sysbench loads:
-//! an I/O load's switches per completed I/O), wall time (hackbench: its own "Time:"). Each round
+//! an I/O load's switches per completed I/O), wall time (hackbench: its own "Time:"); around
+//! every load the kernel's schedstat (`schedstat.rs`): time slices and the mean run-queue wait
+//! before one, of every task and of the kernel threads, for every scheduler alike (the thesis's
+//! `perf sched latency` totals), and Jain's fairness index over sysbench's threads. Each round
 //! runs every scheduler once, the order rotated per round; the table shows the median over rounds
 //! and, for throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on
 //! first use). TCG timings are noisy: only ratios within one run mean anything.
+
+mod schedstat;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -63,6 +69,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use asa_gru_expert::stats::BpfCounters;
 use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
+use schedstat::LoadDelays;
 use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
@@ -84,7 +91,15 @@ const SCHEDULERS: [&str; 13] = [
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
-const ROWS: [&str; 6] = ["cpu1", "cpu8", "io", "mixed-cpu", "mixed-io", "hackbench"];
+const ROWS: [&str; 7] = [
+    "cpu1",
+    "cpu8",
+    "io",
+    "io8",
+    "mixed-cpu",
+    "mixed-io",
+    "hackbench",
+];
 /// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
 const PROFILE: &str = if cfg!(debug_assertions) {
     "debug"
@@ -107,10 +122,12 @@ measure() {
   progs $out/bpf-$s-$r-$l-0.json
   snap $out/st-$s-$r-$l-0.json
   c0=$(sched_ticks)
+  schedstat $out/ss-$s-$r-$l-0.txt
   t0=$(cut -d' ' -f1 /proc/uptime)
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
   t1=$(cut -d' ' -f1 /proc/uptime)
+  schedstat $out/ss-$s-$r-$l-1.txt
   c1=$(sched_ticks)
   progs $out/bpf-$s-$r-$l-1.json
   snap $out/st-$s-$r-$l-1.json
@@ -121,11 +138,13 @@ loads() {
   measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
   measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
   measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
+  measure $s $r io8 sysbench fileio $FIO --threads=8 --time=$S run
   measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
     sysbench fileio $FIO --threads=4 --time=$S run > $out/load-$s-$r-mixed-io.txt 2>&1; wait"
   measure $s $r hackbench hackbench -g 4 -l 100
 }
 state() { cat /sys/kernel/sched_ext/state; }
+__SCHEDSTAT__
 # The run time and run count of every BPF program (kernel.bpf_stats_enabled), with --bpf-prog-stats.
 BPF_STATS=__BPF_STATS__
 progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
@@ -195,6 +214,10 @@ struct Sysbench {
     lat_avg_ms: f64,
     lat_p95_ms: f64,
     lat_max_ms: f64,
+    /// Jain's fairness index over the threads' event counts, (Σx)² / (n·Σx²) = 1 / (1 + cv²),
+    /// from sysbench's "events (avg/stddev)" (the population deviation over the threads):
+    /// 1 when every thread did as much, 1/n when one did everything.
+    fairness: Option<f64>,
 }
 
 /// Measurements of one scheduler, one round, one row.
@@ -215,6 +238,9 @@ struct Run {
     bpf_ops: BTreeMap<String, BpfOp>,
     /// scx_gru's queue waits during the load (None for other schedulers).
     waits: Option<Waits>,
+    /// Run-queue waits of every task and of the kernel threads, from the kernel's schedstat
+    /// (any scheduler; None when a snapshot is missing).
+    delays: Option<LoadDelays>,
 }
 
 /// scx_gru's queue waits (runnable → running) during one load, from its stats file copied
@@ -368,7 +394,16 @@ fn parse_sysbench(text: &str) -> Option<Sysbench> {
         lat_avg_ms: value_after(latency, "avg:")?,
         lat_p95_ms: value_after(latency, "95th percentile:")?,
         lat_max_ms: value_after(latency, "max:")?,
+        fairness: jain_fairness(text),
     })
+}
+
+/// Jain's fairness index from sysbench's "events (avg/stddev): 1234.5000/12.34" line.
+fn jain_fairness(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.contains("events (avg/stddev):"))?;
+    let (avg, stddev) = line.split(':').nth(1)?.trim().split_once('/')?;
+    let (avg, stddev): (f64, f64) = (avg.parse().ok()?, stddev.parse().ok()?);
+    (avg > 0.0).then(|| 1.0 / (1.0 + (stddev / avg).powi(2)))
 }
 
 /// hackbench's "Time: 1.234".
@@ -482,6 +517,7 @@ fn guest_script(schedulers: &[String], rounds: u32, seconds: u32, bpf_prog_stats
     SCRIPT
         .replace("__SECONDS__", &seconds.to_string())
         .replace("__BPF_STATS__", if bpf_prog_stats { "1" } else { "0" })
+        .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
         .replace("__ROUNDS__", &body)
 }
 
@@ -553,6 +589,20 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
         } else {
             None
         };
+        let delays = {
+            let snap = |i: u32| outcome.read_out(&format!("ss-{sched}-{round}-{load}-{i}.txt"));
+            match (snap(0), snap(1)) {
+                (Ok(before), Ok(after)) => Some(
+                    LoadDelays::between(&before, &after)
+                        .with_context(|| format!("{sched}/{round}/{load}: schedstat"))?,
+                ),
+                // A guest out folder from before the snapshots (--from-out).
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("warning: {sched}/{round}/{load}: no run-queue waits: {e:#}");
+                    None
+                }
+            }
+        };
         let bpf_ops = if bpf_prog_stats {
             let dump = |i: u32| outcome.read_out(&format!("bpf-{sched}-{round}-{load}-{i}.json"));
             bpf_op_deltas(&dump(0)?, &dump(1)?)
@@ -573,6 +623,7 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
                 .transpose()?,
             bpf_ops,
             waits,
+            delays,
             ..Run::default()
         };
         let parts: Vec<(&str, String)> = match load {
@@ -713,6 +764,72 @@ fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
+/// Run-queue waits of every scheduler (the kernel's schedstat), per load: time slices per
+/// second and the mean wait before one, for every task and for kernel threads (with their two
+/// busiest groups), the waits' ratio to EEVDF's, and Jain's fairness index over sysbench's
+/// threads (medians over rounds).
+fn delay_table(schedulers: &[String], runs: &[Run]) -> String {
+    const GROUPS: [&str; 2] = ["kworker", "ksoftirqd"];
+    let mut t = String::from(
+        "| load | scheduler | slices/s | wait µs / slice | wait / EEVDF | kthread slices/s | \
+         kthread wait µs | kworker µs | ksoftirqd µs | fairness (Jain) |\n",
+    );
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    let each = |sched: &str, row: &str, f: &dyn Fn(&LoadDelays, f64) -> Option<f64>| {
+        median(
+            runs.iter()
+                .filter(|r| r.scheduler == sched && r.row == row && r.wall_s > 0.0)
+                .filter_map(|r| f(r.delays.as_ref()?, r.wall_s))
+                .collect(),
+        )
+    };
+    let mean_wait = |sched: &str, row: &str| each(sched, row, &|d, _| d.all.mean_wait_us());
+    for (row, load) in per_load_rows() {
+        for sched in schedulers.iter().map(String::as_str) {
+            if !runs
+                .iter()
+                .any(|r| r.scheduler == sched && r.row == row && r.delays.is_some())
+            {
+                continue;
+            }
+            let ratio = match (mean_wait(sched, row), mean_wait("eevdf", row)) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+                _ => "-".into(),
+            };
+            let group = |g: &str| {
+                fmt(
+                    each(sched, row, &|d, _| d.kthread_groups.get(g)?.mean_wait_us()),
+                    1,
+                )
+            };
+            // The mixed load's fairness is its CPU part's (four threads).
+            let fairness = median(
+                runs.iter()
+                    .filter(|r| r.scheduler == sched && r.row == row)
+                    .filter_map(|r| r.sysbench?.fairness)
+                    .collect(),
+            );
+            t.push_str(&format!(
+                "| {load} | {sched} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
+                fmt(
+                    each(sched, row, &|d, wall| Some(d.all.slices as f64 / wall)),
+                    0
+                ),
+                fmt(mean_wait(sched, row), 1),
+                fmt(
+                    each(sched, row, &|d, wall| Some(d.kthreads.slices as f64 / wall)),
+                    0
+                ),
+                fmt(each(sched, row, &|d, _| d.kthreads.mean_wait_us()), 1),
+                group(GROUPS[0]),
+                group(GROUPS[1]),
+                fmt(fairness, 3),
+            ));
+        }
+    }
+    t
+}
+
 /// With `--bpf-prog-stats`: per load and scheduler, each BPF op's calls per second, time per
 /// call and share of one CPU (medians over rounds).
 fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
@@ -826,6 +943,14 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
 fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     let runs = collect(outcome, args.bpf_prog_stats)?;
     let mut table = table(&args.schedulers, &runs);
+    if runs.iter().any(|r| r.delays.is_some()) {
+        table.push_str(&format!(
+            "\nRun-queue waits (the kernel's schedstat, any scheduler: a time slice is a task \
+             starting to run, its wait the time since it was queued) and Jain's fairness index \
+             over sysbench's threads:\n\n{}",
+            delay_table(&args.schedulers, &runs)
+        ));
+    }
     if args.schedulers.iter().any(|s| s.starts_with("gru")) {
         table.push_str(&format!(
             "\nscx_gru's queue waits (runnable → running; short-burst tasks ran under 1 ms before \
@@ -952,6 +1077,26 @@ mod tests {
             (3.47, 4.82, 41.08)
         );
         assert!(parse_sysbench("FATAL: no such test").is_none());
+        // Jain's index: events 80 and 120 on two threads are avg 100, stddev 20 (population),
+        // (200)² / (2 · (80² + 120²)) = 1 / (1 + 0.2²).
+        assert_eq!(s.fairness, None, "this report has no fairness lines");
+        let fair = format!(
+            "{CPU}\nThreads fairness:\n    events (avg/stddev):           100.0000/20.00\n\
+             \x20   execution time (avg/stddev):   9.9/0.01\n"
+        );
+        let jain = parse_sysbench(&fair).unwrap().fairness.unwrap();
+        assert!(
+            (jain - 40_000.0 / (2.0 * (6_400.0 + 14_400.0))).abs() < 1e-12,
+            "{jain}"
+        );
+        assert_eq!(
+            jain_fairness("    events (avg/stddev):           1742.0000/0.00"),
+            Some(1.0)
+        );
+        assert_eq!(
+            jain_fairness("    events (avg/stddev):    0.0000/0.00"),
+            None
+        );
         assert_eq!(
             parse_hackbench("Running in process mode with 4 groups\nTime: 2.345\n"),
             Some(2.345)
