@@ -109,6 +109,13 @@ struct Opts {
     #[arg(long, default_value_t = 250)]
     preempt_min_run_us: u64,
 
+    /// Turn off wakeup preemption for tasks that can run on one CPU only (per-CPU kernel
+    /// threads such as kworkers): without it they wait on their CPU's local queue for the
+    /// running task's slice to end. With it (the default since 2026-11-25) a waking one
+    /// preempts the running task by the same deadline rule as other wake-ups.
+    #[arg(long)]
+    no_pinned_preempt: bool,
+
     /// The shared DSQ is ordered by a deadline, vtime + the vtime a task used since it last
     /// woke up, capped at this many ms: tasks that sleep after short bursts (I/O) go ahead of
     /// tasks that run without sleeping. 0: ordered by vtime alone (the default before
@@ -191,6 +198,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_pinned_local: bss.nr_pinned_local,
         nr_usersched_local: bss.nr_usersched_local,
         nr_wakeup_preempts: bss.nr_wakeup_preempts,
+        nr_pinned_preempts: bss.nr_pinned_preempts,
         nr_slices_shortened: bss.nr_slices_shortened,
         nr_burst_keyed: bss.nr_burst_keyed,
         nr_select_no_idle: bss.nr_select_no_idle,
@@ -255,6 +263,7 @@ fn main() -> Result<()> {
         rodata.wakeup_preempt = !opts.no_wakeup_preempt;
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
         rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
+        rodata.pinned_preempt = !opts.no_pinned_preempt;
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;

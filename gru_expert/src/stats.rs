@@ -57,6 +57,10 @@ pub struct BpfCounters {
     /// and the running task was ahead of the wakee by more than `--preempt-margin-us`).
     #[serde(default)]
     pub nr_wakeup_preempts: u64,
+    /// Wake-ups of single-CPU tasks (per-CPU kernel threads) that preempted the task running
+    /// on their CPU (`--no-pinned-preempt` turns this off).
+    #[serde(default)]
+    pub nr_pinned_preempts: u64,
     /// Placements given a slice shorter than `--slice-us` because tasks were waiting in the
     /// shared DSQ (`--slice-min-us`).
     #[serde(default)]
@@ -301,7 +305,7 @@ impl StatsSnapshot {
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
              queue_drops {} inferences {} (tasks {}, over budget {}) infer_us p50 {} p99 {} \
-             preempts {} wait_us short {} long {}",
+             preempts {} (pinned {}) wait_us short {} long {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -323,6 +327,7 @@ impl StatsSnapshot {
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),
             self.bpf.nr_wakeup_preempts,
+            self.bpf.nr_pinned_preempts,
             us(self.bpf.mean_wait_us(true)),
             us(self.bpf.mean_wait_us(false)),
         )
@@ -436,6 +441,7 @@ mod tests {
             "wait_ns_long",
             "nr_select_no_idle",
             "nr_dispatch_affine",
+            "nr_pinned_preempts",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
         }

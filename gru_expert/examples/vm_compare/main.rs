@@ -15,7 +15,9 @@
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
 //! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
-//! 1000 is the default since run 24, `gru-affinity0` the head always, as before)
+//! 1000 is the default since run 24, `gru-affinity0` the head always, as before),
+//! `gru-nopinned` (`--no-pinned-preempt`: waking single-CPU tasks, per-CPU kernel threads, wait
+//! for the running task's slice instead of preempting it by the deadline rule)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
@@ -74,7 +76,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 13] = [
+const SCHEDULERS: [&str; 14] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -86,6 +88,7 @@ const SCHEDULERS: [&str; 13] = [
     "gru-fallback",
     "gru-preempt",
     "gru-nopreempt",
+    "gru-nopinned",
     "gru-slice",
     "bpfland",
 ];
@@ -185,6 +188,7 @@ start() {
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
     gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
+    gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
@@ -660,6 +664,52 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
+/// Throughput ratios to EEVDF within each round (the same round's EEVDF run), and their
+/// geometric mean: a round that ran slower as a whole (the host busy, the disk's state) moves
+/// every scheduler's ratio less than the medians of the raw values. Yields, per row and
+/// scheduler, (geometric mean, the per-round ratios in round order).
+fn round_ratios(schedulers: &[String], runs: &[Run]) -> Vec<(String, String, f64, Vec<f64>)> {
+    let mut out = Vec::new();
+    for row in ROWS {
+        for sched in schedulers.iter().filter(|s| *s != "eevdf") {
+            let ratios: Vec<f64> = runs
+                .iter()
+                .filter(|r| &r.scheduler == sched && r.row == row)
+                .filter_map(|r| {
+                    let base = runs
+                        .iter()
+                        .find(|b| b.scheduler == "eevdf" && b.row == row && b.round == r.round)?
+                        .throughput()?;
+                    (base > 0.0)
+                        .then(|| r.throughput().map(|t| t / base))
+                        .flatten()
+                })
+                .filter(|ratio| *ratio > 0.0)
+                .collect();
+            if ratios.is_empty() {
+                continue;
+            }
+            let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+            out.push((row.to_string(), sched.clone(), geo, ratios));
+        }
+    }
+    out
+}
+
+/// [`round_ratios`] as a table.
+fn round_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
+    let mut t =
+        String::from("| load | scheduler | geometric mean | per round |\n|---|---|---|---|\n");
+    for (row, sched, geo, ratios) in round_ratios(schedulers, runs) {
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        t.push_str(&format!(
+            "| {row} | {sched} | {geo:.2} | {} |\n",
+            each.join(" ")
+        ));
+    }
+    t
+}
+
 fn table(schedulers: &[String], runs: &[Run]) -> String {
     let cell = |sched: &str, row: &str, f: &dyn Fn(&Run) -> Option<f64>| {
         median(
@@ -943,6 +993,10 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
 fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     let runs = collect(outcome, args.bpf_prog_stats)?;
     let mut table = table(&args.schedulers, &runs);
+    table.push_str(&format!(
+        "\nThroughput / EEVDF within each round (hackbench: 1 / time):\n\n{}",
+        round_ratio_table(&args.schedulers, &runs)
+    ));
     if runs.iter().any(|r| r.delays.is_some()) {
         table.push_str(&format!(
             "\nRun-queue waits (the kernel's schedstat, any scheduler: a time slice is a task \
@@ -1010,10 +1064,11 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
             v["bpf"]["nr_select_no_idle"],
             v["bpf"]["nr_wakeup_preempts"],
+            v["bpf"]["nr_pinned_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
             v["user"]["inferences_over_budget"], v["ringbuf_drops"],
@@ -1111,6 +1166,37 @@ mod tests {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
         assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn ratios_are_paired_within_rounds() {
+        let run = |scheduler: &str, round: u32, events_per_s: f64| Run {
+            scheduler: scheduler.into(),
+            round,
+            row: "io8".into(),
+            sysbench: Some(Sysbench {
+                events_per_s,
+                ..Sysbench::default()
+            }),
+            ..Run::default()
+        };
+        // Round 2 ran slower as a whole; gru is at 0.8 and 0.5 of EEVDF's round.
+        let runs = vec![
+            run("eevdf", 1, 1000.0),
+            run("gru", 1, 800.0),
+            run("eevdf", 2, 400.0),
+            run("gru", 2, 200.0),
+            run("bpfland", 2, 500.0),
+        ];
+        let schedulers: Vec<String> = ["eevdf", "gru", "bpfland"].map(String::from).to_vec();
+        let ratios = round_ratios(&schedulers, &runs);
+        assert_eq!(ratios.len(), 2, "{ratios:?}");
+        let (row, sched, geo, each) = &ratios[0];
+        assert_eq!((row.as_str(), sched.as_str()), ("io8", "gru"));
+        assert_eq!(each, &vec![0.8, 0.5]);
+        assert!((geo - 0.4f64.sqrt()).abs() < 1e-12, "{geo}");
+        assert_eq!(ratios[1].3, vec![1.25]);
+        assert!(round_ratio_table(&schedulers, &runs).contains("| io8 | gru | 0.63 | 0.80 0.50 |"));
     }
 
     #[test]
