@@ -209,8 +209,8 @@ impl Lab {
         let initramfs = work.join("initramfs.cpio");
         image.write(&initramfs)?;
         let mut vm = run.vm.clone();
-        if std::env::var_os(vm::DISK_BUS_ENV).is_some() {
-            vm.disk_bus = vm::DiskBus::from_env()?;
+        if let Some(bus) = vm::DiskBus::from_env()? {
+            vm.disk_bus = bus;
         }
         if let Some(spec) = &run.rootfs {
             let mut spec = spec.clone();

@@ -166,11 +166,11 @@ pub enum DiskBus {
 pub const DISK_BUS_ENV: &str = "ASA_LAB_DISK";
 
 impl DiskBus {
-    /// [`DISK_BUS_ENV`] if set, else virtio.
-    pub fn from_env() -> Result<Self> {
+    /// The bus [`DISK_BUS_ENV`] names, if it is set (and not empty).
+    pub fn from_env() -> Result<Option<Self>> {
         match std::env::var(DISK_BUS_ENV) {
-            Ok(v) if !v.trim().is_empty() => v.parse(),
-            _ => Ok(Self::Virtio),
+            Ok(v) if !v.trim().is_empty() => v.parse().map(Some),
+            _ => Ok(None),
         }
     }
 

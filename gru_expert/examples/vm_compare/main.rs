@@ -525,6 +525,26 @@ fn guest_script(schedulers: &[String], rounds: u32, seconds: u32, bpf_prog_stats
         .replace("__ROUNDS__", &body)
 }
 
+/// The two snapshots `PREFIX-SCHED-ROUND-LOAD-{0,1}.EXT` the guest took before and after a
+/// load, or None with a warning that the load's `what` is left out: the load's own numbers
+/// stand (a stats-file copy went missing once; older out folders lack newer snapshots).
+fn snapshot_pair(
+    outcome: &VmOutcome,
+    [sched, round, load]: [&str; 3],
+    prefix: &str,
+    ext: &str,
+    what: &str,
+) -> Option<(String, String)> {
+    let snap = |i: u32| outcome.read_out(&format!("{prefix}-{sched}-{round}-{load}-{i}.{ext}"));
+    match (snap(0), snap(1)) {
+        (Ok(before), Ok(after)) => Some((before, after)),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("warning: {sched}/{round}/{load}: no {what}: {e:#}");
+            None
+        }
+    }
+}
+
 /// Read every measured run; fails on a failed load or a scheduler that was not attached for
 /// the whole of its loads.
 fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
@@ -576,37 +596,26 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
             continue;
         }
         let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
+        let snapshots = |prefix: &str, ext: &str, what: &str| {
+            snapshot_pair(outcome, [sched, round, load], prefix, ext, what)
+        };
         let waits = if sched.starts_with("gru") {
-            let snap = |i: u32| outcome.read_out(&format!("st-{sched}-{round}-{load}-{i}.json"));
-            match (snap(0), snap(1)) {
-                (Ok(before), Ok(after)) => {
-                    Some(Waits::between(&before, &after).with_context(|| {
-                        format!("{sched}/{round}/{load}: scx_gru's queue waits")
-                    })?)
-                }
-                // The load's own numbers stand; only its waits are left out of the table.
-                (Err(e), _) | (_, Err(e)) => {
-                    eprintln!("warning: {sched}/{round}/{load}: no queue waits: {e:#}");
-                    None
-                }
-            }
+            snapshots("st", "json", "queue waits")
+                .map(|(before, after)| {
+                    Waits::between(&before, &after)
+                        .with_context(|| format!("{sched}/{round}/{load}: scx_gru's queue waits"))
+                })
+                .transpose()?
         } else {
             None
         };
-        let delays = {
-            let snap = |i: u32| outcome.read_out(&format!("ss-{sched}-{round}-{load}-{i}.txt"));
-            match (snap(0), snap(1)) {
-                (Ok(before), Ok(after)) => Some(
-                    LoadDelays::between(&before, &after)
-                        .with_context(|| format!("{sched}/{round}/{load}: schedstat"))?,
-                ),
-                // A guest out folder from before the snapshots (--from-out).
-                (Err(e), _) | (_, Err(e)) => {
-                    eprintln!("warning: {sched}/{round}/{load}: no run-queue waits: {e:#}");
-                    None
-                }
-            }
-        };
+        // (A guest out folder from before the schedstat snapshots, read with --from-out, has none.)
+        let delays = snapshots("ss", "txt", "run-queue waits")
+            .map(|(before, after)| {
+                LoadDelays::between(&before, &after)
+                    .with_context(|| format!("{sched}/{round}/{load}: schedstat"))
+            })
+            .transpose()?;
         let bpf_ops = if bpf_prog_stats {
             let dump = |i: u32| outcome.read_out(&format!("bpf-{sched}-{round}-{load}-{i}.json"));
             bpf_op_deltas(&dump(0)?, &dump(1)?)
@@ -657,6 +666,14 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
         }
     }
     Ok(runs)
+}
+
+/// A table cell: `a / b` with two decimals, or "-" without both or with `b` not positive.
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "-".into(),
+    }
 }
 
 /// A table cell: the value with `digits` decimals, or "-".
@@ -718,10 +735,6 @@ fn table(schedulers: &[String], runs: &[Run]) -> String {
                 .filter_map(f)
                 .collect(),
         )
-    };
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-        _ => "-".into(),
     };
     let mut t = String::new();
     t.push_str("| load | scheduler | events/s (range) | lat avg / p95 / max ms | cs/s | cs / event | migr/s | wall s | sched CPU % | BPF CPU % | thr / EEVDF | cs / EEVDF | migr / EEVDF |\n");
@@ -842,10 +855,7 @@ fn delay_table(schedulers: &[String], runs: &[Run]) -> String {
             {
                 continue;
             }
-            let ratio = match (mean_wait(sched, row), mean_wait("eevdf", row)) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-                _ => "-".into(),
-            };
+            let ratio = ratio(mean_wait(sched, row), mean_wait("eevdf", row));
             let group = |g: &str| {
                 fmt(
                     each(sched, row, &|d, _| d.kthread_groups.get(g)?.mean_wait_us()),
