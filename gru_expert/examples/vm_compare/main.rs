@@ -62,6 +62,7 @@
 //! and, for throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on
 //! first use). TCG timings are noisy: only ratios within one run mean anything.
 
+mod paired;
 mod schedstat;
 
 use std::collections::BTreeMap;
@@ -713,14 +714,27 @@ fn round_ratios(schedulers: &[String], runs: &[Run]) -> Vec<(String, String, f64
     out
 }
 
-/// [`round_ratios`] as a table.
+/// Issue 7's throughput target: at least this fraction of EEVDF's (within 3 %).
+const THROUGHPUT_FLOOR: f64 = 0.97;
+
+/// [`round_ratios`] as a table, with the geometric mean's 95 % confidence interval and what it
+/// says about [`THROUGHPUT_FLOOR`] (see [`paired`]).
 fn round_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
-    let mut t =
-        String::from("| load | scheduler | geometric mean | per round |\n|---|---|---|---|\n");
+    let mut t = format!(
+        "| load | scheduler | geometric mean | 95 % interval | ≥ {THROUGHPUT_FLOOR:.2} × EEVDF | per round |\n\
+         |---|---|---|---|---|---|\n"
+    );
     for (row, sched, geo, ratios) in round_ratios(schedulers, runs) {
         let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        let (interval, verdict) = match paired::geometric_ci(&ratios) {
+            Some((_, low, high)) => (
+                format!("{low:.2}–{high:.2}"),
+                paired::verdict(low, high, THROUGHPUT_FLOOR),
+            ),
+            None => ("-".into(), "-"),
+        };
         t.push_str(&format!(
-            "| {row} | {sched} | {geo:.2} | {} |\n",
+            "| {row} | {sched} | {geo:.2} | {interval} | {verdict} | {} |\n",
             each.join(" ")
         ));
     }
@@ -1004,7 +1018,10 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     let runs = collect(outcome, args.bpf_prog_stats)?;
     let mut table = table(&args.schedulers, &runs);
     table.push_str(&format!(
-        "\nThroughput / EEVDF within each round (hackbench: 1 / time):\n\n{}",
+        "\nThroughput / EEVDF within each round (hackbench: 1 / time), the geometric mean's 95 % \
+         interval (Student's t on the log ratios) and what it says about issue 7's target of at \
+         least {THROUGHPUT_FLOOR:.2} × EEVDF (met: the whole interval at or above it; missed: all \
+         below; open: it straddles it):\n\n{}",
         round_ratio_table(&args.schedulers, &runs)
     ));
     if runs.iter().any(|r| r.delays.is_some()) {
@@ -1088,10 +1105,11 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let md = format!(
-            "# vm_compare: EEVDF vs scx_gru vs scx_bpfland (lab VM)\n\n\
+            "# vm_compare: {} (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
              --schedulers {}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
              qemu TCG, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
+            args.schedulers.join(" vs "),
             args.rounds,
             args.seconds,
             args.schedulers.join(","),
@@ -1206,7 +1224,8 @@ mod tests {
         assert_eq!(each, &vec![0.8, 0.5]);
         assert!((geo - 0.4f64.sqrt()).abs() < 1e-12, "{geo}");
         assert_eq!(ratios[1].3, vec![1.25]);
-        assert!(round_ratio_table(&schedulers, &runs).contains("| io8 | gru | 0.63 | 0.80 0.50 |"));
+        assert!(round_ratio_table(&schedulers, &runs)
+            .contains("| io8 | gru | 0.63 | 0.03–12.53 | open | 0.80 0.50 |"));
     }
 
     #[test]
