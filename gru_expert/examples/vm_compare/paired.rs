@@ -26,7 +26,11 @@ fn t_975(df: usize) -> f64 {
 /// `None` without two ratios (no spread to estimate) or with a ratio that is not positive.
 pub fn geometric_ci(ratios: &[f64]) -> Option<(f64, f64, f64)> {
     let n = ratios.len();
-    if n < 2 || ratios.iter().any(|r| !(*r > 0.0) || !r.is_finite()) {
+    if n < 2
+        || ratios
+            .iter()
+            .any(|r| r.is_nan() || *r <= 0.0 || r.is_infinite())
+    {
         return None;
     }
     let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
