@@ -6,8 +6,10 @@
 //! ```sh
 //! cargo build -p asa-gru-expert && \
 //!   cargo run -p asa-gru-expert --example vm_compare -- [--rounds 3] [--seconds 10] [--out DIR] \
-//!   [--schedulers eevdf,gru,gru-fallback,bpfland]
+//!   [--schedulers eevdf,gru,gru-fallback,bpfland] [--loads cpu1,cpu8,io,io8,mixed,hackbench]
 //! ```
+//! `--loads` runs some of the loads below (all by default): more rounds of the noisy ones in the
+//! same time.
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
@@ -104,6 +106,8 @@ const ROWS: [&str; 7] = [
     "mixed-io",
     "hackbench",
 ];
+/// The loads of the guest script, in the order it runs them (`--loads` picks some).
+const LOADS: [&str; 6] = ["cpu1", "cpu8", "io", "io8", "mixed", "hackbench"];
 /// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
 const PROFILE: &str = if cfg!(debug_assertions) {
     "debug"
@@ -137,15 +141,19 @@ measure() {
   snap $out/st-$s-$r-$l-1.json
   echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
 }
+# The loads to run (--loads).
+LOADS=" __LOADS__ "
+want() { case "$LOADS" in *" $1 "*) return 0 ;; esac; return 1; }
 loads() {
   s=$1; r=$2
-  measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
-  measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
-  measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
-  measure $s $r io8 sysbench fileio $FIO --threads=8 --time=$S run
-  measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
+  want cpu1 && measure $s $r cpu1 sysbench cpu --threads=1 --time=$S run
+  want cpu8 && measure $s $r cpu8 sysbench cpu --threads=8 --time=$S run
+  want io && measure $s $r io sysbench fileio $FIO --threads=1 --time=$S run
+  want io8 && measure $s $r io8 sysbench fileio $FIO --threads=8 --time=$S run
+  want mixed && measure $s $r mixed sh -c "sysbench cpu --threads=4 --time=$S run > $out/load-$s-$r-mixed-cpu.txt 2>&1 &
     sysbench fileio $FIO --threads=4 --time=$S run > $out/load-$s-$r-mixed-io.txt 2>&1; wait"
-  measure $s $r hackbench hackbench -g 4 -l 100
+  want hackbench && measure $s $r hackbench hackbench -g 4 -l 100
+  return 0
 }
 state() { cat /sys/kernel/sched_ext/state; }
 __SCHEDSTAT__
@@ -441,6 +449,8 @@ struct Args {
     seconds: u32,
     out: Option<PathBuf>,
     schedulers: Vec<String>,
+    /// The loads to run, a subset of [`LOADS`] (all by default).
+    loads: Vec<String>,
     /// Record every BPF program's run time (kernel.bpf_stats_enabled; costs two clock reads
     /// per program run, so a profiling run, not a throughput one).
     bpf_prog_stats: bool,
@@ -465,15 +475,22 @@ fn known_scheduler(name: &str) -> bool {
         })
 }
 
+impl Default for Args {
+    fn default() -> Self {
+        Self {
+            rounds: 3,
+            seconds: 10,
+            out: None,
+            schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
+            loads: LOADS.iter().map(|s| s.to_string()).collect(),
+            bpf_prog_stats: false,
+            from_out: None,
+        }
+    }
+}
+
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        rounds: 3,
-        seconds: 10,
-        out: None,
-        schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
-        bpf_prog_stats: false,
-        from_out: None,
-    };
+    let mut args = Args::default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().with_context(|| format!("{a} needs a value"));
@@ -484,11 +501,12 @@ fn parse_args() -> Result<Args> {
             "--schedulers" => {
                 args.schedulers = value()?.split(',').map(str::to_owned).collect();
             }
+            "--loads" => args.loads = value()?.split(',').map(str::to_owned).collect(),
             "--bpf-prog-stats" => args.bpf_prog_stats = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             other => bail!(
                 "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
-                 --bpf-prog-stats, --from-out GUEST_OUT_DIR)"
+                 --loads A,B, --bpf-prog-stats, --from-out GUEST_OUT_DIR)"
             ),
         }
     }
@@ -504,6 +522,14 @@ fn parse_args() -> Result<Args> {
             NUMBERED_VARIANTS.map(|v| format!("{v}N")).join(", ")
         );
     }
+    for l in &args.loads {
+        ensure!(
+            LOADS.contains(&l.as_str()),
+            "unknown load {l:?} (known: {})",
+            LOADS.join(", ")
+        );
+    }
+    ensure!(!args.loads.is_empty(), "--loads needs at least one load");
     ensure!(
         args.schedulers.first().map(String::as_str) == Some("eevdf"),
         "--schedulers must start with eevdf (the baseline of every ratio)"
@@ -511,17 +537,20 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
-fn guest_script(schedulers: &[String], rounds: u32, seconds: u32, bpf_prog_stats: bool) -> String {
+/// The guest script for `args`' schedulers, rounds, seconds, loads and BPF program stats.
+fn guest_script(args: &Args) -> String {
+    let schedulers = &args.schedulers;
     let mut body = String::new();
-    for r in 1..=rounds {
+    for r in 1..=args.rounds {
         for i in 0..schedulers.len() {
             let s = &schedulers[(i + r as usize - 1) % schedulers.len()];
             body.push_str(&format!("start {s} {r}\nloads {s} {r}\nstop {s} {r}\n"));
         }
     }
     SCRIPT
-        .replace("__SECONDS__", &seconds.to_string())
-        .replace("__BPF_STATS__", if bpf_prog_stats { "1" } else { "0" })
+        .replace("__SECONDS__", &args.seconds.to_string())
+        .replace("__LOADS__", &args.loads.join(" "))
+        .replace("__BPF_STATS__", if args.bpf_prog_stats { "1" } else { "0" })
         .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
         .replace("__ROUNDS__", &body)
 }
@@ -984,12 +1013,7 @@ fn main() -> Result<()> {
 fn run_guest(args: &Args) -> Result<VmOutcome> {
     build_scx_gru()?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
-    let script = guest_script(
-        &args.schedulers,
-        args.rounds,
-        args.seconds,
-        args.bpf_prog_stats,
-    );
+    let script = guest_script(args);
     let mut run = GuestRun::new("gru-compare", &script);
     // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
     run.experts = vec!["gru".into(), "bpfland".into()];
@@ -1107,12 +1131,17 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
         let md = format!(
             "# vm_compare: {} (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
-             --schedulers {}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
+             --schedulers {}{}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
              qemu TCG, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
             args.schedulers.join(" vs "),
             args.rounds,
             args.seconds,
             args.schedulers.join(","),
+            if args.loads.len() < LOADS.len() {
+                format!(" --loads {}", args.loads.join(","))
+            } else {
+                String::new()
+            },
             if args.bpf_prog_stats {
                 " --bpf-prog-stats"
             } else {
@@ -1318,15 +1347,56 @@ mod tests {
 
     #[test]
     fn rounds_rotate_the_order() {
-        let schedulers: Vec<String> = DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect();
-        let s = guest_script(&schedulers, 2, 5, false);
+        let args = Args {
+            rounds: 2,
+            seconds: 5,
+            ..Args::default()
+        };
+        let s = guest_script(&args);
         assert!(s.contains("S=5\n"));
         assert!(s.contains("BPF_STATS=0\n"));
-        assert!(guest_script(&schedulers, 1, 5, true).contains("BPF_STATS=1\n"));
+        let profiled = Args {
+            bpf_prog_stats: true,
+            ..Args::default()
+        };
+        assert!(guest_script(&profiled).contains("BPF_STATS=1\n"));
         let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
         assert_eq!(starts[0], "start eevdf 1");
         assert_eq!(starts[4], "start gru 2");
         assert_eq!(starts.len(), 8);
+    }
+
+    /// The guest script's load filter, run by a real shell: `io` is not `io8`, every load
+    /// by default.
+    #[test]
+    fn loads_filter_in_the_guest_shell() {
+        let picked = |loads: &[&str]| -> Vec<String> {
+            let script = guest_script(&Args {
+                loads: loads.iter().map(|l| l.to_string()).collect(),
+                ..Args::default()
+            });
+            let filter: String = script
+                .lines()
+                .filter(|l| l.starts_with("LOADS=") || l.starts_with("want()"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let probe: String = LOADS
+                .iter()
+                .map(|l| format!("want {l} && echo {l}\n"))
+                .collect();
+            let out = std::process::Command::new("sh")
+                .args(["-c", &format!("{filter}{probe}")])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(picked(&["io"]), ["io"]);
+        assert_eq!(picked(&["io8", "hackbench"]), ["io8", "hackbench"]);
+        assert_eq!(picked(&LOADS), LOADS);
     }
 
     #[test]
@@ -1351,7 +1421,10 @@ mod tests {
             assert!(!known_scheduler(bad), "{bad}");
         }
         // The guest script has a case for each numbered variant.
-        let script = guest_script(&["eevdf".into()], 1, 5, false);
+        let script = guest_script(&Args {
+            schedulers: vec!["eevdf".into()],
+            ..Args::default()
+        });
         for variant in NUMBERED_VARIANTS {
             assert!(
                 script.contains(&format!("    {variant}[0-9]*) gru $1 $2 --")),
