@@ -41,6 +41,9 @@
 //! struct_ops programs during the load in percent of one CPU, and a second table gives each op's
 //! calls/s and ns per call (a profiling run: the stats add two clock reads per program run;
 //! the root filesystem then also holds bpftool, cached separately).
+//! `--wakeup-latency` runs `asa record` (the agent's BPF perception) around every load and adds
+//! a table of every task's wakeup-to-run latency, p50 and p99 per 1 s tick (`latency.rs`; a
+//! profiling run too: its probes fire on every switch and wake-up).
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -64,6 +67,7 @@
 //! and, for throughput, the range. A warm-up pass under EEVDF comes first (TCG translates code on
 //! first use). TCG timings are noisy: only ratios within one run mean anything.
 
+mod latency;
 mod paired;
 mod schedstat;
 
@@ -126,19 +130,23 @@ S=__SECONDS__
 FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flags=direct"
 measure() {
   s=$1; r=$2; l=$3; shift 3
+  lat_start $out/lat-$s-$r-$l.csv
   # The snapshots stay outside the timed window (wall time, the scheduler's CPU time).
   progs $out/bpf-$s-$r-$l-0.json
   snap $out/st-$s-$r-$l-0.json
   c0=$(sched_ticks)
   schedstat $out/ss-$s-$r-$l-0.txt
   t0=$(cut -d' ' -f1 /proc/uptime)
+  lat_mark $out/lat-$s-$r-$l.span
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
+  lat_mark $out/lat-$s-$r-$l.span
   t1=$(cut -d' ' -f1 /proc/uptime)
   schedstat $out/ss-$s-$r-$l-1.txt
   c1=$(sched_ticks)
   progs $out/bpf-$s-$r-$l-1.json
   snap $out/st-$s-$r-$l-1.json
+  lat_stop
   echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
 }
 # The loads to run (--loads).
@@ -157,6 +165,7 @@ loads() {
 }
 state() { cat /sys/kernel/sched_ext/state; }
 __SCHEDSTAT__
+__RECORD__
 # The run time and run count of every BPF program (kernel.bpf_stats_enabled), with --bpf-prog-stats.
 BPF_STATS=__BPF_STATS__
 progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
@@ -254,6 +263,8 @@ struct Run {
     /// Run-queue waits of every task and of the kernel threads, from the kernel's schedstat
     /// (any scheduler; None when a snapshot is missing).
     delays: Option<LoadDelays>,
+    /// With `--wakeup-latency`: every task's wakeup-to-run latency during the load.
+    wake: Option<latency::WakeLatency>,
 }
 
 /// scx_gru's queue waits (runnable → running) during one load, from its stats file copied
@@ -454,6 +465,9 @@ struct Args {
     /// Record every BPF program's run time (kernel.bpf_stats_enabled; costs two clock reads
     /// per program run, so a profiling run, not a throughput one).
     bpf_prog_stats: bool,
+    /// Record every task's wakeup-to-run latency with `asa record` around every load
+    /// (`latency.rs`; tracepoints on every switch, so a profiling run).
+    wakeup_latency: bool,
     /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
     /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
     /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run.
@@ -484,6 +498,7 @@ impl Default for Args {
             schedulers: DEFAULT_SCHEDULERS.iter().map(|s| s.to_string()).collect(),
             loads: LOADS.iter().map(|s| s.to_string()).collect(),
             bpf_prog_stats: false,
+            wakeup_latency: false,
             from_out: None,
         }
     }
@@ -503,10 +518,11 @@ fn parse_args() -> Result<Args> {
             }
             "--loads" => args.loads = value()?.split(',').map(str::to_owned).collect(),
             "--bpf-prog-stats" => args.bpf_prog_stats = true,
+            "--wakeup-latency" => args.wakeup_latency = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             other => bail!(
                 "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
-                 --loads A,B, --bpf-prog-stats, --from-out GUEST_OUT_DIR)"
+                 --loads A,B, --bpf-prog-stats, --wakeup-latency, --from-out GUEST_OUT_DIR)"
             ),
         }
     }
@@ -552,6 +568,10 @@ fn guest_script(args: &Args) -> String {
         .replace("__LOADS__", &args.loads.join(" "))
         .replace("__BPF_STATS__", if args.bpf_prog_stats { "1" } else { "0" })
         .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
+        .replace(
+            "__RECORD__",
+            &latency::RECORD_SHELL.replace("__LAT__", if args.wakeup_latency { "1" } else { "0" }),
+        )
         .replace("__ROUNDS__", &body)
 }
 
@@ -577,7 +597,7 @@ fn snapshot_pair(
 
 /// Read every measured run; fails on a failed load or a scheduler that was not attached for
 /// the whole of its loads.
-fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
+fn collect(outcome: &VmOutcome, args: &Args) -> Result<Vec<Run>> {
     let runs_txt = outcome.read_out("runs.txt")?;
     let clk_tck: f64 = outcome
         .read_out("clk_tck.txt")?
@@ -646,7 +666,18 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
                     .with_context(|| format!("{sched}/{round}/{load}: schedstat"))
             })
             .transpose()?;
-        let bpf_ops = if bpf_prog_stats {
+        let wake = if args.wakeup_latency {
+            let (start, end) =
+                latency::span(&outcome.read_out(&format!("lat-{sched}-{round}-{load}.span"))?)?;
+            let csv = outcome.read_out(&format!("lat-{sched}-{round}-{load}.csv"))?;
+            Some(
+                latency::from_record(&csv, start, end)
+                    .with_context(|| format!("{sched}/{round}/{load}: wakeup latency"))?,
+            )
+        } else {
+            None
+        };
+        let bpf_ops = if args.bpf_prog_stats {
             let dump = |i: u32| outcome.read_out(&format!("bpf-{sched}-{round}-{load}-{i}.json"));
             bpf_op_deltas(&dump(0)?, &dump(1)?)
                 .with_context(|| format!("{sched}/{round}/{load}: BPF program stats"))?
@@ -667,6 +698,7 @@ fn collect(outcome: &VmOutcome, bpf_prog_stats: bool) -> Result<Vec<Run>> {
             bpf_ops,
             waits,
             delays,
+            wake,
             ..Run::default()
         };
         let parts: Vec<(&str, String)> = match load {
@@ -933,6 +965,41 @@ fn delay_table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
+/// With `--wakeup-latency`: per load and scheduler, medians over rounds of every task's
+/// wakeup-to-run latency ([`latency::WakeLatency`]); the worst tick is the worst of all rounds.
+fn latency_table(schedulers: &[String], runs: &[Run]) -> String {
+    let mut t = String::from(
+        "| load | scheduler | ticks | wake-ups/s | p50 µs | p99 µs | p99 / EEVDF | worst p99 µs |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let of = |sched: &str, row: &str| -> Vec<latency::WakeLatency> {
+        runs.iter()
+            .filter(|r| r.scheduler == sched && r.row == row)
+            .filter_map(|r| r.wake)
+            .collect()
+    };
+    let p99 = |sched: &str, row: &str| median(of(sched, row).iter().map(|w| w.p99_us).collect());
+    for (row, load) in per_load_rows() {
+        for sched in schedulers.iter().map(String::as_str) {
+            let mine = of(sched, row);
+            if mine.is_empty() {
+                continue;
+            }
+            let med = |f: fn(&latency::WakeLatency) -> f64| median(mine.iter().map(f).collect());
+            t.push_str(&format!(
+                "| {load} | {sched} | {} | {} | {} | {} | {} | {} |\n",
+                mine.iter().map(|w| w.ticks).sum::<usize>(),
+                fmt(med(|w| w.wakeups_per_s), 0),
+                fmt(med(|w| w.p50_us), 1),
+                fmt(p99(sched, row), 1),
+                ratio(p99(sched, row), p99("eevdf", row)),
+                fmt(mine.iter().map(|w| w.p99_worst_us).reduce(f64::max), 1),
+            ));
+        }
+    }
+    t
+}
+
 /// With `--bpf-prog-stats`: per load and scheduler, each BPF op's calls per second, time per
 /// call and share of one CPU (medians over rounds).
 fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
@@ -972,13 +1039,17 @@ fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
 
 /// Under `cargo run`, builds the scx_gru binary the lab will copy into the guest: `cargo run
 /// --example` builds the example only, and a stale scx_gru without a newer option never
-/// attaches (it happened: run 9's first attempt).
-fn build_scx_gru() -> Result<()> {
+/// attaches (it happened: run 9's first attempt). With `with_asa`, the `asa` agent too (its
+/// `asa record` measures wakeup latency in the guest).
+fn build_scx_gru(with_asa: bool) -> Result<()> {
     let Some(cargo) = std::env::var_os("CARGO") else {
         return Ok(()); // run directly: the caller built what it runs
     };
     let mut command = std::process::Command::new(cargo);
     command.args(["build", "-p", "asa-gru-expert", "--bin", "scx_gru"]);
+    if with_asa {
+        command.args(["-p", "asa-agent", "--bin", "asa"]);
+    }
     if PROFILE == "release" {
         command.arg("--release");
     }
@@ -1011,12 +1082,15 @@ fn main() -> Result<()> {
 
 /// Builds scx_gru, runs the guest script in the lab VM and checks that it finished.
 fn run_guest(args: &Args) -> Result<VmOutcome> {
-    build_scx_gru()?;
+    build_scx_gru(args.wakeup_latency)?;
     let lab = Lab::new().context("the lab is set up (run lab/setup.sh)")?;
     let script = guest_script(args);
     let mut run = GuestRun::new("gru-compare", &script);
     // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
     run.experts = vec!["gru".into(), "bpfland".into()];
+    if args.wakeup_latency {
+        run = run.with_asa(&asa_lab::workspace_binary("asa")?);
+    }
     let mut packages = PACKAGES.to_vec();
     if args.bpf_prog_stats {
         packages.push(BPF_STATS_PACKAGE);
@@ -1039,7 +1113,7 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
 
 /// The tables of a finished guest run, printed and, with `--out`, written with the raw files.
 fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
-    let runs = collect(outcome, args.bpf_prog_stats)?;
+    let runs = collect(outcome, args)?;
     let mut table = table(&args.schedulers, &runs);
     table.push_str(&format!(
         "\nThroughput / EEVDF within each round (hackbench: 1 / time), the geometric mean's 95 % \
@@ -1061,6 +1135,14 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             "\nscx_gru's queue waits (runnable → running; short-burst tasks ran under 1 ms before \
              they slept and since):\n\n{}",
             wait_table(&args.schedulers, &runs)
+        ));
+    }
+    if args.wakeup_latency {
+        table.push_str(&format!(
+            "\nWakeup-to-run latency of every task (`asa record`'s BPF probes on sched_wakeup and \
+             sched_switch, a log2 histogram per 1 s tick, the ticks wholly inside the load; \
+             medians over rounds of each run's median tick, and the worst tick of all):\n\n{}",
+            latency_table(&args.schedulers, &runs)
         ));
     }
     if args.bpf_prog_stats {
@@ -1142,10 +1224,11 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             } else {
                 String::new()
             },
-            if args.bpf_prog_stats {
-                " --bpf-prog-stats"
-            } else {
-                ""
+            match (args.bpf_prog_stats, args.wakeup_latency) {
+                (true, true) => " --bpf-prog-stats --wakeup-latency",
+                (true, false) => " --bpf-prog-stats",
+                (false, true) => " --wakeup-latency",
+                (false, false) => "",
             },
             args.rounds,
             PROFILE,
