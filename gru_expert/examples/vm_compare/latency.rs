@@ -88,15 +88,8 @@ pub fn from_record(csv: &str, start_ms: u64, end_ms: u64) -> Result<WakeLatency>
         rows.iter().all(|r| !r.0.is_nan() && !r.1.is_nan()),
         "the wakeup latency is missing in the recording (did the BPF probes load?)"
     );
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    // (rows is not empty, so neither median is None.)
+    let median = |v: Vec<f64>| super::median(v).unwrap_or(f64::NAN);
     Ok(WakeLatency {
         ticks: rows.len(),
         wakeups_per_s: rows.iter().map(|r| r.2).sum::<f64>() / rows.len() as f64,

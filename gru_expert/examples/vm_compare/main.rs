@@ -986,13 +986,14 @@ fn latency_table(schedulers: &[String], runs: &[Run]) -> String {
                 continue;
             }
             let med = |f: fn(&latency::WakeLatency) -> f64| median(mine.iter().map(f).collect());
+            let p99_us = med(|w| w.p99_us);
             t.push_str(&format!(
                 "| {load} | {sched} | {} | {} | {} | {} | {} | {} |\n",
                 mine.iter().map(|w| w.ticks).sum::<usize>(),
                 fmt(med(|w| w.wakeups_per_s), 0),
                 fmt(med(|w| w.p50_us), 1),
-                fmt(p99(sched, row), 1),
-                ratio(p99(sched, row), p99("eevdf", row)),
+                fmt(p99_us, 1),
+                ratio(p99_us, p99("eevdf", row)),
                 fmt(mine.iter().map(|w| w.p99_worst_us).reduce(f64::max), 1),
             ));
         }
@@ -1224,12 +1225,14 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             } else {
                 String::new()
             },
-            match (args.bpf_prog_stats, args.wakeup_latency) {
-                (true, true) => " --bpf-prog-stats --wakeup-latency",
-                (true, false) => " --bpf-prog-stats",
-                (false, true) => " --wakeup-latency",
-                (false, false) => "",
-            },
+            [
+                (args.bpf_prog_stats, " --bpf-prog-stats"),
+                (args.wakeup_latency, " --wakeup-latency"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, flag)| *flag)
+            .collect::<String>(),
             args.rounds,
             PROFILE,
             versions.lines().collect::<Vec<_>>().join(", ")
