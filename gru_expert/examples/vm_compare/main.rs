@@ -44,6 +44,9 @@
 //! `--wakeup-latency` runs `asa record` (the agent's BPF perception) around every load and adds
 //! a table of every task's wakeup-to-run latency, p50 and p99 per 1 s tick (`latency.rs`; a
 //! profiling run too: its probes fire on every switch and wake-up).
+//! `--profile-scheduler` runs `perf record -e cpu-clock -p PID` on the scheduler's user-space
+//! process around every load and adds a table of where that process spent its samples, by
+//! shared object and symbol (`profile.rs`; a profiling run: perf's sampling takes guest CPU).
 //! Needs the lab (`lab/setup.sh`: qemu, the cached kernel, scx_bpfland, ONNX Runtime in the
 //! cache); the root filesystem with sysbench, rt-tests and linux-perf is built on first use.
 //!
@@ -69,6 +72,7 @@
 
 mod latency;
 mod paired;
+mod profile;
 mod schedstat;
 
 use std::collections::BTreeMap;
@@ -138,8 +142,10 @@ measure() {
   schedstat $out/ss-$s-$r-$l-0.txt
   t0=$(cut -d' ' -f1 /proc/uptime)
   lat_mark $out/lat-$s-$r-$l.span
+  prof_start $out/prof-$s-$r-$l.txt
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
+  prof_stop $out/prof-$s-$r-$l.txt
   lat_mark $out/lat-$s-$r-$l.span
   t1=$(cut -d' ' -f1 /proc/uptime)
   schedstat $out/ss-$s-$r-$l-1.txt
@@ -166,6 +172,7 @@ loads() {
 state() { cat /sys/kernel/sched_ext/state; }
 __SCHEDSTAT__
 __RECORD__
+__PROFILE__
 # The run time and run count of every BPF program (kernel.bpf_stats_enabled), with --bpf-prog-stats.
 BPF_STATS=__BPF_STATS__
 progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
@@ -258,6 +265,9 @@ struct Run {
     sched_cpu_s: Option<f64>,
     /// With `--bpf-prog-stats`: the scheduler's struct_ops programs during the load, by name.
     bpf_ops: BTreeMap<String, BpfOp>,
+    /// With `--profile-scheduler`: perf samples of the scheduler's process during the load, by
+    /// "shared object: symbol".
+    profile: BTreeMap<String, u64>,
     /// scx_gru's queue waits during the load (None for other schedulers).
     waits: Option<Waits>,
     /// Run-queue waits of every task and of the kernel threads, from the kernel's schedstat
@@ -468,6 +478,9 @@ struct Args {
     /// Record every task's wakeup-to-run latency with `asa record` around every load
     /// (`latency.rs`; tracepoints on every switch, so a profiling run).
     wakeup_latency: bool,
+    /// Profile the scheduler's user-space process with `perf record` during every load
+    /// (`profile.rs`; perf's sampling takes guest CPU, so a profiling run).
+    profile_scheduler: bool,
     /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
     /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
     /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run.
@@ -499,6 +512,7 @@ impl Default for Args {
             loads: LOADS.iter().map(|s| s.to_string()).collect(),
             bpf_prog_stats: false,
             wakeup_latency: false,
+            profile_scheduler: false,
             from_out: None,
         }
     }
@@ -519,10 +533,11 @@ fn parse_args() -> Result<Args> {
             "--loads" => args.loads = value()?.split(',').map(str::to_owned).collect(),
             "--bpf-prog-stats" => args.bpf_prog_stats = true,
             "--wakeup-latency" => args.wakeup_latency = true,
+            "--profile-scheduler" => args.profile_scheduler = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             other => bail!(
                 "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
-                 --loads A,B, --bpf-prog-stats, --wakeup-latency, --from-out GUEST_OUT_DIR)"
+                 --loads A,B, --bpf-prog-stats, --wakeup-latency, --profile-scheduler, --from-out GUEST_OUT_DIR)"
             ),
         }
     }
@@ -571,6 +586,11 @@ fn guest_script(args: &Args) -> String {
         .replace(
             "__RECORD__",
             &latency::RECORD_SHELL.replace("__LAT__", if args.wakeup_latency { "1" } else { "0" }),
+        )
+        .replace(
+            "__PROFILE__",
+            &profile::PROFILE_SHELL
+                .replace("__PROF__", if args.profile_scheduler { "1" } else { "0" }),
         )
         .replace("__ROUNDS__", &body)
 }
@@ -684,6 +704,13 @@ fn collect(outcome: &VmOutcome, args: &Args) -> Result<Vec<Run>> {
         } else {
             BTreeMap::new()
         };
+        let profile = if args.profile_scheduler && sched != "eevdf" {
+            let report = outcome.read_out(&format!("prof-{sched}-{round}-{load}.txt"))?;
+            profile::parse_report(&report)
+                .with_context(|| format!("{sched}/{round}/{load}: perf report"))?
+        } else {
+            BTreeMap::new()
+        };
         let base = Run {
             scheduler: sched.to_owned(),
             round: round.parse()?,
@@ -696,6 +723,7 @@ fn collect(outcome: &VmOutcome, args: &Args) -> Result<Vec<Run>> {
                 })
                 .transpose()?,
             bpf_ops,
+            profile,
             waits,
             delays,
             wake,
@@ -1038,6 +1066,35 @@ fn bpf_op_table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
+/// Symbols per load and scheduler in the `--profile-scheduler` table.
+const PROFILE_TOP: usize = 12;
+
+/// `--profile-scheduler`'s table: per load and scheduler, the samples of every round summed,
+/// the [`PROFILE_TOP`] symbols with the most, with their share.
+fn profile_table(schedulers: &[String], runs: &[Run]) -> String {
+    let mut t = String::from("| load | scheduler | samples | symbol | samples | share % |\n");
+    t.push_str("|---|---|---|---|---|---|\n");
+    for (row, load) in per_load_rows() {
+        for sched in schedulers.iter().filter(|s| *s != "eevdf") {
+            let mut all = BTreeMap::new();
+            for r in runs
+                .iter()
+                .filter(|r| &r.scheduler == sched && r.row == row)
+            {
+                profile::merge(&mut all, &r.profile);
+            }
+            let (total, rows) = profile::top(&all, PROFILE_TOP);
+            for (symbol, n, share) in rows {
+                t.push_str(&format!(
+                    "| {load} | {sched} | {total} | `{}` | {n} | {share:.1} |\n",
+                    symbol.replace('|', "\\|")
+                ));
+            }
+        }
+    }
+    t
+}
+
 /// Under `cargo run`, builds the scx_gru binary the lab will copy into the guest: `cargo run
 /// --example` builds the example only, and a stale scx_gru without a newer option never
 /// attaches (it happened: run 9's first attempt). With `with_asa`, the `asa` agent too (its
@@ -1152,6 +1209,14 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             bpf_op_table(&args.schedulers, &runs)
         ));
     }
+    if args.profile_scheduler {
+        table.push_str(&format!(
+            "\nThe scheduler's user-space process by symbol (`perf record -e cpu-clock -F 999 -p \
+             PID` around every load, its threads' user and kernel samples; samples summed over \
+             the rounds, the {PROFILE_TOP} symbols with the most):\n\n{}",
+            profile_table(&args.schedulers, &runs)
+        ));
+    }
     println!("{table}");
     let snap_errors = outcome.read_out("snap-errors.txt").unwrap_or_default();
     if !snap_errors.trim().is_empty() {
@@ -1228,6 +1293,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             [
                 (args.bpf_prog_stats, " --bpf-prog-stats"),
                 (args.wakeup_latency, " --wakeup-latency"),
+                (args.profile_scheduler, " --profile-scheduler"),
             ]
             .iter()
             .filter(|(on, _)| *on)
@@ -1446,6 +1512,15 @@ mod tests {
             ..Args::default()
         };
         assert!(guest_script(&profiled).contains("BPF_STATS=1\n"));
+        assert!(
+            s.contains("PROF=0\n") && !s.contains("__"),
+            "every placeholder filled"
+        );
+        let perf = Args {
+            profile_scheduler: true,
+            ..Args::default()
+        };
+        assert!(guest_script(&perf).contains("PROF=1\n"));
         let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
         assert_eq!(starts[0], "start eevdf 1");
         assert_eq!(starts[4], "start gru 2");
