@@ -96,6 +96,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread and before ONNX Runtime loads (see the function).
+    asa_experts::opt_out_of_ort_telemetry();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()
         .init();

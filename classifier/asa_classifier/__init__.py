@@ -8,3 +8,11 @@ See classifier/README.md. Modules:
 - report: accuracy, per-class precision/recall, confusion matrix, raw and after voting;
 - export: one ONNX file with the three models and the soft vote, plus metadata.
 """
+
+import os as _os
+
+# onnxruntime 1.29+ sends telemetry from Linux (a thread, a device id and an offline cache in
+# ~/.cache/Microsoft, an upload endpoint) unless ORT_DISABLE_TELEMETRY=1 when it loads: every
+# module of the package may load it (export checks, fold), so the package opts out on import.
+# An explicit setting wins.
+_os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")

@@ -29,6 +29,29 @@ pub fn cached_ort_library() -> PathBuf {
         .join("libonnxruntime.so")
 }
 
+/// ONNX Runtime's telemetry opt-out. Official builds since 1.29 send telemetry on Linux too:
+/// at its first environment, 1.32 starts a thread that keeps a device id and an offline cache in
+/// `~/.cache/Microsoft/DeveloperTools/.onnxruntime/` and resolves and connects to an upload
+/// endpoint (seen from scx_gru, in the middle of a measured load in the lab VM). The variable
+/// set to `1` before ONNX Runtime initializes turns all of it off.
+pub const ORT_TELEMETRY_OPT_OUT: &str = "ORT_DISABLE_TELEMETRY";
+
+/// Opts the process out of ONNX Runtime's telemetry: sets `ORT_DISABLE_TELEMETRY=1` unless the
+/// variable is set already (an explicit choice wins). Call it first thing in `main`, while the
+/// process has one thread (setting the environment races with threads that read it), before
+/// ONNX Runtime is loaded.
+pub fn opt_out_of_ort_telemetry() {
+    if std::env::var_os(ORT_TELEMETRY_OPT_OUT).is_none() {
+        std::env::set_var(ORT_TELEMETRY_OPT_OUT, "1");
+    }
+}
+
+/// Whether ONNX Runtime's telemetry is off in this process (`ORT_DISABLE_TELEMETRY=1`):
+/// loaders warn when it is not.
+pub fn ort_telemetry_off() -> bool {
+    std::env::var_os(ORT_TELEMETRY_OPT_OUT).is_some_and(|v| v == "1")
+}
+
 /// Where `cargo install --root` puts the experts from crates.io.
 pub fn experts_cache_dir() -> PathBuf {
     cache_dir().join("experts")

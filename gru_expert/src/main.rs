@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 use log::{info, warn};
@@ -131,6 +131,11 @@ struct Opts {
     #[arg(long, default_value_t = 1000)]
     dispatch_affinity_us: u64,
 
+    /// Load the model with ONNX Runtime, run it once, say what was loaded and exit without
+    /// attaching (needs neither root nor sched_ext): checks a model before it is installed.
+    #[arg(long)]
+    check_model: bool,
+
     /// Exit debug dump buffer length (0: default).
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
@@ -211,6 +216,8 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
 }
 
 fn main() -> Result<()> {
+    // Before any thread and before ONNX Runtime loads (see the function).
+    asa_experts::opt_out_of_ort_telemetry();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let opts = Opts::parse();
 
@@ -221,6 +228,23 @@ fn main() -> Result<()> {
 
     let nr_cpus = libbpf_rs::num_possible_cpus().context("count possible CPUs")?;
     let mode = load_mode(&opts, nr_cpus)?;
+    if opts.check_model {
+        return match &mode {
+            Mode::Model(model, path) => {
+                println!(
+                    "model {} loads and runs: window {}, hidden {}, {} CPUs ({} here), trained on {}",
+                    path.display(),
+                    model.meta().window,
+                    model.meta().hidden,
+                    model.meta().nr_cpus,
+                    nr_cpus,
+                    model.meta().trained_on
+                );
+                Ok(())
+            }
+            Mode::FallbackOnly(why) => bail!("no model to check: {why}"),
+        };
+    }
     let (mode_name, model_path) = match &mode {
         Mode::Model(_, path) => ("model", Some(path.display().to_string())),
         Mode::FallbackOnly(why) => {

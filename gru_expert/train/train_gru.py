@@ -307,7 +307,9 @@ def main():
     onnx_path = os.path.join(args.out, "gru.onnx")
     export_onnx(model, args.window, len(table), n_cpus, onnx_path)
 
-    # The exported graph must compute what numpy computes.
+    # The exported graph must compute what numpy computes. (onnxruntime 1.29+ sends telemetry
+    # from Linux unless ORT_DISABLE_TELEMETRY=1 when it loads; an explicit setting wins.)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime as ort
     sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     Xte, yte, last_te = norm["test"]

@@ -56,15 +56,9 @@ const ORT_HINT: &str = "set ORT_DYLIB_PATH to libonnxruntime.so.1.x from the onn
 (classifier/setup.sh prints it), or run gru_expert/setup_ort.sh to put it into the project cache";
 
 /// ONNX Runtime version the project pins (the `onnxruntime` wheel, in classifier/requirements.txt
-/// and gru_expert/setup_ort.sh).
-pub const ORT_VERSION: &str = "1.32.0";
-
-/// Where gru_expert/setup_ort.sh puts ONNX Runtime's library: the project cache.
-pub fn cached_ort_library() -> PathBuf {
-    asa_experts::cache_dir()
-        .join(format!("onnxruntime-{ORT_VERSION}"))
-        .join("libonnxruntime.so")
-}
+/// and gru_expert/setup_ort.sh), and where setup_ort.sh puts its library: one definition for the
+/// workspace, in `asa-experts`.
+pub use asa_experts::{cached_ort_library, ORT_VERSION};
 
 /// ONNX Runtime's library: `ORT_DYLIB_PATH` if set, else the project cache if the file exists.
 pub fn find_ort_library() -> Option<PathBuf> {
@@ -151,6 +145,14 @@ impl OrtRuntime {
         };
         if !library.is_file() {
             return Err(runtime_error("no such file".to_string()));
+        }
+        if !asa_experts::ort_telemetry_off() {
+            log::warn!(
+                "ONNX Runtime's telemetry is on ({}=1 is not set): it may write to \
+                 ~/.cache/Microsoft and connect to an upload endpoint; asa's main sets it, a \
+                 library user should too",
+                asa_experts::ORT_TELEMETRY_OPT_OUT
+            );
         }
         let environment = ort::init_from(&library)
             .map_err(|e| runtime_error(e.to_string()))?
