@@ -135,6 +135,7 @@ FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flag
 measure() {
   s=$1; r=$2; l=$3; shift 3
   lat_start $out/lat-$s-$r-$l.csv
+  prof_start $out/prof-$s-$r-$l.txt
   # The snapshots stay outside the timed window (wall time, the scheduler's CPU time).
   progs $out/bpf-$s-$r-$l-0.json
   snap $out/st-$s-$r-$l-0.json
@@ -142,10 +143,8 @@ measure() {
   schedstat $out/ss-$s-$r-$l-0.txt
   t0=$(cut -d' ' -f1 /proc/uptime)
   lat_mark $out/lat-$s-$r-$l.span
-  prof_start $out/prof-$s-$r-$l.txt
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
-  prof_stop $out/prof-$s-$r-$l.txt
   lat_mark $out/lat-$s-$r-$l.span
   t1=$(cut -d' ' -f1 /proc/uptime)
   schedstat $out/ss-$s-$r-$l-1.txt
@@ -153,6 +152,8 @@ measure() {
   progs $out/bpf-$s-$r-$l-1.json
   snap $out/st-$s-$r-$l-1.json
   lat_stop
+  # (perf report takes seconds under TCG: after every measurement)
+  prof_stop $out/prof-$s-$r-$l.txt
   echo "$s $r $l $rc $t0 $t1 $c0 $c1" >> $out/runs.txt
 }
 # The loads to run (--loads).
@@ -771,21 +772,29 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// Throughput ratios to EEVDF within each round (the same round's EEVDF run), and their
-/// geometric mean: a round that ran slower as a whole (the host busy, the disk's state) moves
-/// every scheduler's ratio less than the medians of the raw values. Yields, per row and
-/// scheduler, (geometric mean, the per-round ratios in round order).
-fn round_ratios(schedulers: &[String], runs: &[Run]) -> Vec<(String, String, f64, Vec<f64>)> {
+/// Throughput ratios to `baseline` (EEVDF for the target) within each round (the same round's
+/// baseline run), and their geometric mean: a round that ran slower as a whole (the host busy,
+/// the disk's state) moves every scheduler's ratio less than the medians of the raw values.
+/// Yields, per row and scheduler other than EEVDF and the baseline, (geometric mean, the
+/// per-round ratios in round order).
+fn round_ratios(
+    schedulers: &[String],
+    runs: &[Run],
+    baseline: &str,
+) -> Vec<(String, String, f64, Vec<f64>)> {
     let mut out = Vec::new();
     for row in ROWS {
-        for sched in schedulers.iter().filter(|s| *s != "eevdf") {
+        for sched in schedulers
+            .iter()
+            .filter(|s| *s != "eevdf" && *s != baseline)
+        {
             let ratios: Vec<f64> = runs
                 .iter()
                 .filter(|r| &r.scheduler == sched && r.row == row)
                 .filter_map(|r| {
                     let base = runs
                         .iter()
-                        .find(|b| b.scheduler == "eevdf" && b.row == row && b.round == r.round)?
+                        .find(|b| b.scheduler == baseline && b.row == row && b.round == r.round)?
                         .throughput()?;
                     (base > 0.0)
                         .then(|| r.throughput().map(|t| t / base))
@@ -813,7 +822,7 @@ fn round_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
         "| load | scheduler | geometric mean | 95 % interval | ≥ {THROUGHPUT_FLOOR:.2} × EEVDF | per round |\n\
          |---|---|---|---|---|---|\n"
     );
-    for (row, sched, geo, ratios) in round_ratios(schedulers, runs) {
+    for (row, sched, geo, ratios) in round_ratios(schedulers, runs, "eevdf") {
         let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         let (interval, verdict) = match paired::geometric_ci(&ratios) {
             Some((_, low, high)) => (
@@ -824,6 +833,41 @@ fn round_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
         };
         t.push_str(&format!(
             "| {row} | {sched} | {geo:.2} | {interval} | {verdict} | {} |\n",
+            each.join(" ")
+        ));
+    }
+    t
+}
+
+/// The scx_gru variant every other one is paired with, when it ran: the policy without a model.
+const VARIANT_BASELINE: &str = "gru-fallback";
+
+/// Every other scx_gru variant's throughput ÷ [`VARIANT_BASELINE`]'s within each round, with the
+/// geometric mean's 95 % interval: what the model (or a variant's option) changes, paired in the
+/// same rounds, without EEVDF's noise in between. Empty without the baseline.
+fn variant_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
+    if !schedulers.iter().any(|s| s == VARIANT_BASELINE) {
+        return String::new();
+    }
+    let gru_only: Vec<String> = schedulers
+        .iter()
+        .filter(|s| s.starts_with("gru"))
+        .cloned()
+        .collect();
+    let mut t = format!(
+        "| load | scheduler | ÷ {VARIANT_BASELINE} (geometric mean) | 95 % interval | per round |\n\
+         |---|---|---|---|---|\n"
+    );
+    let rows = round_ratios(&gru_only, runs, VARIANT_BASELINE);
+    if rows.is_empty() {
+        return String::new();
+    }
+    for (row, sched, geo, ratios) in rows {
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        let interval = paired::geometric_ci(&ratios)
+            .map_or("-".into(), |(_, low, high)| format!("{low:.2}–{high:.2}"));
+        t.push_str(&format!(
+            "| {row} | {sched} | {geo:.2} | {interval} | {} |\n",
             each.join(" ")
         ));
     }
@@ -1180,6 +1224,13 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
          below; open: it straddles it):\n\n{}",
         round_ratio_table(&args.schedulers, &runs)
     ));
+    let variants = variant_ratio_table(&args.schedulers, &runs);
+    if !variants.is_empty() {
+        table.push_str(&format!(
+            "\nscx_gru's variants paired with the policy without a model in the same rounds \
+             (throughput ratio, 95 % interval as above):\n\n{variants}"
+        ));
+    }
     if runs.iter().any(|r| r.delays.is_some()) {
         table.push_str(&format!(
             "\nRun-queue waits (the kernel's schedstat, any scheduler: a time slice is a task \
@@ -1398,7 +1449,7 @@ mod tests {
             run("bpfland", 2, 500.0),
         ];
         let schedulers: Vec<String> = ["eevdf", "gru", "bpfland"].map(String::from).to_vec();
-        let ratios = round_ratios(&schedulers, &runs);
+        let ratios = round_ratios(&schedulers, &runs, "eevdf");
         assert_eq!(ratios.len(), 2, "{ratios:?}");
         let (row, sched, geo, each) = &ratios[0];
         assert_eq!((row.as_str(), sched.as_str()), ("io8", "gru"));
@@ -1407,6 +1458,25 @@ mod tests {
         assert_eq!(ratios[1].3, vec![1.25]);
         assert!(round_ratio_table(&schedulers, &runs)
             .contains("| io8 | gru | 0.63 | 0.03–12.53 | open | 0.80 0.50 |"));
+        assert_eq!(
+            variant_ratio_table(&schedulers, &runs),
+            "",
+            "no gru-fallback, no variant table"
+        );
+
+        // gru ÷ gru-fallback within rounds: 800 / 1000, 200 / 250; EEVDF and bpfland left out.
+        let mut with_fallback = runs.clone();
+        with_fallback.push(run("gru-fallback", 1, 1000.0));
+        with_fallback.push(run("gru-fallback", 2, 250.0));
+        let schedulers: Vec<String> = ["eevdf", "gru", "gru-fallback", "bpfland"]
+            .map(String::from)
+            .to_vec();
+        let variants = variant_ratio_table(&schedulers, &with_fallback);
+        assert!(
+            variants.contains("| io8 | gru | 0.80 | 0.80–0.80 | 0.80 0.80 |"),
+            "{variants}"
+        );
+        assert!(!variants.contains("bpfland") && !variants.contains("| eevdf"));
     }
 
     #[test]
