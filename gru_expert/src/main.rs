@@ -208,6 +208,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_burst_keyed: bss.nr_burst_keyed,
         nr_select_no_idle: bss.nr_select_no_idle,
         nr_dispatch_affine: bss.nr_dispatch_affine,
+        nr_prev_kept: bss.nr_prev_kept,
         nr_waits_short: bss.nr_waits_short,
         wait_ns_short: bss.wait_ns_short,
         nr_waits_long: bss.nr_waits_long,

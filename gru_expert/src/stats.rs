@@ -77,6 +77,10 @@ pub struct BpfCounters {
     /// (`--dispatch-affinity-us`).
     #[serde(default)]
     pub nr_dispatch_affine: u64,
+    /// Dispatches that found nothing else to run and gave the running task, out of slice, a
+    /// new slice of scx_gru's (the kernel would give it 20 ms).
+    #[serde(default)]
+    pub nr_prev_kept: u64,
     /// Queue waits (runnable → running) of tasks with short bursts (under 1 ms before they
     /// last slept and in progress: I/O threads).
     #[serde(default)]
@@ -441,6 +445,7 @@ mod tests {
             "wait_ns_long",
             "nr_select_no_idle",
             "nr_dispatch_affine",
+            "nr_prev_kept",
             "nr_pinned_preempts",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());

@@ -169,6 +169,24 @@ rec stress_rc $?
     assert!(stats.fallbacks > 0, "{stats:#?}");
 }
 
+/// A phase with one CPU hog alone (the other CPU idle), between two dumps of the kernel's
+/// sched_ext event counters.
+const HOG_ALONE: &str = r#"
+cat /sys/kernel/sched_ext/root/events > /lab/out/events-0.txt
+stress-ng --cpu 1 --timeout 3 > /lab/out/stress-hog.log 2>&1
+rec stress_hog_rc $?
+cat /sys/kernel/sched_ext/root/events > /lab/out/events-1.txt
+"#;
+
+/// The kernel's sched_ext event counter `name` (`/sys/kernel/sched_ext/root/events`,
+/// "NAME value" lines) in the guest's dump `file`.
+fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
+    let dump = outcome.read_out(file).unwrap();
+    dump.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {file}:\n{dump}"))
+}
+
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
@@ -177,10 +195,22 @@ fn vm_gru_without_model_runs_fallback_only() {
     let outcome = run_guest_with(
         "gru-fallback",
         false,
-        MANY_TASKS,
+        &format!("{MANY_TASKS}{HOG_ALONE}"),
         "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000",
     );
-    check_lifecycle(&results(&outcome));
+    let r = results(&outcome);
+    check_lifecycle(&r);
+    assert_eq!(r["stress_hog_rc"], "0", "{r:?}");
+    // A hog alone on its CPU keeps it when its slice ends, with scx_gru's slice: left to the
+    // kernel it got the default 20 ms one (SCX_EV_REFILL_SLICE_DFL: 145 in these 3 s before
+    // gru_dispatch refilled it), and whatever came to that CPU next without preempting waited
+    // up to 20 ms (16 ms seen for scx_gru's own thread).
+    let refills = scx_event(&outcome, "events-1.txt", "SCX_EV_REFILL_SLICE_DFL")
+        - scx_event(&outcome, "events-0.txt", "SCX_EV_REFILL_SLICE_DFL");
+    assert!(
+        refills < 10,
+        "the kernel refilled {refills} slices with its 20 ms default"
+    );
     let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert_eq!(stats.mode, "fallback-only", "{stats:#?}");
     assert_eq!(stats.predictions_applied, 0, "{stats:#?}");
@@ -204,6 +234,8 @@ fn vm_gru_without_model_runs_fallback_only() {
     assert!(stats.bpf.nr_select_no_idle > 0, "{stats:#?}");
     // With a dispatch affinity window, CPUs take tasks that last ran on them ahead of the head.
     assert!(stats.bpf.nr_dispatch_affine > 0, "{stats:#?}");
+    // The hog alone got scx_gru's slice again and again (about 150 times in 3 s).
+    assert!(stats.bpf.nr_prev_kept > 50, "{stats:#?}");
     // Both wait classes are seen: the hogs run without sleeping, the ping-pong tasks in
     // short bursts; both queue, so both wait some time.
     for (n, ns) in [

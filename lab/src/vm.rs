@@ -162,6 +162,22 @@ pub enum DiskBus {
     Nvme,
 }
 
+/// Environment variable choosing qemu's TCG threading: `single` (the default: one host thread
+/// emulates every vCPU in turn) or `multi` (MTTCG, a host thread per vCPU). `multi` is for
+/// experiments only: it oopsed once at boot here (../shared/LAB.md). Under `single` a busy vCPU
+/// hands the host thread to the others only when it leaves its translated code (an interrupt,
+/// at the latest its next 4 ms tick), so an IPI to an idle vCPU can wait up to a tick.
+pub const TCG_THREAD_ENV: &str = "ASA_LAB_TCG_THREAD";
+
+/// qemu's `-accel` value: TCG with the threading [`TCG_THREAD_ENV`] names.
+pub fn tcg_accel() -> Result<String> {
+    match std::env::var(TCG_THREAD_ENV).as_deref().map(str::trim) {
+        Err(_) | Ok("") | Ok("single") => Ok("tcg,thread=single".into()),
+        Ok("multi") => Ok("tcg,thread=multi".into()),
+        Ok(other) => bail!("{TCG_THREAD_ENV}={other:?}: use single (the default) or multi"),
+    }
+}
+
 /// Environment variable choosing the disk bus (`virtio` or `nvme`).
 pub const DISK_BUS_ENV: &str = "ASA_LAB_DISK";
 
@@ -337,7 +353,7 @@ pub fn boot(
         cmdline.push_str(&config.extra_cmdline);
     }
     let mut cmd = Command::new(qemu);
-    cmd.args(["-accel", "tcg,thread=single", "-cpu", "max", "-nodefaults"])
+    cmd.args(["-accel", &tcg_accel()?, "-cpu", "max", "-nodefaults"])
         .args(["-m", &config.memory_mib.to_string()])
         .args(["-smp", &config.cpus.to_string()])
         .arg("-kernel")
