@@ -1182,6 +1182,9 @@ fn main() -> Result<()> {
     report(&args, &outcome)
 }
 
+/// The file in the guest out folder that names qemu's `-accel` of the run.
+const ACCEL_FILE: &str = "accel.txt";
+
 /// Builds scx_gru, runs the guest script in the lab VM and checks that it finished.
 fn run_guest(args: &Args) -> Result<VmOutcome> {
     build_scx_gru(args.wakeup_latency)?;
@@ -1209,6 +1212,9 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
         outcome.exit_code,
         outcome.script_output()
     );
+    // How qemu emulated the vCPUs (ASA_LAB_TCG_THREAD), for the report, also with --from-out.
+    std::fs::write(outcome.out_dir.join(ACCEL_FILE), asa_lab::vm::tcg_accel()?)
+        .context("write the accel file")?;
     println!("guest out folder: {}", outcome.out_dir.display());
     Ok(outcome)
 }
@@ -1277,6 +1283,17 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
         );
     }
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
+    // Written by run_guest next to the guest's files (older out folders: the lab's default then).
+    let accel = outcome
+        .read_out(ACCEL_FILE)
+        .unwrap_or_else(|_| "tcg,thread=single".into());
+    if accel.trim() != "tcg,thread=single" {
+        println!(
+            "qemu ran with -accel {} ({})",
+            accel.trim(),
+            asa_lab::vm::TCG_THREAD_ENV
+        );
+    }
     let dmesg = outcome.read_out("dmesg.txt").unwrap_or_default();
     let notable: Vec<&str> = dmesg
         .lines()
@@ -1331,7 +1348,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             "# vm_compare: {} (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
              --schedulers {}{}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
-             qemu TCG, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
+             qemu `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
             args.schedulers.join(" vs "),
             args.rounds,
             args.seconds,
@@ -1351,6 +1368,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             .map(|(_, flag)| *flag)
             .collect::<String>(),
             args.rounds,
+            accel.trim(),
             PROFILE,
             versions.lines().collect::<Vec<_>>().join(", ")
         );
