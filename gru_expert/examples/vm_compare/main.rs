@@ -484,7 +484,8 @@ struct Args {
     profile_scheduler: bool,
     /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
     /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
-    /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run.
+    /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run; `--loads` may pick some of
+    /// the loads it measured.
     from_out: Option<PathBuf>,
 }
 
@@ -663,7 +664,8 @@ fn collect(outcome: &VmOutcome, args: &Args) -> Result<Vec<Run>> {
                 file(load)?
             );
         }
-        if sched == "warmup" {
+        // (With --from-out, --loads picks some of the loads the run measured.)
+        if sched == "warmup" || !args.loads.iter().any(|l| l == load) {
             continue;
         }
         let perf = outcome.read_out(&format!("perf-{sched}-{round}-{load}.txt"))?;
