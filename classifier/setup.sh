@@ -15,8 +15,11 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
     echo "$want" >"$stamp"
 fi
+# The package's folder without importing it: importing onnxruntime loads the library, which
+# (1.29 and later, unless ORT_DISABLE_TELEMETRY=1) starts its telemetry.
 "$venv/bin/python" - <<'PY'
-import glob, os, onnxruntime
-libs = sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so*")))
+import glob, importlib.util, os
+package = importlib.util.find_spec("onnxruntime").submodule_search_locations[0]
+libs = sorted(glob.glob(os.path.join(package, "capi", "libonnxruntime.so*")))
 print(libs[-1])
 PY
