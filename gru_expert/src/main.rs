@@ -147,6 +147,15 @@ enum Mode {
     FallbackOnly(&'static str),
 }
 
+/// What a loaded model is, for the log and `--check-model`.
+fn describe(model: &GruModel) -> String {
+    let meta = model.meta();
+    format!(
+        "window {}, hidden {}, {} CPUs, trained on {}",
+        meta.window, meta.hidden, meta.nr_cpus, meta.trained_on
+    )
+}
+
 /// The explicit path, else the default one if it exists.
 fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<PathBuf> {
     explicit
@@ -165,14 +174,7 @@ fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
         (Some(model), Some(lib)) => {
             let loaded = GruModel::load(model, lib, nr_cpus)
                 .with_context(|| format!("load the GRU model {}", model.display()))?;
-            info!(
-                "model {} loaded: window {}, hidden {}, {} CPUs, trained on {}",
-                model.display(),
-                loaded.meta().window,
-                loaded.meta().hidden,
-                loaded.meta().nr_cpus,
-                loaded.meta().trained_on
-            );
+            info!("model {} loaded: {}", model.display(), describe(&loaded));
             Ok(Mode::Model(Box::new(loaded), model.clone()))
         }
         (None, _) => Ok(Mode::FallbackOnly(
@@ -233,13 +235,9 @@ fn main() -> Result<()> {
         return match &mode {
             Mode::Model(model, path) => {
                 println!(
-                    "model {} loads and runs: window {}, hidden {}, {} CPUs ({} here), trained on {}",
+                    "model {} loads and runs: {} ({nr_cpus} CPUs here)",
                     path.display(),
-                    model.meta().window,
-                    model.meta().hidden,
-                    model.meta().nr_cpus,
-                    nr_cpus,
-                    model.meta().trained_on
+                    describe(model)
                 );
                 Ok(())
             }
