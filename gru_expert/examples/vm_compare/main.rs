@@ -18,6 +18,7 @@
 //! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
 //! 1000 is the default since run 24, `gru-affinity0` the head always, as before),
+//! `gru-budgetN` (`--inference-budget-pct N`: the model may use N % of a CPU, 5 by default),
 //! `gru-nopinned` (`--no-pinned-preempt`: waking single-CPU tasks, per-CPU kernel threads, wait
 //! for the running task's slice instead of preempting it by the deadline rule)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
@@ -213,6 +214,7 @@ start() {
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
     gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
+    gru-budget[0-9]*) gru $1 $2 --inference-budget-pct ${1#gru-budget} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
@@ -491,8 +493,9 @@ struct Args {
 
 /// The scx_gru variants named PREFIX + a number N, each with a `PREFIXN` case in the guest
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
-/// and `gru-affinityN` (`--dispatch-affinity-us N`).
-const NUMBERED_VARIANTS: [&str; 2] = ["gru-preempt", "gru-affinity"];
+/// `gru-affinityN` (`--dispatch-affinity-us N`) and `gru-budgetN` (`--inference-budget-pct N`:
+/// the model may use N % of a CPU; the default is 5).
+const NUMBERED_VARIANTS: [&str; 3] = ["gru-preempt", "gru-affinity", "gru-budget"];
 
 /// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
 /// ([`NUMBERED_VARIANTS`]).
@@ -1659,6 +1662,7 @@ mod tests {
             "gru-preempt0",
             "gru-preempt120",
             "gru-affinity1000",
+            "gru-budget2",
         ] {
             assert!(known_scheduler(ok), "{ok}");
         }
