@@ -131,6 +131,11 @@ struct Opts {
     #[arg(long, default_value_t = 1000)]
     dispatch_affinity_us: u64,
 
+    /// Run the model and write its predictions as usual, but place every task by the fallback
+    /// policy (counted as `nr_pred_ignored`): measures what following the predictions changes.
+    #[arg(long)]
+    observe_only: bool,
+
     /// Load the model with ONNX Runtime, run it once, say what was loaded and exit without
     /// attaching (needs neither root nor sched_ext): checks a model before it is installed.
     #[arg(long)]
@@ -200,6 +205,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_pred_disallowed: bss.nr_pred_disallowed,
         nr_pred_busy: bss.nr_pred_busy,
         nr_pred_prev_idle: bss.nr_pred_prev_idle,
+        nr_pred_ignored: bss.nr_pred_ignored,
         nr_direct_idle: bss.nr_direct_idle,
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
@@ -282,6 +288,7 @@ fn main() -> Result<()> {
         rodata.event_gap_ns = opts.event_gap_ms * 1_000_000;
         rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
+        rodata.apply_predictions = !opts.observe_only;
         rodata.usersched_tgid = std::process::id();
         rodata.wakeup_preempt = !opts.no_wakeup_preempt;
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;

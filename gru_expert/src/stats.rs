@@ -45,6 +45,9 @@ pub struct BpfCounters {
     /// Fallback placements: another CPU predicted, the idle previous CPU kept (select_cpu).
     #[serde(default)]
     pub nr_pred_prev_idle: u64,
+    /// Fallback placements: a usable prediction not followed (`--observe-only`).
+    #[serde(default)]
+    pub nr_pred_ignored: u64,
     /// Fallback placements on an idle CPU found by the kernel (select_cpu).
     pub nr_direct_idle: u64,
     /// Fallback placements in the shared vtime DSQ.
@@ -104,6 +107,7 @@ impl BpfCounters {
             + self.nr_pred_disallowed
             + self.nr_pred_busy
             + self.nr_pred_prev_idle
+            + self.nr_pred_ignored
     }
 
     /// Mean queue wait in µs of short-burst tasks (`short`) or of the others, if any waited.
@@ -401,12 +405,13 @@ mod tests {
             nr_pred_disallowed: 3,
             nr_pred_busy: 4,
             nr_pred_prev_idle: 6,
+            nr_pred_ignored: 10,
             nr_pinned_local: 100,
             nr_events_fresh: 7,
             ..Default::default()
         };
         let snap = StatsSnapshot::new("model", None, 1.5, bpf, UserSnapshot::default());
-        assert_eq!(snap.fallbacks, 16);
+        assert_eq!(snap.fallbacks, 26);
         assert_eq!(snap.bpf.mean_wait_us(true), None);
         let waits = BpfCounters {
             nr_waits_short: 4,
@@ -446,6 +451,7 @@ mod tests {
             "nr_select_no_idle",
             "nr_dispatch_affine",
             "nr_prev_kept",
+            "nr_pred_ignored",
             "nr_pinned_preempts",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());

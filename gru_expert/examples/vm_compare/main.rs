@@ -12,6 +12,8 @@
 //! same time.
 //! `--schedulers` may also name `gru-noinfer` (scx_gru with the model loaded and the event path
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
+//! `gru-observe` (`--observe-only`: the model runs, its predictions are written and looked up,
+//! but every placement is the fallback's), to tell the inference's cost from its placements',
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
@@ -88,7 +90,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 14] = [
+const SCHEDULERS: [&str; 15] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -97,6 +99,7 @@ const SCHEDULERS: [&str; 14] = [
     "gru-vtime",
     "gru-fixed",
     "gru-noinfer",
+    "gru-observe",
     "gru-fallback",
     "gru-preempt",
     "gru-nopreempt",
@@ -210,6 +213,7 @@ start() {
     gru-burst40) gru gru-burst40 $2 --burst-cap-ms 40 ;;
     gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
+    gru-observe) gru gru-observe $2 --observe-only ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;

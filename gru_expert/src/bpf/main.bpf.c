@@ -35,6 +35,12 @@ const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
 const volatile u32 usersched_tgid;
 /* Send task events to user space (false when no model is loaded). */
 const volatile bool send_events = true;
+/*
+ * Follow fresh predictions (--observe-only turns it off: the model runs and
+ * its predictions are looked up as usual, but every placement is the
+ * fallback's, counted in nr_pred_ignored; what following them changes).
+ */
+const volatile bool apply_predictions = true;
 /* Wake the ring-buffer poller when this many bytes are waiting ... */
 const volatile u64 wakeup_batch_bytes = 64 * sizeof(struct gru_task_event);
 /* ... or when the oldest waiting event is this old (ns). */
@@ -127,6 +133,7 @@ u64 nr_pred_stale;		/* prediction older than the TTL */
 u64 nr_pred_disallowed;		/* predicted CPU not allowed by the cpumask / out of range */
 u64 nr_pred_busy;		/* predicted CPU not idle */
 u64 nr_pred_prev_idle;		/* another CPU predicted, the idle previous CPU kept */
+u64 nr_pred_ignored;		/* a usable prediction not followed (--observe-only) */
 /* Where fallback placements went: */
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
@@ -281,6 +288,7 @@ enum pred_miss {
 	PRED_DISALLOWED,
 	PRED_BUSY,
 	PRED_PREV_IDLE,
+	PRED_IGNORED,
 };
 
 /*
@@ -315,6 +323,10 @@ static s32 predicted_cpu(struct task_struct *p, enum pred_miss *miss, u64 *age_n
 		*miss = PRED_DISALLOWED;
 		return -1;
 	}
+	if (!apply_predictions) {
+		*miss = PRED_IGNORED;
+		return -1;
+	}
 	*miss = PRED_OK;
 	return cpu;
 }
@@ -334,6 +346,9 @@ static void count_fallback(enum pred_miss miss)
 		break;
 	case PRED_PREV_IDLE:
 		stat_inc(&nr_pred_prev_idle);
+		break;
+	case PRED_IGNORED:
+		stat_inc(&nr_pred_ignored);
 		break;
 	default:
 		stat_inc(&nr_pred_busy);
