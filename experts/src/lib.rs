@@ -14,9 +14,9 @@ pub mod supervisor;
 pub use catalogue::{Catalogue, Expert, ExpertKind, EEVDF};
 pub use locate::{
     cache_dir, cached_ort_library, experts_cache_dir, locate_binary, opt_out_of_ort_telemetry,
-    ort_telemetry_off, ORT_TELEMETRY_OPT_OUT, ORT_VERSION,
+    ort_telemetry_off, warn_if_ort_telemetry_on, ORT_TELEMETRY_OPT_OUT, ORT_VERSION,
 };
-pub use sched_ext::{SchedExt, ScxSnapshot, ScxState};
+pub use sched_ext::{parse_events, SchedExt, ScxSnapshot, ScxState};
 pub use supervisor::{
     Active, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError, SwitchReport,
 };

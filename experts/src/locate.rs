@@ -46,10 +46,22 @@ pub fn opt_out_of_ort_telemetry() {
     }
 }
 
-/// Whether ONNX Runtime's telemetry is off in this process (`ORT_DISABLE_TELEMETRY=1`):
-/// loaders warn when it is not.
+/// Whether ONNX Runtime's telemetry is off in this process (`ORT_DISABLE_TELEMETRY=1`).
 pub fn ort_telemetry_off() -> bool {
     std::env::var_os(ORT_TELEMETRY_OPT_OUT).is_some_and(|v| v == "1")
+}
+
+/// Called by a loader just before it initializes ONNX Runtime: warns when telemetry is on, so
+/// a program that skipped [`opt_out_of_ort_telemetry`] (or a user who turned it on) hears of it.
+/// `program` names whose `main` opts out.
+pub fn warn_if_ort_telemetry_on(program: &str) {
+    if !ort_telemetry_off() {
+        log::warn!(
+            "ONNX Runtime's telemetry is on ({ORT_TELEMETRY_OPT_OUT}=1 is not set): it may write \
+             to ~/.cache/Microsoft and connect to an upload endpoint; {program}'s main sets it, \
+             a library user should too"
+        );
+    }
 }
 
 /// Where `cargo install --root` puts the experts from crates.io.

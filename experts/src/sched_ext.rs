@@ -69,6 +69,18 @@ pub struct SchedExt {
     root: PathBuf,
 }
 
+/// The counters of a `root/events` file ("NAME VALUE" lines; others are skipped).
+pub fn parse_events(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let name = parts.next()?;
+            let value = parts.next()?.parse().ok()?;
+            Some((name.to_owned(), value))
+        })
+        .collect()
+}
+
 impl SchedExt {
     /// The kernel's sysfs directory; fails with advice when the kernel has no sched_ext.
     pub fn system() -> Result<Self> {
@@ -131,17 +143,9 @@ impl SchedExt {
 
     /// The kernel's SCX_EV_* event counters (`root/events`, Linux 6.15+); empty when absent.
     pub fn events(&self) -> BTreeMap<String, u64> {
-        let Ok(text) = self.read("root/events") else {
-            return BTreeMap::new();
-        };
-        text.lines()
-            .filter_map(|line| {
-                let mut parts = line.split_whitespace();
-                let name = parts.next()?;
-                let value = parts.next()?.parse().ok()?;
-                Some((name.to_owned(), value))
-            })
-            .collect()
+        self.read("root/events")
+            .map(|text| parse_events(&text))
+            .unwrap_or_default()
     }
 
     /// Read everything at once.

@@ -135,13 +135,7 @@ fn ort_environment(ort_lib: &Path) -> Result<Environment> {
     if let Some(environment) = slot.as_ref() {
         return Ok(environment.clone());
     }
-    if !asa_experts::ort_telemetry_off() {
-        log::warn!(
-            "ONNX Runtime's telemetry is on ({}=1 is not set): it may write to ~/.cache/Microsoft \
-             and connect to an upload endpoint; scx_gru's main sets it, a library user should too",
-            asa_experts::ORT_TELEMETRY_OPT_OUT
-        );
-    }
+    asa_experts::warn_if_ort_telemetry_on("scx_gru");
     let environment = ort::init_from(ort_lib)
         .with_context(|| format!("load ONNX Runtime from {}", ort_lib.display()))?
         .with_name("scx_gru")

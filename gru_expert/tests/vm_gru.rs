@@ -178,12 +178,12 @@ rec stress_hog_rc $?
 cat /sys/kernel/sched_ext/root/events > /lab/out/events-1.txt
 "#;
 
-/// The kernel's sched_ext event counter `name` (`/sys/kernel/sched_ext/root/events`,
-/// "NAME value" lines) in the guest's dump `file`.
+/// The kernel's sched_ext event counter `name` in the guest's dump `file` of
+/// `/sys/kernel/sched_ext/root/events`.
 fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
     let dump = outcome.read_out(file).unwrap();
-    dump.lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    *asa_experts::parse_events(&dump)
+        .get(name)
         .unwrap_or_else(|| panic!("no {name} in {file}:\n{dump}"))
 }
 

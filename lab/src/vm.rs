@@ -169,10 +169,13 @@ pub enum DiskBus {
 /// at the latest its next 4 ms tick), so an IPI to an idle vCPU can wait up to a tick.
 pub const TCG_THREAD_ENV: &str = "ASA_LAB_TCG_THREAD";
 
+/// qemu's `-accel` value by default (and in every run measured before [`TCG_THREAD_ENV`]).
+pub const DEFAULT_TCG_ACCEL: &str = "tcg,thread=single";
+
 /// qemu's `-accel` value: TCG with the threading [`TCG_THREAD_ENV`] names.
 pub fn tcg_accel() -> Result<String> {
     match std::env::var(TCG_THREAD_ENV).as_deref().map(str::trim) {
-        Err(_) | Ok("") | Ok("single") => Ok("tcg,thread=single".into()),
+        Err(_) | Ok("") | Ok("single") => Ok(DEFAULT_TCG_ACCEL.into()),
         Ok("multi") => Ok("tcg,thread=multi".into()),
         Ok(other) => bail!("{TCG_THREAD_ENV}={other:?}: use single (the default) or multi"),
     }

@@ -146,14 +146,7 @@ impl OrtRuntime {
         if !library.is_file() {
             return Err(runtime_error("no such file".to_string()));
         }
-        if !asa_experts::ort_telemetry_off() {
-            log::warn!(
-                "ONNX Runtime's telemetry is on ({}=1 is not set): it may write to \
-                 ~/.cache/Microsoft and connect to an upload endpoint; asa's main sets it, a \
-                 library user should too",
-                asa_experts::ORT_TELEMETRY_OPT_OUT
-            );
-        }
+        asa_experts::warn_if_ort_telemetry_on("asa");
         let environment = ort::init_from(&library)
             .map_err(|e| runtime_error(e.to_string()))?
             .with_name("asa-decision")

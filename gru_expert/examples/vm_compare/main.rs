@@ -863,14 +863,14 @@ fn variant_ratio_table(schedulers: &[String], runs: &[Run]) -> String {
         .filter(|s| s.starts_with("gru"))
         .cloned()
         .collect();
-    let mut t = format!(
-        "| load | scheduler | ÷ {VARIANT_BASELINE} (geometric mean) | 95 % interval | per round |\n\
-         |---|---|---|---|---|\n"
-    );
     let rows = round_ratios(&gru_only, runs, VARIANT_BASELINE);
     if rows.is_empty() {
         return String::new();
     }
+    let mut t = format!(
+        "| load | scheduler | ÷ {VARIANT_BASELINE} (geometric mean) | 95 % interval | per round |\n\
+         |---|---|---|---|---|\n"
+    );
     for (row, sched, geo, ratios) in rows {
         let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         let interval = paired::geometric_ci(&ratios)
@@ -1295,11 +1295,11 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     // Written by run_guest next to the guest's files (older out folders: the lab's default then).
     let accel = outcome
         .read_out(ACCEL_FILE)
-        .unwrap_or_else(|_| "tcg,thread=single".into());
-    if accel.trim() != "tcg,thread=single" {
+        .map(|a| a.trim().to_owned())
+        .unwrap_or_else(|_| asa_lab::vm::DEFAULT_TCG_ACCEL.into());
+    if accel != asa_lab::vm::DEFAULT_TCG_ACCEL {
         println!(
-            "qemu ran with -accel {} ({})",
-            accel.trim(),
+            "qemu ran with -accel {accel} ({})",
             asa_lab::vm::TCG_THREAD_ENV
         );
     }
@@ -1377,7 +1377,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             .map(|(_, flag)| *flag)
             .collect::<String>(),
             args.rounds,
-            accel.trim(),
+            accel,
             PROFILE,
             versions.lines().collect::<Vec<_>>().join(", ")
         );
