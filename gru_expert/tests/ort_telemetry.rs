@@ -7,11 +7,33 @@
 //! scx_gru's `main` opts out before ONNX Runtime loads (`ORT_DISABLE_TELEMETRY=1`, unless set).
 //! Each case runs `scx_gru --check-model` (loads the model, runs it once, exits; no root needed)
 //! with a fresh `HOME` and looks for that cache.
+//!
+//! ONNX Runtime also stays silent when it thinks it runs in CI: any of [`CI_MARKERS`] set (to any
+//! value but `false`) suppresses its telemetry. CI sets `CI`, which made the control below see no
+//! cache there and would make the opt-out case pass whether or not scx_gru opts out. The child
+//! therefore runs with those variables removed, as on a user's machine.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use asa_gru_expert::model::find_ort_library;
+
+/// The environment variables by which ONNX Runtime 1.32 detects CI and suppresses its telemetry
+/// (names from the library's strings; each checked by hand to suppress the cache, `CI=false`
+/// does not).
+const CI_MARKERS: &[&str] = &[
+    "CI",
+    "TF_BUILD",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "JENKINS_URL",
+    "TRAVIS",
+    "CIRCLECI",
+    "BUILDKITE",
+    "TEAMCITY_VERSION",
+    "CODEBUILD_BUILD_ID",
+    "SYSTEM_TEAMFOUNDATIONCOLLECTIONURI",
+];
 
 /// Runs `scx_gru --check-model` with `HOME` = `home` and `ORT_DISABLE_TELEMETRY` = `setting`
 /// (None: unset) and returns whether ONNX Runtime's telemetry folder appeared in `home`.
@@ -25,6 +47,9 @@ fn telemetry_folder_after_check(home: &Path, setting: Option<&str>) -> bool {
         .arg(find_ort_library().expect("ONNX Runtime"))
         .env("HOME", home)
         .env_remove("XDG_CACHE_HOME");
+    for marker in CI_MARKERS {
+        command.env_remove(marker);
+    }
     match setting {
         Some(value) => command.env("ORT_DISABLE_TELEMETRY", value),
         None => command.env_remove("ORT_DISABLE_TELEMETRY"),
