@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBuffer, RingBufferBuilder};
-use log::warn;
+use log::{debug, warn};
 
 use crate::features::{Scaling, TaskEvent, TaskWindows};
+use crate::follow_gate::{FollowGate, GateChange, GateConfig, PlacementCounts};
 use crate::model::GruModel;
 use crate::stats::UserCounters;
 
@@ -100,6 +101,8 @@ pub struct InferenceConfig {
     pub budget_ns_per_s: u64,
     /// Most tasks predicted by one model run (0 counts as 1).
     pub max_batch: usize,
+    /// When inference pauses because its predictions cannot be followed.
+    pub gate: GateConfig,
 }
 
 /// Time spent on inference in the current one-second period.
@@ -156,6 +159,7 @@ pub struct Predictor<M: PredictionMap = MapHandle> {
     model_seq: u32,
     logged_errors: u32,
     budget: InferenceBudget,
+    gate: FollowGate,
 }
 
 impl<M: PredictionMap> Predictor<M> {
@@ -188,6 +192,26 @@ impl<M: PredictionMap> Predictor<M> {
             model_seq: 0,
             logged_errors: 0,
             budget: InferenceBudget::new(config.budget_ns_per_s, now),
+            gate: FollowGate::new(config.gate, now, PlacementCounts::default()),
+        }
+    }
+
+    /// Feeds the BPF side's cumulative placement counts to the [`FollowGate`] (before
+    /// [`Predictor::predict`]): inference pauses while its predictions cannot be followed.
+    pub fn observe_placements(&mut self, counts: PlacementCounts) {
+        match self.gate.observe(monotonic_ns(), counts) {
+            GateChange::Paused(ns) => {
+                self.counters
+                    .inference_pauses
+                    .fetch_add(1, Ordering::Relaxed);
+                debug!(
+                    "inference paused for {} ms: its predictions' CPUs were busy",
+                    ns / 1_000_000
+                );
+            }
+            GateChange::Probing => debug!("inference probing after its pause"),
+            GateChange::ResumedIdle => debug!("inference resumed: wake-ups find idle CPUs"),
+            GateChange::None => {}
         }
     }
 
@@ -206,8 +230,8 @@ impl<M: PredictionMap> Predictor<M> {
     }
 
     /// Predicts for every task with a full, changed window (at most once per
-    /// `repredict_ns` per task, within the CPU budget), up to `max_batch` tasks
-    /// per model run; forgets silent tasks.
+    /// `repredict_ns` per task, within the CPU budget, unless the [`FollowGate`] has paused
+    /// inference), up to `max_batch` tasks per model run; forgets silent tasks.
     pub fn predict(&mut self) {
         let mut pending: Vec<u32> = self.dirty.drain().collect();
         let now = monotonic_ns();
@@ -224,6 +248,12 @@ impl<M: PredictionMap> Predictor<M> {
         });
         let per_sequence = self.model.input_len();
         let mut start = 0;
+        if !self.gate.allows(now) {
+            self.counters
+                .inferences_paused
+                .fetch_add(pending.len() as u64, Ordering::Relaxed);
+            start = pending.len();
+        }
         while start < pending.len() {
             if !self.budget.allows(monotonic_ns()) {
                 self.counters
@@ -321,19 +351,23 @@ impl<M: PredictionMap> Predictor<M> {
 /// counted.
 const LOGGED_FAILURES: u32 = 5;
 
-/// Polls until `shutdown`: events into `predictor`, predictions after every poll, and
-/// `tick` after every poll (stats; returning false stops the loop). Waits at most
-/// `max_wait()` per poll.
+/// Polls until `shutdown`: events into `predictor`, then the BPF side's `placements()` into
+/// its gate and predictions after every poll, and `tick` after every poll (stats; returning
+/// false stops the loop). Waits at most `max_wait()` per poll.
 pub fn run_event_loop(
     ring: &RingBuffer<'_>,
     predictor: &RefCell<Predictor>,
     shutdown: &AtomicBool,
     mut max_wait: impl FnMut() -> Duration,
+    mut placements: impl FnMut() -> PlacementCounts,
     mut tick: impl FnMut() -> bool,
 ) -> Result<()> {
     while !shutdown.load(Ordering::Relaxed) {
         poll_events(ring, max_wait())?;
-        predictor.borrow_mut().predict();
+        let mut predictor = predictor.borrow_mut();
+        predictor.observe_placements(placements());
+        predictor.predict();
+        drop(predictor);
         if !tick() {
             break;
         }
@@ -378,6 +412,7 @@ mod tests {
             forget_ns: 60_000_000_000,
             budget_ns_per_s,
             max_batch,
+            gate: GateConfig::default(),
         };
         let p = Predictor::new(model, written.clone(), Arc::default(), config);
         (p, written)

@@ -25,6 +25,7 @@ pub mod recorder_skel {
 }
 
 pub mod features;
+pub mod follow_gate;
 pub mod inference;
 pub mod model;
 pub mod stats;

@@ -185,6 +185,10 @@ pub struct UserCounters {
     pub inference_errors: AtomicU64,
     /// Task predictions skipped because the CPU budget of the second was spent.
     pub inferences_over_budget: AtomicU64,
+    /// Times inference paused because its predictions' CPUs were busy (the follow gate).
+    pub inference_pauses: AtomicU64,
+    /// Task predictions skipped while inference was paused.
+    pub inferences_paused: AtomicU64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: AtomicU64,
     /// pid_to_cpu updates that failed.
@@ -202,6 +206,8 @@ impl Default for UserCounters {
             tasks_predicted: AtomicU64::new(0),
             inference_errors: AtomicU64::new(0),
             inferences_over_budget: AtomicU64::new(0),
+            inference_pauses: AtomicU64::new(0),
+            inferences_paused: AtomicU64::new(0),
             predictions_written: AtomicU64::new(0),
             map_update_errors: AtomicU64::new(0),
             latency: Mutex::new(LatencyWindow::new(8192)),
@@ -226,6 +232,13 @@ pub struct UserSnapshot {
     pub inference_errors: u64,
     /// Task predictions skipped because the CPU budget of the second was spent.
     pub inferences_over_budget: u64,
+    /// Times inference paused because its predictions' CPUs were busy (the follow gate;
+    /// absent in stats written before it).
+    #[serde(default)]
+    pub inference_pauses: u64,
+    /// Task predictions skipped while inference was paused.
+    #[serde(default)]
+    pub inferences_paused: u64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: u64,
     /// pid_to_cpu updates that failed.
@@ -247,6 +260,8 @@ impl UserCounters {
             tasks_predicted: self.tasks_predicted.load(Ordering::Relaxed),
             inference_errors: self.inference_errors.load(Ordering::Relaxed),
             inferences_over_budget: self.inferences_over_budget.load(Ordering::Relaxed),
+            inference_pauses: self.inference_pauses.load(Ordering::Relaxed),
+            inferences_paused: self.inferences_paused.load(Ordering::Relaxed),
             predictions_written: self.predictions_written.load(Ordering::Relaxed),
             map_update_errors: self.map_update_errors.load(Ordering::Relaxed),
             inference_us_p50: latency.quantile(0.50).map(|ns| ns as f64 / 1000.0),
@@ -312,7 +327,8 @@ impl StatsSnapshot {
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
-             queue_drops {} inferences {} (tasks {}, over budget {}) infer_us p50 {} p99 {} \
+             queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} pauses) \
+             infer_us p50 {} p99 {} \
              preempts {} (pinned {}) wait_us short {} long {}",
             self.mode,
             self.predictions_applied,
@@ -332,6 +348,8 @@ impl StatsSnapshot {
             self.user.inferences,
             self.user.tasks_predicted,
             self.user.inferences_over_budget,
+            self.user.inferences_paused,
+            self.user.inference_pauses,
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),
             self.bpf.nr_wakeup_preempts,

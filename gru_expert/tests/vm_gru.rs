@@ -42,6 +42,9 @@ rec after "$(state)"
 const MANY_TASKS: &str = r#"
 stress-ng --cpu 2 --switch 2 --sock 2 --timeout 8 --metrics-brief > /lab/out/stress.log 2>&1
 rec stress_rc $?
+# The stats at the end of the saturated phase (rewritten every second).
+sleep 1.2
+cp /lab/out/stats.json /lab/out/stats-saturated.json
 # A lighter phase with idle CPUs: predictions are only followed onto idle CPUs.
 stress-ng --switch 1 --timeout 4 --metrics-brief > /lab/out/stress-light.log 2>&1
 rec stress_light_rc $?
@@ -132,6 +135,26 @@ fn vm_gru_with_model_applies_predictions() {
     assert_eq!(stats.user.inference_errors, 0, "{stats:#?}");
     assert!(stats.predictions_applied > 0, "{stats:#?}");
     assert!(stats.user.inference_us_p99.is_some(), "{stats:#?}");
+    // The follow gate: on 2 CPUs kept busy by 6 stress-ng workers, predictions cannot be
+    // followed and inference pauses; in the light phase after it, it runs again and its
+    // predictions are followed.
+    let saturated =
+        StatsSnapshot::read_from(&outcome.out_dir.join("stats-saturated.json")).unwrap();
+    eprintln!(
+        "saturated phase: {}\nat the end: {}",
+        saturated.summary(),
+        stats.summary()
+    );
+    assert!(saturated.user.inference_pauses > 0, "{saturated:#?}");
+    assert!(saturated.user.inferences_paused > 0, "{saturated:#?}");
+    assert!(
+        stats.user.inferences > saturated.user.inferences,
+        "no inference in the light phase"
+    );
+    assert!(
+        stats.predictions_applied > saturated.predictions_applied,
+        "no prediction followed in the light phase"
+    );
 }
 
 /// A nice-19 CPU hog among 32 nice-0 ones on 2 CPUs for 15 s: with weighted virtual time it

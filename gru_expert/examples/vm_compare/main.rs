@@ -14,6 +14,8 @@
 //! running, inference budget 0: no inference), to tell the event path's cost from the GRU's,
 //! `gru-observe` (`--observe-only`: the model runs, its predictions are written and looked up,
 //! but every placement is the fallback's), to tell the inference's cost from its placements',
+//! `gru-nogate` (`--min-followed-pct 0`: inference never pauses, as before 2026-11-26, when
+//! its predictions' CPUs are busy),
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
@@ -90,7 +92,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 15] = [
+const SCHEDULERS: [&str; 16] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -100,6 +102,7 @@ const SCHEDULERS: [&str; 15] = [
     "gru-fixed",
     "gru-noinfer",
     "gru-observe",
+    "gru-nogate",
     "gru-fallback",
     "gru-preempt",
     "gru-nopreempt",
@@ -214,6 +217,7 @@ start() {
     gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
     gru-observe) gru gru-observe $2 --observe-only ;;
+    gru-nogate) gru gru-nogate $2 --min-followed-pct 0 ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
@@ -1340,14 +1344,15 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} pauses ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
             v["bpf"]["nr_select_no_idle"],
             v["bpf"]["nr_wakeup_preempts"],
             v["bpf"]["nr_pinned_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
-            v["user"]["inferences_over_budget"], v["ringbuf_drops"],
+            v["user"]["inferences_over_budget"], v["user"]["inferences_paused"],
+            v["user"]["inference_pauses"], v["ringbuf_drops"],
             v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
         );
     }
