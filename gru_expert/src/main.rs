@@ -86,6 +86,12 @@ struct Opts {
     #[arg(long, default_value_t = 10.0)]
     min_followed_pct: f64,
 
+    /// Keep scx_gru's own thread first on its CPU after its slice too, not only when it wakes
+    /// up (the default before 2026-11-26). Without it, a model run that outlasts its slice
+    /// queues by vtime like any task instead of holding the CPU until it is done.
+    #[arg(long)]
+    usersched_always_first: bool,
+
     /// Most tasks one model run predicts (the runtime's fixed cost per run is most of the
     /// time of a run: a batch shares it).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -220,6 +226,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
         nr_usersched_local: bss.nr_usersched_local,
+        nr_usersched_queued: bss.nr_usersched_queued,
         nr_wakeup_preempts: bss.nr_wakeup_preempts,
         nr_pinned_preempts: bss.nr_pinned_preempts,
         nr_slices_shortened: bss.nr_slices_shortened,
@@ -299,6 +306,7 @@ fn main() -> Result<()> {
         rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
         rodata.send_events = matches!(mode, Mode::Model(..));
         rodata.apply_predictions = !opts.observe_only;
+        rodata.usersched_always_first = opts.usersched_always_first;
         rodata.usersched_tgid = std::process::id();
         rodata.wakeup_preempt = !opts.no_wakeup_preempt;
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;

@@ -56,6 +56,10 @@ pub struct BpfCounters {
     pub nr_pinned_local: u64,
     /// scx_gru's own threads placed on their CPU (neither prediction nor fallback).
     pub nr_usersched_local: u64,
+    /// scx_gru's own threads out of slice, queued in the shared DSQ by their vtime (unless
+    /// `--usersched-always-first`).
+    #[serde(default)]
+    pub nr_usersched_queued: u64,
     /// Wake-ups queued in the shared DSQ that preempted their previous CPU (no CPU was idle
     /// and the running task was ahead of the wakee by more than `--preempt-margin-us`).
     #[serde(default)]

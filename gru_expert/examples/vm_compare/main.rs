@@ -15,7 +15,8 @@
 //! `gru-observe` (`--observe-only`: the model runs, its predictions are written and looked up,
 //! but every placement is the fallback's), to tell the inference's cost from its placements',
 //! `gru-nogate` (`--min-followed-pct 0`: inference never pauses, as before 2026-11-26, when
-//! its predictions' CPUs are busy),
+//! its predictions' CPUs are busy), `gru-userfirst` (`--usersched-always-first`: scx_gru's own
+//! thread stays first on its CPU after its slice too, as before 2026-11-26),
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
@@ -92,7 +93,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 16] = [
+const SCHEDULERS: [&str; 17] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -103,6 +104,7 @@ const SCHEDULERS: [&str; 16] = [
     "gru-noinfer",
     "gru-observe",
     "gru-nogate",
+    "gru-userfirst",
     "gru-fallback",
     "gru-preempt",
     "gru-nopreempt",
@@ -218,6 +220,7 @@ start() {
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
     gru-observe) gru gru-observe $2 --observe-only ;;
     gru-nogate) gru gru-nogate $2 --min-followed-pct 0 ;;
+    gru-userfirst) gru gru-userfirst $2 --usersched-always-first ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;

@@ -41,6 +41,16 @@ const volatile bool send_events = true;
  * fallback's, counted in nr_pred_ignored; what following them changes).
  */
 const volatile bool apply_predictions = true;
+/*
+ * scx_gru's own threads (the ring-buffer poller, which runs the model) go to
+ * their CPU's local DSQ when they wake up: predictions that wait behind the
+ * load go stale. usersched_always_first keeps them first after a slice too.
+ * Off (the default since 2026-11-26), a run that outlasts its slice (a model
+ * run over a batch: ~30 ms of an emulated vCPU for 64 tasks in the lab) goes
+ * to the shared DSQ by its vtime like any task, instead of holding the CPU
+ * until it is done.
+ */
+const volatile bool usersched_always_first = false;
 /* Wake the ring-buffer poller when this many bytes are waiting ... */
 const volatile u64 wakeup_batch_bytes = 64 * sizeof(struct gru_task_event);
 /* ... or when the oldest waiting event is this old (ns). */
@@ -139,6 +149,7 @@ u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
+u64 nr_usersched_queued;	/* ... and out of slice, queued in the shared DSQ */
 u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
 u64 nr_pinned_preempts;		/* wake-ups of single-CPU tasks that preempted their CPU */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
@@ -557,12 +568,19 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
-	 * its CPU: predictions that wait behind the load go stale. No event:
-	 * it is not part of the workload.
+	 * its CPU when it wakes up: predictions that wait behind the load go
+	 * stale. Out of slice, it queues by vtime like any task (see
+	 * usersched_always_first). No event: it is not part of the workload.
 	 */
 	if (is_usersched(p)) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), enq_flags);
-		stat_inc(&nr_usersched_local);
+		if (usersched_always_first || (enq_flags & SCX_ENQ_WAKEUP)) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), enq_flags);
+			stat_inc(&nr_usersched_local);
+		} else {
+			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(),
+						 task_vtime(p), enq_flags);
+			stat_inc(&nr_usersched_queued);
+		}
 		return;
 	}
 
