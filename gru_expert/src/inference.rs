@@ -35,6 +35,17 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time of the calling thread in ns (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Longest a poll waits: the BPF side wakes the poller when a batch of events is waiting or
 /// the oldest waiting event is old enough, and a signal interrupts the wait; this bounds how
 /// late a lone event or a kernel-side exit is noticed.
@@ -95,7 +106,7 @@ pub struct InferenceConfig {
     pub repredict_ns: u64,
     /// Forget tasks without events for this long.
     pub forget_ns: u64,
-    /// Inference time allowed per second of wall time (ns): beyond it,
+    /// Inference CPU time allowed per second of wall time (ns): beyond it,
     /// inferences are skipped until the next second, so the model never takes
     /// more than this share of one CPU from the workload.
     pub budget_ns_per_s: u64,
@@ -291,9 +302,13 @@ impl<M: PredictionMap> Predictor<M> {
     /// each predicted CPU written into `pid_to_cpu`.
     fn predict_batch(&mut self) {
         let started = Instant::now();
+        let cpu_before = thread_cpu_ns();
         let result = self.model.predict_batch(&self.input, &mut self.batch_cpus);
         let elapsed = started.elapsed().as_nanos() as u64;
-        self.budget.charge(elapsed);
+        // The budget is a share of a CPU: the run's CPU time, not its wall time (which includes
+        // the waits of a run preempted on a busy machine).
+        self.budget
+            .charge(thread_cpu_ns().saturating_sub(cpu_before));
         self.counters.inferences.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = result {
             self.count_failure(
@@ -509,5 +524,25 @@ mod tests {
         let a = monotonic_ns();
         let b = monotonic_ns();
         assert!(b >= a && a > 0);
+    }
+
+    /// The thread's CPU clock counts work, not sleep.
+    #[test]
+    fn thread_cpu_clock_counts_work_not_sleep() {
+        let before = thread_cpu_ns();
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = thread_cpu_ns() - before;
+        let before = thread_cpu_ns();
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let worked = thread_cpu_ns() - before;
+        assert!(slept < 10_000_000, "sleeping 50 ms counted {slept} ns");
+        assert!(
+            worked > slept,
+            "working counted {worked} ns, sleeping {slept}"
+        );
     }
 }
