@@ -1,4 +1,4 @@
-//! Compiles the BPF programs (the scheduler and the recorder) into libbpf-rs
+//! Compiles the BPF programs (the scheduler, the recorder and the floor control) into libbpf-rs
 //! skeletons and generates Rust bindings for the shared header `intf.h`.
 
 fn main() {
@@ -13,4 +13,9 @@ fn main() {
         .enable_skel("src/bpf/recorder.bpf.c", "recorder")
         .build()
         .expect("build the gru_record BPF tracer");
+    scx_cargo::BpfBuilder::new()
+        .expect("set up the BPF builder (is clang on PATH?)")
+        .enable_skel("src/bpf/floor.bpf.c", "floor")
+        .build()
+        .expect("build the scx_floor BPF scheduler");
 }

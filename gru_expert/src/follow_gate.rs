@@ -124,31 +124,26 @@ impl FollowGate {
                 self.restart_period(now_ns, counts);
                 return GateChange::Probing;
             }
-            if now_ns.saturating_sub(self.period_start_ns) < self.config.period_ns {
+            let Some(period) = self.end_period(now_ns, counts) else {
                 return GateChange::None;
-            }
-            let idle = counts.idle_found.saturating_sub(self.at_start.idle_found);
-            let no_idle = counts.no_idle.saturating_sub(self.at_start.no_idle);
-            self.restart_period(now_ns, counts);
-            let wakeups = idle + no_idle;
-            if wakeups >= min && !below_pct(idle, wakeups, self.config.resume_idle_pct) {
+            };
+            let wakeups = period.idle_found + period.no_idle;
+            if wakeups >= min && !below_pct(period.idle_found, wakeups, self.config.resume_idle_pct)
+            {
                 self.paused_until_ns = None;
                 self.next_pause_ns = self.config.first_pause_ns;
                 return GateChange::ResumedIdle;
             }
             return GateChange::None;
         }
-        if now_ns.saturating_sub(self.period_start_ns) < self.config.period_ns {
+        let Some(period) = self.end_period(now_ns, counts) else {
             return GateChange::None;
-        }
-        let followed = counts.followed.saturating_sub(self.at_start.followed);
-        let busy = counts.busy.saturating_sub(self.at_start.busy);
-        self.restart_period(now_ns, counts);
-        let usable = followed + busy;
+        };
+        let usable = period.followed + period.busy;
         if self.config.min_followed_pct <= 0.0 || usable < min {
             return GateChange::None;
         }
-        if below_pct(followed, usable, self.config.min_followed_pct) {
+        if below_pct(period.followed, usable, self.config.min_followed_pct) {
             let pause = self.next_pause_ns;
             self.paused_until_ns = Some(now_ns + pause);
             self.next_pause_ns = pause
@@ -159,6 +154,22 @@ impl FollowGate {
             self.next_pause_ns = self.config.first_pause_ns;
             GateChange::None
         }
+    }
+
+    /// If the period is over at `now_ns`: what happened in it (the counters' differences),
+    /// and the next period starts.
+    fn end_period(&mut self, now_ns: u64, counts: PlacementCounts) -> Option<PlacementCounts> {
+        if now_ns.saturating_sub(self.period_start_ns) < self.config.period_ns {
+            return None;
+        }
+        let start = self.at_start;
+        self.restart_period(now_ns, counts);
+        Some(PlacementCounts {
+            followed: counts.followed.saturating_sub(start.followed),
+            busy: counts.busy.saturating_sub(start.busy),
+            idle_found: counts.idle_found.saturating_sub(start.idle_found),
+            no_idle: counts.no_idle.saturating_sub(start.no_idle),
+        })
     }
 
     fn restart_period(&mut self, now_ns: u64, counts: PlacementCounts) {

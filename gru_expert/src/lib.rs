@@ -24,6 +24,12 @@ pub mod recorder_skel {
     include!(concat!(env!("OUT_DIR"), "/recorder_skel.rs"));
 }
 
+pub mod floor_skel {
+    //! libbpf-rs skeleton of the floor control (`src/bpf/floor.bpf.c`).
+    #![allow(clippy::all)]
+    include!(concat!(env!("OUT_DIR"), "/floor_skel.rs"));
+}
+
 pub mod features;
 pub mod follow_gate;
 pub mod inference;

@@ -2,7 +2,8 @@
 //! workload, detach, and the stats file; and `asa pin gru` through the agent, with
 //! the model the lab installs. Needs the lab (`lab/setup.sh`) and, for the model
 //! tests, ONNX Runtime (`ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`); the
-//! `asa pin` test needs the `asa` binary (`cargo build --workspace`; `make test` does).
+//! `asa pin` test needs the `asa` binary (`cargo build --workspace`; `make test` does). Also
+//! scx_floor, vm_compare's control scheduler: attach, a load, detach.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -387,4 +388,55 @@ fn vm_asa_pin_gru_runs_the_model_and_shows_its_stats() {
     assert_eq!(r["pin_exit"], "0", "{r:?}");
     assert_eq!(r["after"], "disabled", "{r:?}");
     assert_eq!(r["scx_processes"], "0", "{r:?}");
+}
+
+/// scx_floor, vm_compare's control (the cheapest sched_ext scheduler): it attaches with ops
+/// `floor`, a many-task load completes under it, SIGINT detaches it and EEVDF is back.
+const FLOOR_SCRIPT: &str = r#"
+set -u
+rec() { echo "$1=$2" >> /lab/out/results; }
+state() { cat /sys/kernel/sched_ext/state; }
+rec before "$(state)"
+scx_floor > /lab/out/scx_floor.log 2>&1 &
+PID=$!
+i=0
+while [ "$(state)" != enabled ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+rec attached "$(state)"
+rec ops "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+stress-ng --cpu 2 --switch 2 --timeout 4 --metrics-brief > /lab/out/stress.log 2>&1
+rec stress_rc $?
+rec during "$(state)"
+kill -INT $PID
+wait $PID
+rec floor_rc $?
+i=0
+while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+rec after "$(state)"
+"#;
+
+#[test]
+#[ignore = "needs the lab VM: run with make test"]
+fn vm_floor_control_attaches_runs_a_load_and_detaches() {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let mut run = GuestRun::new("floor", FLOOR_SCRIPT);
+    run.executables.push((
+        PathBuf::from(env!("CARGO_BIN_EXE_scx_floor")),
+        PathBuf::from("/usr/local/bin/scx_floor"),
+    ));
+    run.host_tools = vec!["stress-ng".into()];
+    run.vm.timeout = Duration::from_secs(180);
+    let outcome = lab.run(&run).expect("the lab VM ran");
+    eprintln!("---- guest (floor) ----\n{}", outcome.script_output());
+    let r = results(&outcome);
+    assert_eq!(r["before"], "disabled", "{r:?}");
+    assert_eq!(r["attached"], "enabled", "{r:?}");
+    assert!(r["ops"].starts_with("floor"), "ops {:?}", r["ops"]);
+    assert_eq!(r["stress_rc"], "0", "the workload failed: {r:?}");
+    assert_eq!(
+        r["during"], "enabled",
+        "scx_floor left during the load: {r:?}"
+    );
+    assert_eq!(r["floor_rc"], "0", "{r:?}");
+    assert_eq!(r["after"], "disabled", "{r:?}");
 }

@@ -16,7 +16,9 @@
 //! but every placement is the fallback's), to tell the inference's cost from its placements',
 //! `gru-nogate` (`--min-followed-pct 0`: inference never pauses, as before 2026-11-26, when
 //! its predictions' CPUs are busy), `gru-userfirst` (`--usersched-always-first`: scx_gru's own
-//! thread stays first on its CPU after its slice too, as before 2026-11-26),
+//! thread stays first on its CPU after its slice too, as before 2026-11-26), `floor` (scx_floor,
+//! this crate's control: the kernel's idle-CPU selection and one global FIFO, the cheapest
+//! sched_ext scheduler; what a load loses under it is sched_ext's own cost),
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
@@ -93,7 +95,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 17] = [
+const SCHEDULERS: [&str; 18] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -111,6 +113,7 @@ const SCHEDULERS: [&str; 17] = [
     "gru-nopinned",
     "gru-slice",
     "bpfland",
+    "floor",
 ];
 const DEFAULT_SCHEDULERS: [&str; 4] = ["eevdf", "gru", "gru-fallback", "bpfland"];
 /// Rows of the table: the mixed load has a CPU part and an I/O part.
@@ -231,6 +234,7 @@ start() {
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
+    floor) scx_floor > $out/log-floor-$2.txt 2>&1 & P=$! ;;
   esac
   [ -n "$P" ] && waitstate enabled
   echo "# start $1 $2 $(state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" >> $out/runs.txt
@@ -660,7 +664,10 @@ fn collect(outcome: &VmOutcome, args: &Args) -> Result<Vec<Run>> {
                 g[0]
             );
             if sched != "eevdf" {
-                let prefix = if sched == "bpfland" { "bpfland" } else { "gru" };
+                let prefix = match sched {
+                    "bpfland" | "floor" => sched,
+                    _ => "gru",
+                };
                 ensure!(
                     g.get(4).is_some_and(|ops| ops.starts_with(prefix)),
                     "{sched}: ops is not {prefix}: {line:?}"
@@ -1164,7 +1171,15 @@ fn build_scx_gru(with_asa: bool) -> Result<()> {
         return Ok(()); // run directly: the caller built what it runs
     };
     let mut command = std::process::Command::new(cargo);
-    command.args(["build", "-p", "asa-gru-expert", "--bin", "scx_gru"]);
+    command.args([
+        "build",
+        "-p",
+        "asa-gru-expert",
+        "--bin",
+        "scx_gru",
+        "--bin",
+        "scx_floor",
+    ]);
     if with_asa {
         command.args(["-p", "asa-agent", "--bin", "asa"]);
     }
@@ -1209,6 +1224,13 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
     let mut run = GuestRun::new("gru-compare", &script);
     // "gru" brings scx_gru with the committed model and ONNX Runtime at its default paths.
     run.experts = vec!["gru".into(), "bpfland".into()];
+    // The control: the cheapest sched_ext scheduler (src/bin/scx_floor.rs).
+    if args.schedulers.iter().any(|s| s == "floor") {
+        run.executables.push((
+            asa_lab::workspace_binary("scx_floor")?,
+            PathBuf::from("/usr/local/bin/scx_floor"),
+        ));
+    }
     if args.wakeup_latency {
         run = run.with_asa(&asa_lab::workspace_binary("asa")?);
     }
