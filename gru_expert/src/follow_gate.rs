@@ -1,4 +1,4 @@
-//! Pauses inference while its predictions cannot be followed.
+//! Pauses inference while its predictions cannot be followed or change nothing.
 //!
 //! The BPF side follows a fresh prediction only when the predicted CPU is idle (queueing behind
 //! a busy CPU while another may free up first gains nothing). On a saturated machine no CPU is
@@ -12,10 +12,15 @@
 //! - **pause**: a period with at least [`GateConfig::min_samples`] usable predictions (fresh,
 //!   allowed) of which fewer than [`GateConfig::min_followed_pct`] % were followed (the rest
 //!   found their CPU busy) pauses inference for [`GateConfig::first_pause_ns`];
-//! - **resume early**: while paused there are no fresh predictions to count, so the gate
-//!   watches the machine instead: a period with at least `min_samples` wake-ups of which
-//!   [`GateConfig::resume_idle_pct`] % or more found an idle CPU ends the pause (the load
-//!   changed) and resets the backoff;
+//! - **pause, redundant**: a period with at least `min_samples` usable predictions of which
+//!   fewer than [`GateConfig::min_moved_pct`] % moved a task off its previous CPU pauses it
+//!   too: the rest were either not followed or kept the idle previous CPU, which the fallback
+//!   does without a model (the one-thread I/O load: model mode cost up to ~4 % there, runs
+//!   34–49, for predictions that say "stay");
+//! - **resume early** (after a busy pause only): while paused there are no fresh predictions to
+//!   count, so the gate watches the machine instead: a period with at least `min_samples`
+//!   wake-ups of which [`GateConfig::resume_idle_pct`] % or more found an idle CPU ends the
+//!   pause (the load changed) and resets the backoff;
 //! - **probe**: otherwise the pause runs out and the next period measures again with inference
 //!   on; each failed probe doubles the pause, up to [`GateConfig::max_pause_ns`], and a period
 //!   that passes resets it.
@@ -29,6 +34,8 @@
 pub struct PlacementCounts {
     /// Placements on the predicted CPU (`nr_pred_applied`).
     pub followed: u64,
+    /// ... of which off the task's previous CPU (`nr_pred_moved`).
+    pub moved: u64,
     /// Fresh, allowed predictions whose CPU was busy (`nr_pred_busy`).
     pub busy: u64,
     /// Wake-ups placed on an idle CPU by select_cpu, by a prediction or by the fallback
@@ -48,7 +55,11 @@ pub struct GateConfig {
     /// Below this share (percent) of usable predictions followed, inference pauses
     /// (0: never).
     pub min_followed_pct: f64,
-    /// At or above this share (percent) of wake-ups finding an idle CPU, a pause ends early.
+    /// Below this share (percent) of usable predictions moving a task off its previous CPU,
+    /// inference pauses as redundant (0: never).
+    pub min_moved_pct: f64,
+    /// At or above this share (percent) of wake-ups finding an idle CPU, a busy pause ends
+    /// early.
     pub resume_idle_pct: f64,
     /// First pause (ns); it doubles after every failed probe.
     pub first_pause_ns: u64,
@@ -62,6 +73,7 @@ impl Default for GateConfig {
             period_ns: 250_000_000,
             min_samples: 50,
             min_followed_pct: 10.0,
+            min_moved_pct: 1.0,
             resume_idle_pct: 50.0,
             first_pause_ns: 1_000_000_000,
             max_pause_ns: 8_000_000_000,
@@ -74,12 +86,21 @@ impl Default for GateConfig {
 pub enum GateChange {
     /// Nothing changed.
     None,
-    /// Inference paused for at most this long (ns).
-    Paused(u64),
+    /// Inference paused, for this reason, for at most this long (ns).
+    Paused(PauseReason, u64),
     /// The pause ran out: the next period probes.
     Probing,
     /// Wake-ups found idle CPUs again: the pause ended early.
     ResumedIdle,
+}
+
+/// Why inference paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseReason {
+    /// The predicted CPUs were busy (a saturated machine).
+    Busy,
+    /// Followed predictions kept tasks where the fallback keeps them.
+    Redundant,
 }
 
 /// The state of the gate (see the module documentation).
@@ -88,7 +109,8 @@ pub struct FollowGate {
     config: GateConfig,
     period_start_ns: u64,
     at_start: PlacementCounts,
-    paused_until_ns: Option<u64>,
+    /// Until when, and why, inference is paused.
+    paused: Option<(u64, PauseReason)>,
     next_pause_ns: u64,
 }
 
@@ -104,23 +126,23 @@ impl FollowGate {
             config,
             period_start_ns: now_ns,
             at_start: counts,
-            paused_until_ns: None,
+            paused: None,
             next_pause_ns: config.first_pause_ns,
         }
     }
 
     /// True if inference may run at `now_ns` (call [`FollowGate::observe`] first).
     pub fn allows(&self, now_ns: u64) -> bool {
-        self.paused_until_ns.is_none_or(|until| now_ns >= until)
+        self.paused.is_none_or(|(until, _)| now_ns >= until)
     }
 
     /// Takes the BPF side's cumulative counts at `now_ns`.
     pub fn observe(&mut self, now_ns: u64, counts: PlacementCounts) -> GateChange {
         let min = self.config.min_samples.max(1);
-        if let Some(until) = self.paused_until_ns {
+        if let Some((until, reason)) = self.paused {
             if now_ns >= until {
                 // The probe period starts now.
-                self.paused_until_ns = None;
+                self.paused = None;
                 self.restart_period(now_ns, counts);
                 return GateChange::Probing;
             }
@@ -128,9 +150,11 @@ impl FollowGate {
                 return GateChange::None;
             };
             let wakeups = period.idle_found + period.no_idle;
-            if wakeups >= min && !below_pct(period.idle_found, wakeups, self.config.resume_idle_pct)
+            if reason == PauseReason::Busy
+                && wakeups >= min
+                && !below_pct(period.idle_found, wakeups, self.config.resume_idle_pct)
             {
-                self.paused_until_ns = None;
+                self.paused = None;
                 self.next_pause_ns = self.config.first_pause_ns;
                 return GateChange::ResumedIdle;
             }
@@ -140,16 +164,27 @@ impl FollowGate {
             return GateChange::None;
         };
         let usable = period.followed + period.busy;
-        if self.config.min_followed_pct <= 0.0 || usable < min {
+        if usable < min {
             return GateChange::None;
         }
-        if below_pct(period.followed, usable, self.config.min_followed_pct) {
+        let reason = if self.config.min_followed_pct > 0.0
+            && below_pct(period.followed, usable, self.config.min_followed_pct)
+        {
+            Some(PauseReason::Busy)
+        } else if self.config.min_moved_pct > 0.0
+            && below_pct(period.moved, usable, self.config.min_moved_pct)
+        {
+            Some(PauseReason::Redundant)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
             let pause = self.next_pause_ns;
-            self.paused_until_ns = Some(now_ns + pause);
+            self.paused = Some((now_ns + pause, reason));
             self.next_pause_ns = pause
                 .saturating_mul(2)
                 .min(self.config.max_pause_ns.max(pause));
-            GateChange::Paused(pause)
+            GateChange::Paused(reason, pause)
         } else {
             self.next_pause_ns = self.config.first_pause_ns;
             GateChange::None
@@ -166,6 +201,7 @@ impl FollowGate {
         self.restart_period(now_ns, counts);
         Some(PlacementCounts {
             followed: counts.followed.saturating_sub(start.followed),
+            moved: counts.moved.saturating_sub(start.moved),
             busy: counts.busy.saturating_sub(start.busy),
             idle_found: counts.idle_found.saturating_sub(start.idle_found),
             no_idle: counts.no_idle.saturating_sub(start.no_idle),
@@ -181,6 +217,7 @@ impl FollowGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use PauseReason::{Busy, Redundant};
 
     const MS: u64 = 1_000_000;
 
@@ -188,11 +225,12 @@ mod tests {
         FollowGate::new(GateConfig::default(), 0, PlacementCounts::default())
     }
 
-    /// Cumulative counts of a run: `followed` and `busy` predictions, wake-ups finding an idle
-    /// CPU or none.
+    /// Cumulative counts of a run: `followed` and `busy` predictions (every followed one moved
+    /// its task), wake-ups finding an idle CPU or none.
     fn counts(followed: u64, busy: u64, idle_found: u64, no_idle: u64) -> PlacementCounts {
         PlacementCounts {
             followed,
+            moved: followed,
             busy,
             idle_found,
             no_idle,
@@ -213,7 +251,7 @@ mod tests {
         );
         assert_eq!(
             g.observe(250 * MS, counts(2, 198, 4, 196)),
-            GateChange::Paused(1000 * MS)
+            GateChange::Paused(Busy, 1000 * MS)
         );
         assert!(!g.allows(251 * MS));
         // Saturated while paused: no early resume.
@@ -230,7 +268,7 @@ mod tests {
         // The probe fails: twice as long, then 4 s and 8 s, and 8 s again.
         assert_eq!(
             g.observe(1500 * MS, counts(3, 298, 22, 1100)),
-            GateChange::Paused(2000 * MS)
+            GateChange::Paused(Busy, 2000 * MS)
         );
         let mut now = 3500 * MS;
         let (mut f, mut b) = (3, 298);
@@ -241,7 +279,7 @@ mod tests {
             now += 250 * MS;
             assert_eq!(
                 g.observe(now, counts(f, b, 0, 0)),
-                GateChange::Paused(expected * MS)
+                GateChange::Paused(Busy, expected * MS)
             );
             now += expected * MS;
         }
@@ -254,7 +292,7 @@ mod tests {
         let mut g = gate();
         assert_eq!(
             g.observe(250 * MS, counts(0, 100, 0, 100)),
-            GateChange::Paused(1000 * MS)
+            GateChange::Paused(Busy, 1000 * MS)
         );
         assert_eq!(
             g.observe(500 * MS, counts(0, 100, 30, 119)),
@@ -276,7 +314,7 @@ mod tests {
         // The backoff starts over.
         assert_eq!(
             g.observe(1250 * MS, counts(0, 200, 85, 199)),
-            GateChange::Paused(1000 * MS)
+            GateChange::Paused(Busy, 1000 * MS)
         );
     }
 
@@ -287,12 +325,12 @@ mod tests {
         let c = |f, b| counts(f, b, 0, 0);
         assert_eq!(
             g.observe(250 * MS, c(0, 100)),
-            GateChange::Paused(1000 * MS)
+            GateChange::Paused(Busy, 1000 * MS)
         );
         assert_eq!(g.observe(1250 * MS, c(0, 100)), GateChange::Probing);
         assert_eq!(
             g.observe(1500 * MS, c(0, 200)),
-            GateChange::Paused(2000 * MS)
+            GateChange::Paused(Busy, 2000 * MS)
         );
         assert_eq!(g.observe(3500 * MS, c(0, 200)), GateChange::Probing);
         // Light load now: 80 % followed.
@@ -300,11 +338,11 @@ mod tests {
         assert!(g.allows(3750 * MS));
         assert_eq!(
             g.observe(4000 * MS, c(80, 320)),
-            GateChange::Paused(1000 * MS)
+            GateChange::Paused(Busy, 1000 * MS)
         );
     }
 
-    /// Light loads (74–100 % followed in the lab), too few usable predictions, and a threshold
+    /// Light loads (74–100 % followed in the lab), too few usable predictions, and thresholds
     /// of 0 never pause; the threshold itself is exclusive.
     #[test]
     fn followable_or_sparse_predictions_keep_inference_on() {
@@ -324,10 +362,57 @@ mod tests {
         assert!(g.allows(750 * MS));
         let off_config = GateConfig {
             min_followed_pct: 0.0,
+            min_moved_pct: 0.0,
             ..GateConfig::default()
         };
         let mut off = FollowGate::new(off_config, 0, PlacementCounts::default());
         assert_eq!(off.observe(250 * MS, c(0, 10_000)), GateChange::None);
         assert!(off.allows(250 * MS));
+    }
+
+    /// Predictions that are followed but keep every task on its previous CPU (the one-thread
+    /// I/O load) pause inference as redundant; idle CPUs do not end that pause, the probe
+    /// does; a probe where 1 % moved passes.
+    #[test]
+    fn redundant_predictions_pause_until_a_probe_passes() {
+        let mut g = gate();
+        let c = |followed, moved, busy, idle_found| PlacementCounts {
+            followed,
+            moved,
+            busy,
+            idle_found,
+            no_idle: 0,
+        };
+        assert_eq!(
+            g.observe(250 * MS, c(99, 0, 1, 100)),
+            GateChange::Paused(Redundant, 1000 * MS)
+        );
+        assert_eq!(
+            g.observe(500 * MS, c(99, 0, 1, 1000)),
+            GateChange::None,
+            "every wake-up found an idle CPU: no early resume"
+        );
+        assert!(!g.allows(999 * MS));
+        assert_eq!(g.observe(1250 * MS, c(99, 0, 1, 2000)), GateChange::Probing);
+        assert_eq!(
+            g.observe(1500 * MS, c(198, 0, 2, 2100)),
+            GateChange::Paused(Redundant, 2000 * MS)
+        );
+        assert_eq!(
+            g.observe(3500 * MS, c(198, 0, 2, 2200)),
+            GateChange::Probing
+        );
+        assert_eq!(
+            g.observe(3750 * MS, c(297, 1, 3, 2300)),
+            GateChange::None,
+            "1 of 100 moved"
+        );
+        assert!(g.allows(3750 * MS));
+        let keep_config = GateConfig {
+            min_moved_pct: 0.0,
+            ..GateConfig::default()
+        };
+        let mut keep = FollowGate::new(keep_config, 0, PlacementCounts::default());
+        assert_eq!(keep.observe(250 * MS, c(99, 0, 1, 100)), GateChange::None);
     }
 }

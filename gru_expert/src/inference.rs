@@ -20,7 +20,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBuffer, RingBufferBuilder};
 use log::{debug, warn};
 
 use crate::features::{Scaling, TaskEvent, TaskWindows};
-use crate::follow_gate::{FollowGate, GateChange, GateConfig, PlacementCounts};
+use crate::follow_gate::{FollowGate, GateChange, GateConfig, PauseReason, PlacementCounts};
 use crate::model::GruModel;
 use crate::stats::UserCounters;
 
@@ -210,14 +210,19 @@ impl<M: PredictionMap> Predictor<M> {
     /// [`Predictor::predict`]): inference pauses while its predictions cannot be followed.
     pub fn observe_placements(&mut self, counts: PlacementCounts) {
         match self.gate.observe(monotonic_ns(), counts) {
-            GateChange::Paused(ns) => {
-                self.counters
-                    .inference_pauses
-                    .fetch_add(1, Ordering::Relaxed);
-                debug!(
-                    "inference paused for {} ms: its predictions' CPUs were busy",
-                    ns / 1_000_000
-                );
+            GateChange::Paused(reason, ns) => {
+                let (counter, why) = match reason {
+                    PauseReason::Busy => (
+                        &self.counters.inference_pauses,
+                        "its predictions' CPUs were busy",
+                    ),
+                    PauseReason::Redundant => (
+                        &self.counters.inference_pauses_redundant,
+                        "its predictions kept tasks where the fallback keeps them",
+                    ),
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                debug!("inference paused for {} ms: {why}", ns / 1_000_000);
             }
             GateChange::Probing => debug!("inference probing after its pause"),
             GateChange::ResumedIdle => debug!("inference resumed: wake-ups find idle CPUs"),

@@ -86,6 +86,13 @@ struct Opts {
     #[arg(long, default_value_t = 10.0)]
     min_followed_pct: f64,
 
+    /// Pause inference, as for --min-followed-pct, while fewer than this percent of the usable
+    /// predictions moved a task off its previous CPU: the others kept tasks where the fallback
+    /// keeps them without a model (0: never). No early resume: the probe after the pause
+    /// decides.
+    #[arg(long, default_value_t = 1.0)]
+    min_moved_pct: f64,
+
     /// Keep scx_gru's own thread first on its CPU after its slice too, not only when it wakes
     /// up (the default before 2026-11-26). Without it, a model run that outlasts its slice
     /// queues by vtime like any task instead of holding the CPU until it is done.
@@ -216,6 +223,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_ringbuf_wakeups: bss.nr_ringbuf_wakeups,
         nr_pred_applied: bss.nr_pred_applied,
         nr_pred_applied_select: bss.nr_pred_applied_select,
+        nr_pred_moved: bss.nr_pred_moved,
         nr_pred_missing: bss.nr_pred_missing,
         nr_pred_stale: bss.nr_pred_stale,
         nr_pred_disallowed: bss.nr_pred_disallowed,
@@ -370,6 +378,7 @@ fn main() -> Result<()> {
                 max_batch: opts.max_batch as usize,
                 gate: GateConfig {
                     min_followed_pct: opts.min_followed_pct.clamp(0.0, 100.0),
+                    min_moved_pct: opts.min_moved_pct.clamp(0.0, 100.0),
                     ..GateConfig::default()
                 },
             };
@@ -390,6 +399,7 @@ fn main() -> Result<()> {
                     let bss = skel.maps.bss_data.as_ref().expect("BPF bss");
                     PlacementCounts {
                         followed: bss.nr_pred_applied,
+                        moved: bss.nr_pred_moved,
                         busy: bss.nr_pred_busy,
                         idle_found: bss.nr_pred_applied_select + bss.nr_direct_idle,
                         no_idle: bss.nr_select_no_idle,

@@ -34,6 +34,10 @@ pub struct BpfCounters {
     pub nr_pred_applied: u64,
     /// ... of which decided in select_cpu.
     pub nr_pred_applied_select: u64,
+    /// ... of which put the task on another CPU than its previous one (a prediction that changed
+    /// the placement; keeping an idle previous CPU is what the fallback does too).
+    #[serde(default)]
+    pub nr_pred_moved: u64,
     /// Fallback placements: no prediction for the task.
     pub nr_pred_missing: u64,
     /// Fallback placements: prediction older than the TTL.
@@ -191,6 +195,9 @@ pub struct UserCounters {
     pub inferences_over_budget: AtomicU64,
     /// Times inference paused because its predictions' CPUs were busy (the follow gate).
     pub inference_pauses: AtomicU64,
+    /// Times inference paused because its followed predictions kept tasks where the fallback
+    /// keeps them (the follow gate).
+    pub inference_pauses_redundant: AtomicU64,
     /// Task predictions skipped while inference was paused.
     pub inferences_paused: AtomicU64,
     /// Predictions written into pid_to_cpu.
@@ -211,6 +218,7 @@ impl Default for UserCounters {
             inference_errors: AtomicU64::new(0),
             inferences_over_budget: AtomicU64::new(0),
             inference_pauses: AtomicU64::new(0),
+            inference_pauses_redundant: AtomicU64::new(0),
             inferences_paused: AtomicU64::new(0),
             predictions_written: AtomicU64::new(0),
             map_update_errors: AtomicU64::new(0),
@@ -240,6 +248,10 @@ pub struct UserSnapshot {
     /// absent in stats written before it).
     #[serde(default)]
     pub inference_pauses: u64,
+    /// Times inference paused because its followed predictions kept tasks where the fallback
+    /// keeps them (absent in stats written before it).
+    #[serde(default)]
+    pub inference_pauses_redundant: u64,
     /// Task predictions skipped while inference was paused.
     #[serde(default)]
     pub inferences_paused: u64,
@@ -265,6 +277,7 @@ impl UserCounters {
             inference_errors: self.inference_errors.load(Ordering::Relaxed),
             inferences_over_budget: self.inferences_over_budget.load(Ordering::Relaxed),
             inference_pauses: self.inference_pauses.load(Ordering::Relaxed),
+            inference_pauses_redundant: self.inference_pauses_redundant.load(Ordering::Relaxed),
             inferences_paused: self.inferences_paused.load(Ordering::Relaxed),
             predictions_written: self.predictions_written.load(Ordering::Relaxed),
             map_update_errors: self.map_update_errors.load(Ordering::Relaxed),
@@ -331,7 +344,7 @@ impl StatsSnapshot {
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
-             queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} pauses) \
+             queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} busy + {} redundant pauses) \
              infer_us p50 {} p99 {} \
              preempts {} (pinned {}) wait_us short {} long {}",
             self.mode,
@@ -354,6 +367,7 @@ impl StatsSnapshot {
             self.user.inferences_over_budget,
             self.user.inferences_paused,
             self.user.inference_pauses,
+            self.user.inference_pauses_redundant,
             us(self.user.inference_us_p50),
             us(self.user.inference_us_p99),
             self.bpf.nr_wakeup_preempts,

@@ -26,6 +26,8 @@
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
 //! 1000 is the default since run 24, `gru-affinity0` the head always, as before),
 //! `gru-budgetN` (`--inference-budget-pct N`: the model may use N % of a CPU, 5 by default),
+//! `gru-movedN` (`--min-moved-pct N`: inference pauses while under N % of usable predictions
+//! move a task, 1 by default; `gru-moved0` never pauses for that),
 //! `gru-nopinned` (`--no-pinned-preempt`: waking single-CPU tasks, per-CPU kernel threads, wait
 //! for the running task's slice instead of preempting it by the deadline rule)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
@@ -229,6 +231,7 @@ start() {
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
     gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
     gru-budget[0-9]*) gru $1 $2 --inference-budget-pct ${1#gru-budget} ;;
+    gru-moved[0-9]*) gru $1 $2 --min-moved-pct ${1#gru-moved} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
@@ -510,7 +513,7 @@ struct Args {
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
 /// `gru-affinityN` (`--dispatch-affinity-us N`) and `gru-budgetN` (`--inference-budget-pct N`:
 /// the model may use N % of a CPU; the default is 5).
-const NUMBERED_VARIANTS: [&str; 3] = ["gru-preempt", "gru-affinity", "gru-budget"];
+const NUMBERED_VARIANTS: [&str; 4] = ["gru-preempt", "gru-affinity", "gru-budget", "gru-moved"];
 
 /// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
 /// ([`NUMBERED_VARIANTS`]).
@@ -1369,7 +1372,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} pauses ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} + {} pauses moved {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
             v["bpf"]["nr_select_no_idle"],
             v["bpf"]["nr_wakeup_preempts"],
@@ -1377,7 +1380,8 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
             v["user"]["inferences_over_budget"], v["user"]["inferences_paused"],
-            v["user"]["inference_pauses"], v["ringbuf_drops"],
+            v["user"]["inference_pauses"], v["user"]["inference_pauses_redundant"],
+            v["bpf"]["nr_pred_moved"], v["ringbuf_drops"],
             v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
         );
     }

@@ -137,6 +137,7 @@ u64 nr_events_gap;		/* events not sent: the task sent one within the event gap *
 u64 nr_ringbuf_wakeups;		/* submits that woke the poller */
 u64 nr_pred_applied;		/* placed on the predicted CPU */
 u64 nr_pred_applied_select;	/*   ... of which in select_cpu */
+u64 nr_pred_moved;		/*   ... of which off the task's previous CPU */
 /* Placements that fell back to the default policy, by reason (each placement counted once): */
 u64 nr_pred_missing;		/* no prediction for the pid */
 u64 nr_pred_stale;		/* prediction older than the TTL */
@@ -539,6 +540,8 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
 		stat_inc(&nr_pred_applied);
 		stat_inc(&nr_pred_applied_select);
+		if (cpu != prev_cpu)
+			stat_inc(&nr_pred_moved);
 		send_event(p, NULL, cpu, GRU_SRC_SELECT_CPU, age);
 		return cpu;
 	}
@@ -608,6 +611,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, task_slice(), enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 			stat_inc(&nr_pred_applied);
+			if (cpu != scx_bpf_task_cpu(p))
+				stat_inc(&nr_pred_moved);
 			send_event(p, NULL, cpu, GRU_SRC_ENQUEUE, age);
 			return;
 		}
