@@ -170,7 +170,13 @@ pub struct Predictor<M: PredictionMap = MapHandle> {
     logged_errors: u32,
     budget: InferenceBudget,
     gate: FollowGate,
+    /// Tells the BPF side to stop or resume events (`events_paused`), if set.
+    event_switch: Option<EventSwitch>,
+    events_paused: bool,
 }
+
+/// Stops (true) or resumes (false) the BPF side's events.
+pub type EventSwitch = Box<dyn FnMut(bool) -> Result<()>>;
 
 impl<M: PredictionMap> Predictor<M> {
     /// A predictor writing into `pid_to_cpu`.
@@ -203,6 +209,31 @@ impl<M: PredictionMap> Predictor<M> {
             logged_errors: 0,
             budget: InferenceBudget::new(config.budget_ns_per_s, now),
             gate: FollowGate::new(config.gate, now, PlacementCounts::default()),
+            event_switch: None,
+            events_paused: false,
+        }
+    }
+
+    /// Lets the predictor stop the BPF side's events while inference is paused as redundant
+    /// (nothing would read them), and resume them when it probes again.
+    pub fn set_event_switch(&mut self, switch: EventSwitch) {
+        self.event_switch = Some(switch);
+    }
+
+    /// Stops or resumes the events, if there is a switch and it changes anything.
+    fn switch_events(&mut self, paused: bool) {
+        if self.events_paused == paused {
+            return;
+        }
+        let Some(switch) = self.event_switch.as_mut() else {
+            return;
+        };
+        match switch(paused) {
+            Ok(()) => self.events_paused = paused,
+            Err(e) => self.count_failure(
+                |c| &c.map_update_errors,
+                || format!("events_paused update failed: {e:#}"),
+            ),
         }
     }
 
@@ -223,9 +254,19 @@ impl<M: PredictionMap> Predictor<M> {
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 debug!("inference paused for {} ms: {why}", ns / 1_000_000);
+                // Busy pauses keep the events: the windows must be current for an early resume.
+                if reason == PauseReason::Redundant {
+                    self.switch_events(true);
+                }
             }
-            GateChange::Probing => debug!("inference probing after its pause"),
-            GateChange::ResumedIdle => debug!("inference resumed: wake-ups find idle CPUs"),
+            GateChange::Probing => {
+                self.switch_events(false);
+                debug!("inference probing after its pause");
+            }
+            GateChange::ResumedIdle => {
+                self.switch_events(false);
+                debug!("inference resumed: wake-ups find idle CPUs");
+            }
             GateChange::None => {}
         }
     }
@@ -422,6 +463,14 @@ mod tests {
     }
 
     fn predictor(budget_ns_per_s: u64, max_batch: usize) -> (Predictor<Written>, Written) {
+        predictor_with_gate(budget_ns_per_s, max_batch, GateConfig::default())
+    }
+
+    fn predictor_with_gate(
+        budget_ns_per_s: u64,
+        max_batch: usize,
+        gate: GateConfig,
+    ) -> (Predictor<Written>, Written) {
         let lib = find_ort_library().unwrap();
         let meta = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/gru.toml");
         let model = GruModel::load(&meta, Path::new(&lib), 2).unwrap();
@@ -431,7 +480,7 @@ mod tests {
             forget_ns: 60_000_000_000,
             budget_ns_per_s,
             max_batch,
-            gate: GateConfig::default(),
+            gate,
         };
         let p = Predictor::new(model, written.clone(), Arc::default(), config);
         (p, written)
@@ -497,6 +546,50 @@ mod tests {
         let user = p.counters.snapshot();
         assert_eq!((user.inferences, user.inferences_over_budget), (0, 3));
         assert!(written.borrow().is_empty());
+    }
+
+    /// A redundant pause stops the BPF side's events and the probe after it resumes them; a
+    /// busy pause keeps them (its early resume needs current windows).
+    #[test]
+    #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
+    fn redundant_pauses_stop_the_events_until_the_probe() {
+        let gate = GateConfig {
+            period_ns: 1_000_000,
+            first_pause_ns: 30_000_000,
+            max_pause_ns: 30_000_000,
+            ..GateConfig::default()
+        };
+        let (mut p, _) = predictor_with_gate(1_000_000_000, 8, gate);
+        let switched: Rc<RefCell<Vec<bool>>> = Rc::default();
+        let record = switched.clone();
+        p.set_event_switch(Box::new(move |paused| {
+            record.borrow_mut().push(paused);
+            Ok(())
+        }));
+        let counts = |followed, moved, busy| PlacementCounts {
+            followed,
+            moved,
+            busy,
+            ..PlacementCounts::default()
+        };
+        std::thread::sleep(Duration::from_millis(2));
+        // 100 followed, none moved: redundant.
+        p.observe_placements(counts(100, 0, 0));
+        assert_eq!(*switched.borrow(), [true]);
+        assert!(!p.gate.allows(monotonic_ns()));
+        std::thread::sleep(Duration::from_millis(35));
+        p.observe_placements(counts(100, 0, 0));
+        assert_eq!(*switched.borrow(), [true, false], "the probe resumes them");
+        std::thread::sleep(Duration::from_millis(2));
+        // 100 usable, none followed: busy; the events stay on.
+        p.observe_placements(counts(100, 0, 100));
+        assert!(!p.gate.allows(monotonic_ns()));
+        assert_eq!(*switched.borrow(), [true, false]);
+        let user = p.counters.snapshot();
+        assert_eq!(
+            (user.inference_pauses, user.inference_pauses_redundant),
+            (1, 1)
+        );
     }
 
     #[test]

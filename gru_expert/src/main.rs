@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
-use libbpf_rs::{MapHandle, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 use log::{info, warn};
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
 
@@ -220,6 +220,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_ringbuf_drops: bss.nr_ringbuf_drops,
         nr_events_fresh: bss.nr_events_fresh,
         nr_events_gap: bss.nr_events_gap,
+        nr_events_paused: bss.nr_events_paused,
         nr_ringbuf_wakeups: bss.nr_ringbuf_wakeups,
         nr_pred_applied: bss.nr_pred_applied,
         nr_pred_applied_select: bss.nr_pred_applied_select,
@@ -388,6 +389,19 @@ fn main() -> Result<()> {
                 counters.clone(),
                 config,
             )));
+            let events_paused =
+                MapHandle::try_from(&skel.maps.events_paused).context("handle of events_paused")?;
+            predictor
+                .borrow_mut()
+                .set_event_switch(Box::new(move |paused: bool| {
+                    events_paused
+                        .update(
+                            &0u32.to_ne_bytes(),
+                            &u32::from(paused).to_ne_bytes(),
+                            MapFlags::ANY,
+                        )
+                        .context("update events_paused")
+                }));
             let ring = event_ring(&events, predictor.clone())?;
             let next = RefCell::new(next_stats);
             run_event_loop(

@@ -27,6 +27,9 @@ pub struct BpfCounters {
     /// Events not sent: the task had sent one within the event gap.
     #[serde(default)]
     pub nr_events_gap: u64,
+    /// Events not sent: inference paused as redundant (the follow gate).
+    #[serde(default)]
+    pub nr_events_paused: u64,
     /// Ring-buffer submits that woke the poller (a batch waiting or the oldest event old enough).
     #[serde(default)]
     pub nr_ringbuf_wakeups: u64,
