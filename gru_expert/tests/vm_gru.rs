@@ -16,14 +16,14 @@ use asa_lab::{GuestRun, Lab, VmOutcome};
 /// One VM at a time.
 static VM: Mutex<()> = Mutex::new(());
 
-/// Guest script: start scx_gru, wait for `enabled`, run a many-task load,
+/// Guest script: START a scheduler in the background, wait for `enabled`, run the WORKLOAD,
 /// SIGINT, wait for `disabled`; `key=value` results in /lab/out/results.
 const SCRIPT: &str = r#"
 set -u
 rec() { echo "$1=$2" >> /lab/out/results; }
 state() { cat /sys/kernel/sched_ext/state; }
 rec before "$(state)"
-scx_gru GRU_ARGS --stats-interval 1 --stats-file /lab/out/stats.json > /lab/out/scx_gru.log 2>&1 &
+START
 PID=$!
 i=0
 while [ "$(state)" != enabled ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
@@ -33,7 +33,7 @@ WORKLOAD
 rec during "$(state)"
 kill -INT $PID
 wait $PID
-rec scx_gru_rc $?
+rec sched_rc $?
 i=0
 while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 rec after "$(state)"
@@ -65,8 +65,12 @@ fn run_guest_with(name: &str, model: bool, workload: &str, extra_args: &str) -> 
     let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let args = format!("{} {extra_args}", if model { MODEL_TEST_ARGS } else { "" });
+    let start = format!(
+        "scx_gru {args} --stats-interval 1 --stats-file /lab/out/stats.json \
+         > /lab/out/scx_gru.log 2>&1 &"
+    );
     let script = SCRIPT
-        .replace("GRU_ARGS", &args)
+        .replace("START", &start)
         .replace("WORKLOAD", workload);
     let mut run = GuestRun::new(name, &script);
     run.executables.push((
@@ -121,7 +125,7 @@ fn check_lifecycle(r: &BTreeMap<String, String>) {
         r["during"], "enabled",
         "scx_gru left during the load: {r:?}"
     );
-    assert_eq!(r["scx_gru_rc"], "0", "{r:?}");
+    assert_eq!(r["sched_rc"], "0", "{r:?}");
     assert_eq!(r["after"], "disabled", "{r:?}");
 }
 
@@ -392,26 +396,9 @@ fn vm_asa_pin_gru_runs_the_model_and_shows_its_stats() {
 
 /// scx_floor, vm_compare's control (the cheapest sched_ext scheduler): it attaches with ops
 /// `floor`, a many-task load completes under it, SIGINT detaches it and EEVDF is back.
-const FLOOR_SCRIPT: &str = r#"
-set -u
-rec() { echo "$1=$2" >> /lab/out/results; }
-state() { cat /sys/kernel/sched_ext/state; }
-rec before "$(state)"
-scx_floor > /lab/out/scx_floor.log 2>&1 &
-PID=$!
-i=0
-while [ "$(state)" != enabled ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-rec attached "$(state)"
-rec ops "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+const FLOOR_WORKLOAD: &str = r#"
 stress-ng --cpu 2 --switch 2 --timeout 4 --metrics-brief > /lab/out/stress.log 2>&1
 rec stress_rc $?
-rec during "$(state)"
-kill -INT $PID
-wait $PID
-rec floor_rc $?
-i=0
-while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-rec after "$(state)"
 "#;
 
 #[test]
@@ -419,7 +406,10 @@ rec after "$(state)"
 fn vm_floor_control_attaches_runs_a_load_and_detaches() {
     let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run = GuestRun::new("floor", FLOOR_SCRIPT);
+    let script = SCRIPT
+        .replace("START", "scx_floor > /lab/out/scx_floor.log 2>&1 &")
+        .replace("WORKLOAD", FLOOR_WORKLOAD);
+    let mut run = GuestRun::new("floor", &script);
     run.executables.push((
         PathBuf::from(env!("CARGO_BIN_EXE_scx_floor")),
         PathBuf::from("/usr/local/bin/scx_floor"),
@@ -437,6 +427,6 @@ fn vm_floor_control_attaches_runs_a_load_and_detaches() {
         r["during"], "enabled",
         "scx_floor left during the load: {r:?}"
     );
-    assert_eq!(r["floor_rc"], "0", "{r:?}");
+    assert_eq!(r["sched_rc"], "0", "{r:?}");
     assert_eq!(r["after"], "disabled", "{r:?}");
 }
