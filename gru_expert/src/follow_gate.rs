@@ -25,9 +25,12 @@
 //!   on; each failed probe doubles the pause, up to [`GateConfig::max_pause_ns`], and a period
 //!   that passes resets it.
 //!
-//! Events keep flowing while paused, so the task windows are current when inference resumes.
-//! A period with fewer samples than the minimum (idle machine, no model output yet,
+//! Events keep flowing during a busy pause, so the task windows are current when inference
+//! resumes early; a redundant pause also stops them (the BPF side's `events_paused`, switched by
+//! the predictor), since with stale predictions they cost every placement more (run 50). A period with fewer samples than the minimum (idle machine, no model output yet,
 //! `--observe-only`, which follows nothing) decides nothing.
+
+use crate::stats::BpfCounters;
 
 /// The BPF side's cumulative counters the gate reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,6 +46,19 @@ pub struct PlacementCounts {
     pub idle_found: u64,
     /// Wake-ups that found no CPU idle (`nr_select_no_idle`).
     pub no_idle: u64,
+}
+
+impl PlacementCounts {
+    /// The gate's inputs among the BPF side's counters.
+    pub fn from_bpf(bpf: &BpfCounters) -> Self {
+        Self {
+            followed: bpf.nr_pred_applied,
+            moved: bpf.nr_pred_moved,
+            busy: bpf.nr_pred_busy,
+            idle_found: bpf.nr_pred_applied_select + bpf.nr_direct_idle,
+            no_idle: bpf.nr_select_no_idle,
+        }
+    }
 }
 
 /// Settings of the [`FollowGate`].
@@ -235,6 +251,31 @@ mod tests {
             idle_found,
             no_idle,
         }
+    }
+
+    /// The gate reads the BPF counters the module documentation names.
+    #[test]
+    fn counts_come_from_the_named_bpf_counters() {
+        let bpf = BpfCounters {
+            nr_pred_applied: 10,
+            nr_pred_moved: 2,
+            nr_pred_busy: 30,
+            nr_pred_applied_select: 7,
+            nr_direct_idle: 40,
+            nr_select_no_idle: 50,
+            nr_pred_prev_idle: 99,
+            ..BpfCounters::default()
+        };
+        assert_eq!(
+            PlacementCounts::from_bpf(&bpf),
+            PlacementCounts {
+                followed: 10,
+                moved: 2,
+                busy: 30,
+                idle_found: 47,
+                no_idle: 50,
+            }
+        );
     }
 
     /// A saturated machine (1 % followed, hackbench's share; 2 % of wake-ups finding an idle

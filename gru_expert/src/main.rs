@@ -88,8 +88,8 @@ struct Opts {
 
     /// Pause inference, as for --min-followed-pct, while fewer than this percent of the usable
     /// predictions moved a task off its previous CPU: the others kept tasks where the fallback
-    /// keeps them without a model (0: never). No early resume: the probe after the pause
-    /// decides.
+    /// keeps them without a model (0: never). Such a pause also stops the BPF side's events;
+    /// no early resume: the probe after the pause decides.
     #[arg(long, default_value_t = 1.0)]
     min_moved_pct: f64,
 
@@ -411,13 +411,7 @@ fn main() -> Result<()> {
                 || wait(*next.borrow()),
                 || {
                     let bss = skel.maps.bss_data.as_ref().expect("BPF bss");
-                    PlacementCounts {
-                        followed: bss.nr_pred_applied,
-                        moved: bss.nr_pred_moved,
-                        busy: bss.nr_pred_busy,
-                        idle_found: bss.nr_pred_applied_select + bss.nr_direct_idle,
-                        no_idle: bss.nr_select_no_idle,
-                    }
+                    PlacementCounts::from_bpf(&bpf_counters(bss))
                 },
                 || tick(&mut next.borrow_mut()),
             )

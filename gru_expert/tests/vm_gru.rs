@@ -112,21 +112,26 @@ fn results(outcome: &VmOutcome) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn check_lifecycle(r: &BTreeMap<String, String>) {
+/// The guest SCRIPT's lifecycle for a scheduler whose ops name starts with `ops`: EEVDF before,
+/// `enabled` once started and still during the workload (whose `stress_rc` is 0), a clean exit
+/// on SIGINT and `disabled` after it.
+fn check_attach_and_detach(r: &BTreeMap<String, String>, ops: &str) {
     assert_eq!(r["before"], "disabled", "{r:?}");
     assert_eq!(r["attached"], "enabled", "{r:?}");
-    assert!(r["ops"].starts_with("gru"), "ops {:?}", r["ops"]);
+    assert!(r["ops"].starts_with(ops), "ops {:?}", r["ops"]);
     assert_eq!(r["stress_rc"], "0", "the workload failed: {r:?}");
+    assert_eq!(r["during"], "enabled", "{ops} left during the load: {r:?}");
+    assert_eq!(r["sched_rc"], "0", "{r:?}");
+    assert_eq!(r["after"], "disabled", "{r:?}");
+}
+
+/// scx_gru's lifecycle under MANY_TASKS: both of its phases completed.
+fn check_lifecycle(r: &BTreeMap<String, String>) {
+    check_attach_and_detach(r, "gru");
     assert_eq!(
         r["stress_light_rc"], "0",
         "the light workload failed: {r:?}"
     );
-    assert_eq!(
-        r["during"], "enabled",
-        "scx_gru left during the load: {r:?}"
-    );
-    assert_eq!(r["sched_rc"], "0", "{r:?}");
-    assert_eq!(r["after"], "disabled", "{r:?}");
 }
 
 #[test]
@@ -418,15 +423,5 @@ fn vm_floor_control_attaches_runs_a_load_and_detaches() {
     run.vm.timeout = Duration::from_secs(180);
     let outcome = lab.run(&run).expect("the lab VM ran");
     eprintln!("---- guest (floor) ----\n{}", outcome.script_output());
-    let r = results(&outcome);
-    assert_eq!(r["before"], "disabled", "{r:?}");
-    assert_eq!(r["attached"], "enabled", "{r:?}");
-    assert!(r["ops"].starts_with("floor"), "ops {:?}", r["ops"]);
-    assert_eq!(r["stress_rc"], "0", "the workload failed: {r:?}");
-    assert_eq!(
-        r["during"], "enabled",
-        "scx_floor left during the load: {r:?}"
-    );
-    assert_eq!(r["sched_rc"], "0", "{r:?}");
-    assert_eq!(r["after"], "disabled", "{r:?}");
+    check_attach_and_detach(&results(&outcome), "floor");
 }
