@@ -26,8 +26,10 @@
 //!   that passes resets it.
 //!
 //! Events keep flowing during a busy pause, so the task windows are current when inference
-//! resumes early; a redundant pause also stops them (the BPF side's `events_paused`, switched by
-//! the predictor), since with stale predictions they cost every placement more (run 50). A period with fewer samples than the minimum (idle machine, no model output yet,
+//! resumes early. A redundant pause also pauses the model on the BPF side (its `model_paused`,
+//! switched by the predictor): placements skip the prediction lookup and send no events, as
+//! without a model, since stale predictions and events cost every placement more (run 50).
+//! A period with fewer samples than the minimum (idle machine, no model output yet,
 //! `--observe-only`, which follows nothing) decides nothing.
 
 use crate::stats::BpfCounters;

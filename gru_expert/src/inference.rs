@@ -170,13 +170,14 @@ pub struct Predictor<M: PredictionMap = MapHandle> {
     logged_errors: u32,
     budget: InferenceBudget,
     gate: FollowGate,
-    /// Tells the BPF side to stop or resume events (`events_paused`), if set.
-    event_switch: Option<EventSwitch>,
-    events_paused: bool,
+    /// Tells the BPF side to pause or resume the model (`model_paused`), if set.
+    pause_switch: Option<PauseSwitch>,
+    bpf_paused: bool,
 }
 
-/// Stops (true) or resumes (false) the BPF side's events.
-pub type EventSwitch = Box<dyn FnMut(bool) -> Result<()>>;
+/// Pauses (true) or resumes (false) the model on the BPF side: while paused it neither looks
+/// up predictions nor sends events, placing every task as the no-model policy does.
+pub type PauseSwitch = Box<dyn FnMut(bool) -> Result<()>>;
 
 impl<M: PredictionMap> Predictor<M> {
     /// A predictor writing into `pid_to_cpu`.
@@ -209,30 +210,32 @@ impl<M: PredictionMap> Predictor<M> {
             logged_errors: 0,
             budget: InferenceBudget::new(config.budget_ns_per_s, now),
             gate: FollowGate::new(config.gate, now, PlacementCounts::default()),
-            event_switch: None,
-            events_paused: false,
+            pause_switch: None,
+            bpf_paused: false,
         }
     }
 
-    /// Lets the predictor stop the BPF side's events while inference is paused as redundant
-    /// (nothing would read them), and resume them when it probes again.
-    pub fn set_event_switch(&mut self, switch: EventSwitch) {
-        self.event_switch = Some(switch);
+    /// Lets the predictor pause the model on the BPF side while inference is paused as
+    /// redundant (its predictions would change nothing, its events feed nothing), and resume
+    /// it when it probes again.
+    pub fn set_pause_switch(&mut self, switch: PauseSwitch) {
+        self.pause_switch = Some(switch);
     }
 
-    /// Stops or resumes the events, if there is a switch and it changes anything.
-    fn switch_events(&mut self, paused: bool) {
-        if self.events_paused == paused {
+    /// Pauses or resumes the model on the BPF side, if there is a switch and it changes
+    /// anything.
+    fn switch_bpf_pause(&mut self, paused: bool) {
+        if self.bpf_paused == paused {
             return;
         }
-        let Some(switch) = self.event_switch.as_mut() else {
+        let Some(switch) = self.pause_switch.as_mut() else {
             return;
         };
         match switch(paused) {
-            Ok(()) => self.events_paused = paused,
+            Ok(()) => self.bpf_paused = paused,
             Err(e) => self.count_failure(
                 |c| &c.map_update_errors,
-                || format!("events_paused update failed: {e:#}"),
+                || format!("model_paused update failed: {e:#}"),
             ),
         }
     }
@@ -256,15 +259,15 @@ impl<M: PredictionMap> Predictor<M> {
                 debug!("inference paused for {} ms: {why}", ns / 1_000_000);
                 // Busy pauses keep the events: the windows must be current for an early resume.
                 if reason == PauseReason::Redundant {
-                    self.switch_events(true);
+                    self.switch_bpf_pause(true);
                 }
             }
             GateChange::Probing => {
-                self.switch_events(false);
+                self.switch_bpf_pause(false);
                 debug!("inference probing after its pause");
             }
             GateChange::ResumedIdle => {
-                self.switch_events(false);
+                self.switch_bpf_pause(false);
                 debug!("inference resumed: wake-ups find idle CPUs");
             }
             GateChange::None => {}
@@ -562,7 +565,7 @@ mod tests {
         let (mut p, _) = predictor_with_gate(1_000_000_000, 8, gate);
         let switched: Rc<RefCell<Vec<bool>>> = Rc::default();
         let record = switched.clone();
-        p.set_event_switch(Box::new(move |paused| {
+        p.set_pause_switch(Box::new(move |paused| {
             record.borrow_mut().push(paused);
             Ok(())
         }));

@@ -88,8 +88,9 @@ struct Opts {
 
     /// Pause inference, as for --min-followed-pct, while fewer than this percent of the usable
     /// predictions moved a task off its previous CPU: the others kept tasks where the fallback
-    /// keeps them without a model (0: never). Such a pause also stops the BPF side's events;
-    /// no early resume: the probe after the pause decides.
+    /// keeps them without a model (0: never). During such a pause the BPF side places tasks as
+    /// without a model (no prediction lookup, no events); no early resume: the probe after the
+    /// pause decides.
     #[arg(long, default_value_t = 1.0)]
     min_moved_pct: f64,
 
@@ -220,7 +221,6 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_ringbuf_drops: bss.nr_ringbuf_drops,
         nr_events_fresh: bss.nr_events_fresh,
         nr_events_gap: bss.nr_events_gap,
-        nr_events_paused: bss.nr_events_paused,
         nr_ringbuf_wakeups: bss.nr_ringbuf_wakeups,
         nr_pred_applied: bss.nr_pred_applied,
         nr_pred_applied_select: bss.nr_pred_applied_select,
@@ -231,6 +231,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_pred_busy: bss.nr_pred_busy,
         nr_pred_prev_idle: bss.nr_pred_prev_idle,
         nr_pred_ignored: bss.nr_pred_ignored,
+        nr_pred_paused: bss.nr_pred_paused,
         nr_direct_idle: bss.nr_direct_idle,
         nr_shared_enqueued: bss.nr_shared_enqueued,
         nr_pinned_local: bss.nr_pinned_local,
@@ -389,18 +390,18 @@ fn main() -> Result<()> {
                 counters.clone(),
                 config,
             )));
-            let events_paused =
-                MapHandle::try_from(&skel.maps.events_paused).context("handle of events_paused")?;
+            let model_paused =
+                MapHandle::try_from(&skel.maps.model_paused).context("handle of model_paused")?;
             predictor
                 .borrow_mut()
-                .set_event_switch(Box::new(move |paused: bool| {
-                    events_paused
+                .set_pause_switch(Box::new(move |paused: bool| {
+                    model_paused
                         .update(
                             &0u32.to_ne_bytes(),
                             &u32::from(paused).to_ne_bytes(),
                             MapFlags::ANY,
                         )
-                        .context("update events_paused")
+                        .context("update model_paused")
                 }));
             let ring = event_ring(&events, predictor.clone())?;
             let next = RefCell::new(next_stats);

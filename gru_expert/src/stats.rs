@@ -27,9 +27,6 @@ pub struct BpfCounters {
     /// Events not sent: the task had sent one within the event gap.
     #[serde(default)]
     pub nr_events_gap: u64,
-    /// Events not sent: inference paused as redundant (the follow gate).
-    #[serde(default)]
-    pub nr_events_paused: u64,
     /// Ring-buffer submits that woke the poller (a batch waiting or the oldest event old enough).
     #[serde(default)]
     pub nr_ringbuf_wakeups: u64,
@@ -55,6 +52,10 @@ pub struct BpfCounters {
     /// Fallback placements: a usable prediction not followed (`--observe-only`).
     #[serde(default)]
     pub nr_pred_ignored: u64,
+    /// Fallback placements while the model was paused as redundant (the follow gate): no
+    /// prediction looked up, no event sent.
+    #[serde(default)]
+    pub nr_pred_paused: u64,
     /// Fallback placements on an idle CPU found by the kernel (select_cpu).
     pub nr_direct_idle: u64,
     /// Fallback placements in the shared vtime DSQ.
@@ -119,6 +120,7 @@ impl BpfCounters {
             + self.nr_pred_busy
             + self.nr_pred_prev_idle
             + self.nr_pred_ignored
+            + self.nr_pred_paused
     }
 
     /// Mean queue wait in µs of short-burst tasks (`short`) or of the others, if any waited.
@@ -345,7 +347,7 @@ impl StatsSnapshot {
     pub fn summary(&self) -> String {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
         format!(
-            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {}) \
+            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {} paused {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
              queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} busy + {} redundant pauses) \
              infer_us p50 {} p99 {} \
@@ -358,6 +360,7 @@ impl StatsSnapshot {
             self.bpf.nr_pred_disallowed,
             self.bpf.nr_pred_busy,
             self.bpf.nr_pred_prev_idle,
+            self.bpf.nr_pred_paused,
             self.bpf.nr_pinned_local,
             self.bpf.nr_events,
             self.bpf.nr_events_fresh,
@@ -445,12 +448,13 @@ mod tests {
             nr_pred_busy: 4,
             nr_pred_prev_idle: 6,
             nr_pred_ignored: 10,
+            nr_pred_paused: 20,
             nr_pinned_local: 100,
             nr_events_fresh: 7,
             ..Default::default()
         };
         let snap = StatsSnapshot::new("model", None, 1.5, bpf, UserSnapshot::default());
-        assert_eq!(snap.fallbacks, 26);
+        assert_eq!(snap.fallbacks, 46);
         assert_eq!(snap.bpf.mean_wait_us(true), None);
         let waits = BpfCounters {
             nr_waits_short: 4,
@@ -492,6 +496,7 @@ mod tests {
             "nr_prev_kept",
             "nr_pred_ignored",
             "nr_pinned_preempts",
+            "nr_pred_paused",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
         }

@@ -165,6 +165,17 @@ fn vm_gru_with_model_applies_predictions() {
         stats.predictions_applied > saturated.predictions_applied,
         "no prediction followed in the light phase"
     );
+    // In the light phase each stress-ng switch pair stays on its CPU: the followed predictions
+    // keep tasks where they are, inference pauses as redundant, and the BPF side then places
+    // tasks without looking predictions up (2 pauses, 62 280 such placements, 2026-11-26).
+    assert!(
+        stats.user.inference_pauses_redundant > 0,
+        "no redundant pause in the light phase"
+    );
+    assert!(
+        stats.bpf.nr_pred_paused > saturated.bpf.nr_pred_paused,
+        "the BPF side did not place tasks as paused in the light phase"
+    );
 }
 
 /// A nice-19 CPU hog among 32 nice-0 ones on 2 CPUs for 15 s: with weighted virtual time it

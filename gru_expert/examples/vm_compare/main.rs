@@ -541,6 +541,11 @@ impl Default for Args {
     }
 }
 
+/// The options, for `--help` and the error on an unknown one.
+const USAGE: &str =
+    "[--rounds N] [--seconds S] [--out DIR] [--schedulers eevdf,A,B] [--loads A,B] \
+    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--from-out GUEST_OUT_DIR]";
+
 fn parse_args() -> Result<Args> {
     let mut args = Args::default();
     let mut it = std::env::args().skip(1);
@@ -558,10 +563,14 @@ fn parse_args() -> Result<Args> {
             "--wakeup-latency" => args.wakeup_latency = true,
             "--profile-scheduler" => args.profile_scheduler = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
-            other => bail!(
-                "unknown argument {other:?} (--rounds N, --seconds S, --out DIR, --schedulers A,B, \
-                 --loads A,B, --bpf-prog-stats, --wakeup-latency, --profile-scheduler, --from-out GUEST_OUT_DIR)"
-            ),
+            "--help" | "-h" => {
+                println!(
+                    "usage: vm_compare {USAGE}\n(the module documentation in {} explains each)",
+                    file!()
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} ({USAGE})"),
         }
     }
     ensure!(

@@ -13,7 +13,8 @@
  * buffer, except where an event cannot change a placement: a task with a
  * prediction young enough, a task that sent one within the last event gap, a
  * single-CPU task and scx_gru's own threads. A full ring buffer drops the event
- * and counts the drop.
+ * and counts the drop. While user space pauses the model as redundant
+ * (model_paused), placements neither look up predictions nor send events.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -33,7 +34,10 @@ const volatile u64 slice_min_ns = 0;
 const volatile u64 prediction_ttl_ns = 100ULL * 1000 * 1000;
 /* Thread group of scx_gru itself: its threads are never queued behind the load. */
 const volatile u32 usersched_tgid;
-/* Send task events to user space (false when no model is loaded). */
+/*
+ * A model is loaded: look up its predictions and send task events to user
+ * space (false: the no-model policy, no lookup, no event).
+ */
 const volatile bool send_events = true;
 /*
  * Follow fresh predictions (--observe-only turns it off: the model runs and
@@ -134,7 +138,6 @@ u64 nr_events;			/* events written to the ring buffer */
 u64 nr_ringbuf_drops;		/* events lost: ring buffer full */
 u64 nr_events_fresh;		/* events not sent: the task's prediction is young enough */
 u64 nr_events_gap;		/* events not sent: the task sent one within the event gap */
-u64 nr_events_paused;		/* events not sent: inference paused as redundant */
 u64 nr_ringbuf_wakeups;		/* submits that woke the poller */
 u64 nr_pred_applied;		/* placed on the predicted CPU */
 u64 nr_pred_applied_select;	/*   ... of which in select_cpu */
@@ -146,6 +149,7 @@ u64 nr_pred_disallowed;		/* predicted CPU not allowed by the cpumask / out of ra
 u64 nr_pred_busy;		/* predicted CPU not idle */
 u64 nr_pred_prev_idle;		/* another CPU predicted, the idle previous CPU kept */
 u64 nr_pred_ignored;		/* a usable prediction not followed (--observe-only) */
+u64 nr_pred_paused;		/* the model paused as redundant: no lookup, no event */
 /* Where fallback placements went: */
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
@@ -179,17 +183,20 @@ struct {
 
 /*
  * Written by user space: non-zero while inference is paused as redundant (its
- * follow gate), when events would only feed windows nobody reads. Without
- * events the placement path is also at its cheapest: stale predictions made it
- * look up the task's storage and the clock for every placement (lab: 2.7x the
- * events and a slower io than with inference running).
+ * follow gate found that the predictions it followed kept tasks where the
+ * fallback keeps them). Placements then take the no-model path: no prediction
+ * lookup (stale ones cost a hash lookup and a clock read for nothing) and no
+ * event (it would only feed windows nobody reads; stale predictions made every
+ * placement look up the task's storage and the clock too: lab run 50, 2.7x
+ * the events and a slower io than with inference running). The probe that
+ * ends the pause clears it.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
 	__type(value, u32);
-} events_paused SEC(".maps");
+} model_paused SEC(".maps");
 
 /* Per-task state kept by the program. */
 struct task_ctx {
@@ -237,6 +244,15 @@ static __always_inline bool vtime_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
+/* Whether user space paused the model as redundant (see model_paused). */
+static __always_inline bool is_model_paused(void)
+{
+	u32 zero = 0;
+	u32 *paused = bpf_map_lookup_elem(&model_paused, &zero);
+
+	return paused && *paused;
+}
+
 /*
  * Send the features of @p, placed on @cpu, to user space; @pred_age_ns is the
  * age of the task's prediction (U64 max if it has none). @tctx is the task's
@@ -253,16 +269,10 @@ static void send_event(struct task_struct *p, struct task_ctx *tctx, s32 cpu, u3
 {
 	struct gru_task_event *ev;
 	u64 now, waiting;
-	u32 zero = 0;
-	u32 *paused;
 
-	if (!send_events)
+	/* No model, or paused: the placement was counted in nr_pred_paused. */
+	if (!send_events || is_model_paused())
 		return;
-	paused = bpf_map_lookup_elem(&events_paused, &zero);
-	if (paused && *paused) {
-		stat_inc(&nr_events_paused);
-		return;
-	}
 	if (pred_age_ns < event_refresh_ns) {
 		stat_inc(&nr_events_fresh);
 		return;
@@ -323,6 +333,7 @@ enum pred_miss {
 	PRED_BUSY,
 	PRED_PREV_IDLE,
 	PRED_IGNORED,
+	PRED_PAUSED,
 };
 
 /*
@@ -339,6 +350,15 @@ static s32 predicted_cpu(struct task_struct *p, enum pred_miss *miss, u64 *age_n
 	s32 cpu;
 
 	*age_ns = (u64)-1;
+	/* No model: nothing ever writes pid_to_cpu, no lookup. */
+	if (!send_events) {
+		*miss = PRED_MISSING;
+		return -1;
+	}
+	if (is_model_paused()) {
+		*miss = PRED_PAUSED;
+		return -1;
+	}
 	pred = bpf_map_lookup_elem(&pid_to_cpu, &pid);
 	if (!pred) {
 		*miss = PRED_MISSING;
@@ -383,6 +403,9 @@ static void count_fallback(enum pred_miss miss)
 		break;
 	case PRED_IGNORED:
 		stat_inc(&nr_pred_ignored);
+		break;
+	case PRED_PAUSED:
+		stat_inc(&nr_pred_paused);
 		break;
 	default:
 		stat_inc(&nr_pred_busy);
@@ -705,10 +728,16 @@ static bool dispatch_affine(s32 cpu)
 
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 {
-	if (dispatch_affinity_ns && dispatch_affine(cpu))
-		return;
-	if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0))
-		return;
+	/*
+	 * An empty shared DSQ (a CPU going idle on a light load: most
+	 * dispatches) skips the iterator and the move, each a DSQ lookup.
+	 */
+	if (scx_bpf_dsq_nr_queued(GRU_FALLBACK_DSQ)) {
+		if (dispatch_affinity_ns && dispatch_affine(cpu))
+			return;
+		if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0))
+			return;
+	}
 	/*
 	 * Nothing else to run here: @prev, out of slice, keeps the CPU. Left to
 	 * the kernel, it would get the default slice (SCX_SLICE_DFL, 20 ms: the
