@@ -113,6 +113,9 @@ pub struct InferenceConfig {
     pub max_batch: usize,
     /// When inference pauses because its predictions cannot be followed.
     pub gate: GateConfig,
+    /// A busy pause pauses the model on the BPF side too (no prediction lookup, no events),
+    /// as a redundant pause does; off, events keep the task windows current for the resume.
+    pub busy_pause_stops_events: bool,
 }
 
 /// Time spent on inference in the current one-second period.
@@ -257,8 +260,9 @@ impl<M: PredictionMap> Predictor<M> {
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 debug!("inference paused for {} ms: {why}", ns / 1_000_000);
-                // Busy pauses keep the events: the windows must be current for an early resume.
-                if reason == PauseReason::Redundant {
+                // Busy pauses keep the events unless told otherwise: the windows are current
+                // when inference resumes.
+                if reason == PauseReason::Redundant || self.config.busy_pause_stops_events {
                     self.switch_bpf_pause(true);
                 }
             }
@@ -484,6 +488,7 @@ mod tests {
             budget_ns_per_s,
             max_batch,
             gate,
+            busy_pause_stops_events: false,
         };
         let p = Predictor::new(model, written.clone(), Arc::default(), config);
         (p, written)
@@ -552,7 +557,7 @@ mod tests {
     }
 
     /// A redundant pause stops the BPF side's events and the probe after it resumes them; a
-    /// busy pause keeps them (its early resume needs current windows).
+    /// busy pause keeps them by default (its early resume finds current windows).
     #[test]
     #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
     fn redundant_pauses_stop_the_events_until_the_probe() {
@@ -593,6 +598,42 @@ mod tests {
             (user.inference_pauses, user.inference_pauses_redundant),
             (1, 1)
         );
+    }
+
+    /// With `busy_pause_stops_events`, a busy pause pauses the BPF side too, and the early
+    /// resume (wake-ups find idle CPUs again) resumes it.
+    #[test]
+    #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
+    fn busy_pauses_can_stop_the_events_until_the_resume() {
+        let gate = GateConfig {
+            period_ns: 1_000_000,
+            ..GateConfig::default()
+        };
+        let (mut p, _) = predictor_with_gate(1_000_000_000, 8, gate);
+        p.config.busy_pause_stops_events = true;
+        let switched: Rc<RefCell<Vec<bool>>> = Rc::default();
+        let record = switched.clone();
+        p.set_pause_switch(Box::new(move |paused| {
+            record.borrow_mut().push(paused);
+            Ok(())
+        }));
+        std::thread::sleep(Duration::from_millis(2));
+        // 100 usable, none followed: busy.
+        let busy = PlacementCounts {
+            busy: 100,
+            ..PlacementCounts::default()
+        };
+        p.observe_placements(busy);
+        assert_eq!(*switched.borrow(), [true]);
+        assert!(!p.gate.allows(monotonic_ns()));
+        std::thread::sleep(Duration::from_millis(2));
+        // 100 wake-ups that all found an idle CPU: the pause ends, the events resume.
+        p.observe_placements(PlacementCounts {
+            idle_found: 100,
+            ..busy
+        });
+        assert_eq!(*switched.borrow(), [true, false]);
+        assert!(p.gate.allows(monotonic_ns()));
     }
 
     #[test]

@@ -94,6 +94,13 @@ struct Opts {
     #[arg(long, default_value_t = 1.0)]
     min_moved_pct: f64,
 
+    /// During a pause for busy CPUs (--min-followed-pct), place tasks as without a model too,
+    /// as during a redundant pause: no prediction lookup and no events (which otherwise keep
+    /// the task windows current for the resume, at the cost of the event path and the poller's
+    /// wake-ups on a saturated machine).
+    #[arg(long)]
+    busy_pause_stops_events: bool,
+
     /// Keep scx_gru's own thread first on its CPU after its slice too, not only when it wakes
     /// up (the default before 2026-11-26). Without it, a model run that outlasts its slice
     /// queues by vtime like any task instead of holding the CPU until it is done.
@@ -383,6 +390,7 @@ fn main() -> Result<()> {
                     min_moved_pct: opts.min_moved_pct.clamp(0.0, 100.0),
                     ..GateConfig::default()
                 },
+                busy_pause_stops_events: opts.busy_pause_stops_events,
             };
             let predictor = Rc::new(RefCell::new(Predictor::new(
                 *model,
