@@ -114,7 +114,8 @@ pub struct InferenceConfig {
     /// When inference pauses because its predictions cannot be followed.
     pub gate: GateConfig,
     /// A busy pause pauses the model on the BPF side too (no prediction lookup, no events),
-    /// as a redundant pause does; off, events keep the task windows current for the resume.
+    /// as a redundant pause does (`scx_gru`'s default); off, events keep the task windows
+    /// current for the resume.
     pub busy_pause_stops_events: bool,
 }
 
@@ -260,8 +261,8 @@ impl<M: PredictionMap> Predictor<M> {
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 debug!("inference paused for {} ms: {why}", ns / 1_000_000);
-                // Busy pauses keep the events unless told otherwise: the windows are current
-                // when inference resumes.
+                // Busy pauses keep the events if told to: the windows are current when
+                // inference resumes.
                 if reason == PauseReason::Redundant || self.config.busy_pause_stops_events {
                     self.switch_bpf_pause(true);
                 }
@@ -557,7 +558,7 @@ mod tests {
     }
 
     /// A redundant pause stops the BPF side's events and the probe after it resumes them; a
-    /// busy pause keeps them by default (its early resume finds current windows).
+    /// busy pause keeps them without `busy_pause_stops_events`.
     #[test]
     #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
     fn redundant_pauses_stop_the_events_until_the_probe() {

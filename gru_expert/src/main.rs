@@ -79,7 +79,8 @@ struct Opts {
 
     /// Pause inference while fewer than this percent of the usable predictions (fresh, allowed)
     /// could be followed because their CPU was busy, measured over 250 ms periods with at
-    /// least 50 of them (0: never pause). A pause ends early once half the wake-ups of a period
+    /// least 50 of them (0: never pause); with fewer, while fewer than this percent of at
+    /// least 50 wake-ups found an idle CPU. A pause ends early once half the wake-ups of a period
     /// find an idle CPU; otherwise it lasts 1 s, doubling up to 8 s while the probe after each
     /// one fails. In the lab, saturated loads followed ~1 % (hackbench; its inference cost
     /// 6-13 % of its throughput), light ones 74-100 %.
@@ -94,12 +95,13 @@ struct Opts {
     #[arg(long, default_value_t = 1.0)]
     min_moved_pct: f64,
 
-    /// During a pause for busy CPUs (--min-followed-pct), place tasks as without a model too,
-    /// as during a redundant pause: no prediction lookup and no events (which otherwise keep
-    /// the task windows current for the resume, at the cost of the event path and the poller's
-    /// wake-ups on a saturated machine).
+    /// Keep the events flowing during a pause for busy CPUs (--min-followed-pct), so that the
+    /// task windows are current when inference resumes (the default before 2026-11-26).
+    /// Without it such a pause places tasks as without a model, as a redundant pause does: no
+    /// prediction lookup and no events (hackbench: scx_gru at 1.7 % of a CPU instead of 4.6 %,
+    /// throughput the same, lab run 59).
     #[arg(long)]
-    busy_pause_stops_events: bool,
+    busy_pause_keeps_events: bool,
 
     /// Keep scx_gru's own thread first on its CPU after its slice too, not only when it wakes
     /// up (the default before 2026-11-26). Without it, a model run that outlasts its slice
@@ -390,7 +392,7 @@ fn main() -> Result<()> {
                     min_moved_pct: opts.min_moved_pct.clamp(0.0, 100.0),
                     ..GateConfig::default()
                 },
-                busy_pause_stops_events: opts.busy_pause_stops_events,
+                busy_pause_stops_events: !opts.busy_pause_keeps_events,
             };
             let predictor = Rc::new(RefCell::new(Predictor::new(
                 *model,

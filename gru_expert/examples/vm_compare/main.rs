@@ -16,8 +16,9 @@
 //! but every placement is the fallback's), to tell the inference's cost from its placements',
 //! `gru-nogate` (`--min-followed-pct 0`: inference never pauses, as before 2026-11-26, when
 //! its predictions' CPUs are busy), `gru-userfirst` (`--usersched-always-first`: scx_gru's own
-//! thread stays first on its CPU after its slice too, as before 2026-11-26), `gru-busystop`
-//! (`--busy-pause-stops-events`: a busy pause stops the events too), `floor` (scx_floor,
+//! thread stays first on its CPU after its slice too, as before 2026-11-26), `gru-busykeep`
+//! (`--busy-pause-keeps-events`: a busy pause keeps the events, as before 2026-11-26; run 59
+//! measured the opposite as `gru-busystop`), `floor` (scx_floor,
 //! this crate's control: the kernel's idle-CPU selection and one global FIFO, the cheapest
 //! sched_ext scheduler; what a load loses under it is sched_ext's own cost),
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
@@ -110,7 +111,7 @@ const SCHEDULERS: [&str; 19] = [
     "gru-observe",
     "gru-nogate",
     "gru-userfirst",
-    "gru-busystop",
+    "gru-busykeep",
     "gru-fallback",
     "gru-preempt",
     "gru-nopreempt",
@@ -228,7 +229,7 @@ start() {
     gru-observe) gru gru-observe $2 --observe-only ;;
     gru-nogate) gru gru-nogate $2 --min-followed-pct 0 ;;
     gru-userfirst) gru gru-userfirst $2 --usersched-always-first ;;
-    gru-busystop) gru gru-busystop $2 --busy-pause-stops-events ;;
+    gru-busykeep) gru gru-busykeep $2 --busy-pause-keeps-events ;;
     gru-fallback) gru gru-fallback $2 --no-model ;;
     gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
     gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;

@@ -13,8 +13,8 @@
  * buffer, except where an event cannot change a placement: a task with a
  * prediction young enough, a task that sent one within the last event gap, a
  * single-CPU task and scx_gru's own threads. A full ring buffer drops the event
- * and counts the drop. While user space pauses the model as redundant
- * (model_paused), placements neither look up predictions nor send events.
+ * and counts the drop. While user space pauses the model (model_paused),
+ * placements neither look up predictions nor send events.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -187,14 +187,15 @@ struct {
 } pid_to_cpu SEC(".maps");
 
 /*
- * Written by user space: non-zero while inference is paused as redundant (its
- * follow gate found that the predictions it followed kept tasks where the
- * fallback keeps them). Placements then take the no-model path: no prediction
+ * Written by user space: non-zero while its follow gate pauses inference, as
+ * redundant (the predictions it followed kept tasks where the fallback keeps
+ * them) or, unless --busy-pause-keeps-events, because the CPUs are busy (they
+ * could not be followed). Placements then take the no-model path: no prediction
  * lookup (stale ones cost a hash lookup and a clock read for nothing) and no
  * event (it would only feed windows nobody reads; stale predictions made every
  * placement look up the task's storage and the clock too: lab run 50, 2.7x
- * the events and a slower io than with inference running). The probe that
- * ends the pause clears it.
+ * the events and a slower io than with inference running). The probe or early
+ * resume that ends the pause clears it.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
