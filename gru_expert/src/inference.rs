@@ -220,8 +220,9 @@ impl<M: PredictionMap> Predictor<M> {
     }
 
     /// Lets the predictor pause the model on the BPF side while inference is paused as
-    /// redundant (its predictions would change nothing, its events feed nothing), and resume
-    /// it when it probes again.
+    /// redundant (its predictions would change nothing, its events feed nothing) or, with
+    /// [`InferenceConfig::busy_pause_stops_events`], as busy, and resume it when the gate
+    /// probes again or resumes early.
     pub fn set_pause_switch(&mut self, switch: PauseSwitch) {
         self.pause_switch = Some(switch);
     }
