@@ -57,6 +57,11 @@ pub struct PlacementCounts {
 }
 
 impl PlacementCounts {
+    /// Wake-ups that select_cpu counted as finding an idle CPU or none.
+    fn wakeups(&self) -> u64 {
+        self.idle_found + self.no_idle
+    }
+
     /// The gate's inputs among the BPF side's counters.
     pub fn from_bpf(bpf: &BpfCounters) -> Self {
         Self {
@@ -173,7 +178,7 @@ impl FollowGate {
             let Some(period) = self.end_period(now_ns, counts) else {
                 return GateChange::None;
             };
-            let wakeups = period.idle_found + period.no_idle;
+            let wakeups = period.wakeups();
             if reason == PauseReason::Busy
                 && wakeups >= min
                 && !below_pct(period.idle_found, wakeups, self.config.resume_idle_pct)
@@ -188,7 +193,7 @@ impl FollowGate {
             return GateChange::None;
         };
         let usable = period.followed + period.busy;
-        let wakeups = period.idle_found + period.no_idle;
+        let wakeups = period.wakeups();
         let reason = if usable < min {
             // Too few predictions to judge them, but the machine may show that they could not
             // be followed: a prediction is followed only onto an idle CPU.

@@ -52,8 +52,8 @@ pub struct BpfCounters {
     /// Fallback placements: a usable prediction not followed (`--observe-only`).
     #[serde(default)]
     pub nr_pred_ignored: u64,
-    /// Fallback placements while the model was paused as redundant (the follow gate): no
-    /// prediction looked up, no event sent.
+    /// Fallback placements while the follow gate paused the model (as redundant, or as busy
+    /// unless `--busy-pause-keeps-events`): no prediction looked up, no event sent.
     #[serde(default)]
     pub nr_pred_paused: u64,
     /// Fallback placements on an idle CPU found by the kernel (select_cpu).

@@ -154,7 +154,7 @@ u64 nr_pred_disallowed;		/* predicted CPU not allowed by the cpumask / out of ra
 u64 nr_pred_busy;		/* predicted CPU not idle */
 u64 nr_pred_prev_idle;		/* another CPU predicted, the idle previous CPU kept */
 u64 nr_pred_ignored;		/* a usable prediction not followed (--observe-only) */
-u64 nr_pred_paused;		/* the model paused as redundant: no lookup, no event */
+u64 nr_pred_paused;		/* the model paused (follow gate): no lookup, no event */
 /* Where fallback placements went: */
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
 u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
@@ -250,7 +250,7 @@ static __always_inline bool vtime_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
-/* Whether user space paused the model as redundant (see model_paused). */
+/* Whether user space paused the model (see model_paused). */
 static __always_inline bool is_model_paused(void)
 {
 	u32 zero = 0;
@@ -276,7 +276,11 @@ static void send_event(struct task_struct *p, struct task_ctx *tctx, s32 cpu, u3
 	struct gru_task_event *ev;
 	u64 now, waiting, cons_pos;
 
-	/* No model, or paused: the placement was counted in nr_pred_paused. */
+	/*
+	 * No model, or paused (predicted_cpu() read model_paused too: an array
+	 * lookup the verifier inlines; passing its answer here would take a
+	 * sixth argument, more than a BPF function call may have).
+	 */
 	if (!send_events || is_model_paused())
 		return;
 	if (pred_age_ns < event_refresh_ns) {
