@@ -20,11 +20,44 @@ pub const SUITES: &[&str] = &["sid", "trixie-backports"];
 /// The meta package that names the current cloud kernel (virtio drivers built in).
 pub const META_PACKAGE: &str = "linux-image-cloud-amd64";
 
-/// Modules of the kernel's package the guest loads at boot, as paths under
-/// `/usr/lib/modules/<release>/` without the compression suffix. `virtio_blk`: the lab's disks
-/// are virtio-blk (qemu's emulated NVMe loses completions under TCG with several I/Os in flight;
-/// see [`crate::vm::DiskBus`]). None of them depends on another module.
-pub const GUEST_MODULES: &[&str] = &["kernel/drivers/block/virtio_blk.ko"];
+/// A module of the kernel's package that the guest loads at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestModule {
+    /// Path under `/usr/lib/modules/<release>/`, without the compression suffix.
+    pub path: &'static str,
+    /// Parameters `insmod` passes (space-separated `name=value`; may be empty).
+    pub args: &'static str,
+}
+
+impl GuestModule {
+    /// The module's file name in the cache and in the guest (`virtio_blk.ko`).
+    pub fn file_name(&self) -> &'static str {
+        module_file_name(self.path)
+    }
+}
+
+/// Modules of the kernel's package the guest loads at boot, in this order (a module after the
+/// ones it depends on: busybox's `insmod` resolves no dependencies).
+/// - `virtio_blk`: the lab's disks are virtio-blk (qemu's emulated NVMe loses completions under
+///   TCG with several I/Os in flight; see [`crate::vm::DiskBus`]).
+/// - `configfs` and `null_blk` (which needs configfs): a guest may create a RAM-backed block
+///   device whose I/Os complete after a fixed delay on a guest timer, through
+///   `/sys/kernel/config/nullb/` — an I/O load whose device time is the same under every
+///   scheduler and does not pass through the host's disk. `nr_devices=0`: none at boot.
+pub const GUEST_MODULES: &[GuestModule] = &[
+    GuestModule {
+        path: "kernel/drivers/block/virtio_blk.ko",
+        args: "",
+    },
+    GuestModule {
+        path: "kernel/fs/configfs/configfs.ko",
+        args: "",
+    },
+    GuestModule {
+        path: "kernel/drivers/block/null_blk/null_blk.ko",
+        args: "nr_devices=0",
+    },
+];
 
 /// Environment variable naming a cached kernel release to boot instead of the latest fetched
 /// (e.g. to continue a calibration on the kernel its table was measured on).
@@ -115,7 +148,7 @@ impl Kernel {
             config: base.join("config"),
             modules: GUEST_MODULES
                 .iter()
-                .map(|m| base.join("modules").join(module_file_name(m)))
+                .map(|m| base.join("modules").join(m.file_name()))
                 .filter(|p| p.is_file())
                 .collect(),
             release: release.to_owned(),
@@ -128,6 +161,16 @@ impl Kernel {
             .iter()
             .find(|p| p.file_stem().and_then(|s| s.to_str()) == Some(name))
             .map(PathBuf::as_path)
+    }
+
+    /// The guest's module load list: one line per cached module in [`GUEST_MODULES`]' order,
+    /// its file name and its `insmod` parameters (`null_blk.ko nr_devices=0`).
+    pub fn module_load_list(&self) -> String {
+        GUEST_MODULES
+            .iter()
+            .filter(|m| self.module(m.file_name().trim_end_matches(".ko")).is_some())
+            .map(|m| format!("{} {}\n", m.file_name(), m.args))
+            .collect()
     }
 
     /// Resolve, download and unpack the current sched_ext kernel into the cache.
@@ -346,9 +389,9 @@ fn fetch_from(cache: &Path, mirror: &str, suite: &str) -> Result<Kernel> {
     std::fs::create_dir_all(dest.join("modules"))?;
     let tree = unpack.join(format!("usr/lib/modules/{release}"));
     for module in GUEST_MODULES {
-        let target = dest.join("modules").join(module_file_name(module));
-        unpack_module(&tree, module, &target)
-            .with_context(|| format!("guest module {module} of {release}"))?;
+        let target = dest.join("modules").join(module.file_name());
+        unpack_module(&tree, module.path, &target)
+            .with_context(|| format!("guest module {} of {release}", module.path))?;
     }
     std::fs::copy(&vmlinuz, dest.join("vmlinuz"))?;
     std::fs::copy(&config, dest.join("config"))?;
@@ -458,9 +501,9 @@ mod tests {
         assert!(status.success());
         assert!(!packed.is_file(), "xz replaced it with .ko.xz");
         let target = dir.path().join("virtio_blk.ko");
-        unpack_module(&tree, GUEST_MODULES[0], &target).unwrap();
+        unpack_module(&tree, GUEST_MODULES[0].path, &target).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), elf);
-        assert_eq!(module_file_name(GUEST_MODULES[0]), "virtio_blk.ko");
+        assert_eq!(GUEST_MODULES[0].file_name(), "virtio_blk.ko");
         // Missing, or not an ELF file after decompression: an error naming it.
         let err = unpack_module(&tree, "kernel/drivers/block/nbd.ko", &target).unwrap_err();
         assert!(err.to_string().contains("nbd.ko"), "{err}");
@@ -505,6 +548,13 @@ mod tests {
         let modules = kernels.join("7.3.4+deb13-cloud-amd64/modules");
         std::fs::create_dir_all(&modules).unwrap();
         std::fs::write(modules.join("virtio_blk.ko"), "\x7fELF").unwrap();
+        // Not complete with one of its modules either (a kernel cached before null_blk).
+        assert!(Kernel::cached_release(cache.path(), None)
+            .unwrap()
+            .is_none());
+        for module in &GUEST_MODULES[1..] {
+            std::fs::write(modules.join(module.file_name()), "\x7fELF").unwrap();
+        }
         let release =
             |wanted| Kernel::cached_release(cache.path(), wanted).map(|k| k.map(|k| k.release));
         assert_eq!(
@@ -532,6 +582,13 @@ mod tests {
             current.module("virtio_blk"),
             Some(modules.join("virtio_blk.ko").as_path())
         );
+        // The guest loads them in order, configfs before null_blk (which needs it), with
+        // their parameters; the older kernel loads none.
+        assert_eq!(
+            current.module_load_list(),
+            "virtio_blk.ko \nconfigfs.ko \nnull_blk.ko nr_devices=0\n"
+        );
+        assert_eq!(older.module_load_list(), "");
         let err = release(Some("6.1.0-cloud-amd64")).unwrap_err().to_string();
         assert!(
             err.contains("ASA_LAB_KERNEL=6.1.0-cloud-amd64")

@@ -14,6 +14,7 @@
 pub mod image;
 pub mod kernel;
 pub mod rootfs;
+pub mod timer_disk;
 pub mod vm;
 pub mod work_disk;
 

@@ -51,10 +51,11 @@ disk() {
   findfs LABEL=$1 2>/dev/null
 }
 if grep -qw asa.rootfs /proc/cmdline; then
-  # The kernel's modules the lab brings (the virtio block driver of the disks).
-  for m in /lib/modules/*.ko; do
-    [ -f "$m" ] && { insmod "$m" || echo "ASA-LAB: cannot load module $m"; }
-  done
+  # The kernel's modules the lab brings (the virtio block driver of the disks, null_blk), in
+  # the order of the load list, with their parameters.
+  while read -r m args; do
+    insmod "/lib/modules/$m" $args || echo "ASA-LAB: cannot load module $m"
+  done < /lib/modules/load.list
   # A Debian root filesystem on a disk: run the script chrooted into it.
   mkdir -p /rootfs
   if mount -t ext4 "$(disk asa-rootfs)" /rootfs; then
@@ -314,6 +315,7 @@ pub fn add_base_system(image: &mut ImageBuilder, kernel: &Kernel) -> Result<()> 
         let name = module.file_name().context("a module file has a name")?;
         image.file(module, Path::new("/lib/modules").join(name))?;
     }
+    image.bytes("/lib/modules/load.list", kernel.module_load_list(), 0o644)?;
     for d in ["/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/etc"] {
         image.dir(d)?;
     }
@@ -547,7 +549,7 @@ mod tests {
     #[test]
     fn init_loads_modules_before_mounting_disks() {
         let rootfs = INIT.find("if grep -qw asa.rootfs").unwrap();
-        let insmod = INIT.find("insmod \"$m\"").unwrap();
+        let insmod = INIT.find("insmod \"/lib/modules/$m\" $args").unwrap();
         let mount = INIT.find("mount -t ext4 \"$(disk asa-rootfs)\"").unwrap();
         assert!(rootfs < insmod && insmod < mount);
     }

@@ -71,6 +71,11 @@
 //! several I/Os in flight — every io8 run and a third of the mixed runs stalled ~60 s under
 //! every scheduler — so io8 was left out; the lab's disks are virtio-blk since, and
 //! `ASA_LAB_DISK=nvme` reproduces the runs before.)
+//! `--io-timer-disk US` puts the I/O loads' files (io, io8, the mixed load's I/O part) on the
+//! lab's timer disk instead (`asa_lab::timer_disk`: a RAM-backed null_blk device in the guest
+//! whose every I/O completes US µs after submission on a guest timer): the device time is the
+//! same under every scheduler and nothing passes through the host's disk, the source of most
+//! of the I/O loads' round-to-round scatter. The report names the disk.
 //! Every load runs under `perf stat -a -e context-switches,cpu-migrations`. Per run: events/s
 //! (sysbench: total events / total time), latency avg/p95/max in ms (sysbench), context switches
 //! and migrations per second of wall time, context switches per event (the single sysbench loads:
@@ -250,7 +255,8 @@ stop() {
   echo "# end $1 $2 $(state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" >> $out/runs.txt
   if [ -n "$P" ]; then kill -INT $P; wait $P; waitstate disabled; fi
 }
-mkdir -p /root/sb && cd /root/sb
+__IO_DISK__
+cd /root/sb
 sysbench fileio --file-total-size=64M --file-num=8 prepare > $out/fileio-prepare.txt 2>&1 || exit 3
 getconf CLK_TCK > $out/clk_tck.txt
 perf --version > $out/versions.txt; sysbench --version >> $out/versions.txt; uname -r >> $out/versions.txt
@@ -511,6 +517,10 @@ struct Args {
     /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run; `--loads` may pick some of
     /// the loads it measured.
     from_out: Option<PathBuf>,
+    /// With `Some(µs)` (`--io-timer-disk US`), the I/O loads' files are on the lab's timer disk
+    /// (`asa_lab::timer_disk`: RAM-backed null_blk, every I/O completing after US µs on a guest
+    /// timer) instead of the root filesystem's virtio disk.
+    io_timer_disk_us: Option<u32>,
 }
 
 /// The scx_gru variants named PREFIX + a number N, each with a `PREFIXN` case in the guest
@@ -541,6 +551,7 @@ impl Default for Args {
             wakeup_latency: false,
             profile_scheduler: false,
             from_out: None,
+            io_timer_disk_us: None,
         }
     }
 }
@@ -548,7 +559,8 @@ impl Default for Args {
 /// The options, for `--help` and the error on an unknown one.
 const USAGE: &str =
     "[--rounds N] [--seconds S] [--out DIR] [--schedulers eevdf,A,B] [--loads A,B] \
-    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--from-out GUEST_OUT_DIR]";
+    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--io-timer-disk US] \
+    [--from-out GUEST_OUT_DIR]";
 
 fn parse_args() -> Result<Args> {
     let mut args = Args::default();
@@ -567,6 +579,9 @@ fn parse_args() -> Result<Args> {
             "--wakeup-latency" => args.wakeup_latency = true,
             "--profile-scheduler" => args.profile_scheduler = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
+            "--io-timer-disk" => {
+                args.io_timer_disk_us = Some(value()?.parse().context("--io-timer-disk (µs)")?)
+            }
             "--help" | "-h" => {
                 println!(
                     "usage: vm_compare {USAGE}\n(the module documentation in {} explains each)",
@@ -604,6 +619,37 @@ fn parse_args() -> Result<Args> {
     Ok(args)
 }
 
+/// The guest script's lines that make `/root/sb`, the I/O loads' folder: on the root
+/// filesystem's virtio disk, or with `Some(µs)` on a 512 MiB timer disk whose I/Os complete
+/// after that many µs (`asa_lab::timer_disk`; exit 5 when the guest cannot make it), its
+/// device and I/O scheduler written to `io-disk.txt`.
+fn io_disk_shell(timer_us: Option<u32>) -> String {
+    match timer_us {
+        None => "mkdir -p /root/sb\necho virtio > $out/io-disk.txt".to_owned(),
+        Some(us) => format!(
+            "{}\ndev=$(timer_disk /root/sb {} 512) || exit 5\n\
+             echo \"timer $dev {us} us $(cat /sys/block/${{dev#/dev/}}/queue/scheduler)\" \
+             > $out/io-disk.txt",
+            asa_lab::timer_disk::TIMER_DISK_SH,
+            u64::from(us) * 1000
+        ),
+    }
+}
+
+/// The report's words for the guest's `io-disk.txt` (`virtio`, or `timer DEV US us
+/// [none] mq-deadline`); runs before the file existed used the virtio disk.
+fn describe_io_disk(io_disk: &str) -> String {
+    let words: Vec<&str> = io_disk.split_whitespace().collect();
+    match words.as_slice() {
+        ["timer", dev, us, "us", sched @ ..] => format!(
+            "the timer disk ({dev}: RAM-backed null_blk, every I/O completes {us} µs after \
+             submission on a guest timer; I/O scheduler {}), ext4",
+            sched.join(" ")
+        ),
+        _ => "the root filesystem's virtio-blk disk (a file on the host), ext4".to_owned(),
+    }
+}
+
 /// The guest script for `args`' schedulers, rounds, seconds, loads and BPF program stats.
 fn guest_script(args: &Args) -> String {
     let schedulers = &args.schedulers;
@@ -617,6 +663,7 @@ fn guest_script(args: &Args) -> String {
     SCRIPT
         .replace("__SECONDS__", &args.seconds.to_string())
         .replace("__LOADS__", &args.loads.join(" "))
+        .replace("__IO_DISK__", &io_disk_shell(args.io_timer_disk_us))
         .replace("__BPF_STATS__", if args.bpf_prog_stats { "1" } else { "0" })
         .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
         .replace(
@@ -1013,17 +1060,18 @@ fn wait_table(schedulers: &[String], runs: &[Run]) -> String {
     t
 }
 
-/// Run-queue waits of every scheduler (the kernel's schedstat), per load: time slices per
-/// second and the mean wait before one, for every task and for kernel threads (with their two
+/// Run-queue waits of every scheduler (the kernel's schedstat), per load: how busy the CPUs
+/// were (tasks' run time over the load's wall time), time slices per second and the mean wait
+/// before one, for every task and for kernel threads (with their two
 /// busiest groups), the waits' ratio to EEVDF's, and Jain's fairness index over sysbench's
 /// threads (medians over rounds).
 fn delay_table(schedulers: &[String], runs: &[Run]) -> String {
     const GROUPS: [&str; 2] = ["kworker", "ksoftirqd"];
     let mut t = String::from(
-        "| load | scheduler | slices/s | wait µs / slice | wait / EEVDF | kthread slices/s | \
-         kthread wait µs | kworker µs | ksoftirqd µs | fairness (Jain) |\n",
+        "| load | scheduler | CPU busy % | slices/s | wait µs / slice | wait / EEVDF | \
+         kthread slices/s | kthread wait µs | kworker µs | ksoftirqd µs | fairness (Jain) |\n",
     );
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     let each = |sched: &str, row: &str, f: &dyn Fn(&LoadDelays, f64) -> Option<f64>| {
         median(
             runs.iter()
@@ -1056,7 +1104,8 @@ fn delay_table(schedulers: &[String], runs: &[Run]) -> String {
                     .collect(),
             );
             t.push_str(&format!(
-                "| {load} | {sched} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
+                "| {load} | {sched} | {} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
+                fmt(each(sched, row, &|d, wall| d.busy_pct(wall)), 1),
                 fmt(
                     each(sched, row, &|d, wall| Some(d.all.slices as f64 / wall)),
                     0
@@ -1293,9 +1342,9 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     if runs.iter().any(|r| r.delays.is_some()) {
         table.push_str(&format!(
-            "\nRun-queue waits (the kernel's schedstat, any scheduler: a time slice is a task \
-             starting to run, its wait the time since it was queued) and Jain's fairness index \
-             over sysbench's threads:\n\n{}",
+            "\nRun-queue waits (the kernel's schedstat, any scheduler: CPU busy is the tasks' run \
+             time over the CPUs' wall time, a time slice is a task starting to run, its wait the \
+             time since it was queued) and Jain's fairness index over sysbench's threads:\n\n{}",
             delay_table(&args.schedulers, &runs)
         ));
     }
@@ -1337,6 +1386,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
         );
     }
     let versions = outcome.read_out("versions.txt").unwrap_or_default();
+    let io_disk = outcome.read_out("io-disk.txt").unwrap_or_default();
     // Written by run_guest next to the guest's files (older out folders: the lab's default then).
     let accel = outcome
         .read_out(ACCEL_FILE)
@@ -1403,8 +1453,9 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
         let md = format!(
             "# vm_compare: {} (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
-             --schedulers {}{}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
-             qemu `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\n{table}",
+             --schedulers {}{}{}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
+             qemu `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\nI/O loads' disk: \
+             {}\n\n{table}",
             args.schedulers.join(" vs "),
             args.rounds,
             args.seconds,
@@ -1423,14 +1474,19 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             .filter(|(on, _)| *on)
             .map(|(_, flag)| *flag)
             .collect::<String>(),
+            args.io_timer_disk_us
+                .map(|us| format!(" --io-timer-disk {us}"))
+                .unwrap_or_default(),
             args.rounds,
             accel,
             PROFILE,
-            versions.lines().collect::<Vec<_>>().join(", ")
+            versions.lines().collect::<Vec<_>>().join(", "),
+            describe_io_disk(&io_disk)
         );
         std::fs::write(dir.join("table.md"), md)?;
         let json = serde_json::json!({
             "rounds": args.rounds, "seconds": args.seconds, "versions": versions,
+            "io_disk": io_disk.trim(),
             "runs": runs, "gru_stats": gru_stats,
         });
         std::fs::write(dir.join("runs.json"), serde_json::to_string_pretty(&json)?)?;
@@ -1642,6 +1698,18 @@ mod tests {
     }
 
     #[test]
+    fn the_report_names_the_io_disk() {
+        let timer = describe_io_disk("timer /dev/asa0 100 us [none] mq-deadline\n");
+        assert!(
+            timer.contains("/dev/asa0") && timer.contains("100 µs") && timer.contains("[none]"),
+            "{timer}"
+        );
+        // Runs from before the file, and the virtio disk.
+        assert!(describe_io_disk("").contains("virtio-blk"));
+        assert!(describe_io_disk("virtio\n").contains("virtio-blk"));
+    }
+
+    #[test]
     fn rounds_rotate_the_order() {
         let args = Args {
             rounds: 2,
@@ -1665,6 +1733,19 @@ mod tests {
             ..Args::default()
         };
         assert!(guest_script(&perf).contains("PROF=1\n"));
+        // The I/O loads' folder: on the root filesystem, or on a timer disk of 150 µs.
+        assert!(s.contains("mkdir -p /root/sb\necho virtio > $out/io-disk.txt\ncd /root/sb\n"));
+        let timer = guest_script(&Args {
+            io_timer_disk_us: Some(150),
+            ..Args::default()
+        });
+        assert!(
+            timer.contains("timer_disk() {")
+                && timer.contains("dev=$(timer_disk /root/sb 150000 512) || exit 5\n")
+                && !timer.contains("mkdir -p /root/sb\n")
+                && !timer.contains("__"),
+            "{timer}"
+        );
         let starts: Vec<&str> = s.lines().filter(|l| l.starts_with("start ")).collect();
         assert_eq!(starts[0], "start eevdf 1");
         assert_eq!(starts[4], "start gru 2");

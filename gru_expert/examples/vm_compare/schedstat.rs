@@ -67,6 +67,8 @@ impl Delays {
 struct Snapshot {
     /// Summed over the CPUs of `/proc/schedstat`.
     cpus: Delays,
+    /// The number of CPUs in `/proc/schedstat`.
+    nr_cpus: u32,
     /// Kernel threads by tid: (group name, counters).
     kthreads: BTreeMap<u32, (String, Delays)>,
 }
@@ -81,6 +83,8 @@ pub struct LoadDelays {
     pub kthreads: Delays,
     /// Kernel threads by group.
     pub kthread_groups: BTreeMap<String, Delays>,
+    /// The CPUs the run times are summed over.
+    pub nr_cpus: u32,
 }
 
 impl LoadDelays {
@@ -90,6 +94,7 @@ impl LoadDelays {
         let (before, after) = (parse(before)?, parse(after)?);
         let mut delays = LoadDelays {
             all: after.cpus.since(before.cpus),
+            nr_cpus: after.nr_cpus,
             ..LoadDelays::default()
         };
         for (tid, (group, now)) in &after.kthreads {
@@ -107,6 +112,14 @@ impl LoadDelays {
                 .add(d);
         }
         Ok(delays)
+    }
+
+    /// The share of the CPUs' time that tasks ran (not the idle task) over `wall_s` seconds,
+    /// in percent: what a work-conserving scheduler keeps at 100 % while tasks wait. Interrupts
+    /// are charged to the task they interrupt. None without CPUs or time.
+    pub fn busy_pct(&self, wall_s: f64) -> Option<f64> {
+        (self.nr_cpus > 0 && wall_s > 0.0)
+            .then(|| self.all.run_ns as f64 / (wall_s * 1e9 * f64::from(self.nr_cpus)) * 100.0)
     }
 }
 
@@ -142,6 +155,7 @@ fn parse(text: &str) -> Result<Snapshot> {
     if cpus == 0 {
         bail!("no cpu lines in the /proc/schedstat part of a snapshot");
     }
+    snap.nr_cpus = cpus;
     // "/proc/P/task/T/stat:..." and ".../schedstat:..." lines, joined by tid.
     let mut stat: BTreeMap<u32, (String, bool)> = BTreeMap::new();
     let mut counters: BTreeMap<u32, Delays> = BTreeMap::new();
@@ -251,6 +265,11 @@ mod tests {
             }
         );
         assert_eq!(d.all.mean_wait_us(), Some(4_200.0 / 60.0 / 1e3));
+        // Two CPUs: 10 500 ns of run time in 10 µs of wall time is 52.5 % of them.
+        assert_eq!(d.nr_cpus, 2);
+        let busy = d.busy_pct(10e-6).unwrap();
+        assert!((busy - 52.5).abs() < 1e-9, "{busy}");
+        assert_eq!(d.busy_pct(0.0), None);
         // kworker 7: +1000 run, +600 wait, +3; kworker 8 new: 700, 60, 2; ksoftirqd: 300, 40, 2.
         assert_eq!(
             d.kthread_groups["kworker"],
