@@ -376,6 +376,12 @@ impl TaskWindows {
         true
     }
 
+    /// Forgets every task's events (the event stream had a gap: windows would join events
+    /// from before and after it, a sequence the model never saw).
+    pub fn clear(&mut self) {
+        self.windows.clear();
+    }
+
     /// Forgets tasks not seen since `oldest_ns`; returns how many.
     pub fn evict_older_than(&mut self, oldest_ns: u64) -> usize {
         let before = self.windows.len();

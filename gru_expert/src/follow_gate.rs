@@ -32,7 +32,9 @@
 //!
 //! A pause also pauses the model on the BPF side (its `model_paused`, switched by the
 //! predictor): placements skip the prediction lookup and send no events, as without a model,
-//! since stale predictions and events cost every placement more (run 50). A busy pause keeps
+//! since stale predictions and events cost every placement more (run 50). With no events the
+//! predictor forgets the task windows: after the resume each fills again from new events, not
+//! joined to events from before the pause. A busy pause keeps
 //! the events with `--busy-pause-keeps-events`, so the task windows are current when
 //! inference resumes (scx_gru's CPU on hackbench: 4.6 % against 1.7 %, run 59).
 //! A period with fewer samples than the minimum (idle machine, no model output yet,

@@ -237,7 +237,16 @@ impl<M: PredictionMap> Predictor<M> {
             return;
         };
         match switch(paused) {
-            Ok(()) => self.bpf_paused = paused,
+            Ok(()) => {
+                self.bpf_paused = paused;
+                if paused {
+                    // No events come while paused: after the resume each task's window
+                    // starts again from its first new event instead of joining events from
+                    // both sides of the pause.
+                    self.windows.clear();
+                    self.dirty.clear();
+                }
+            }
             Err(e) => self.count_failure(
                 |c| &c.map_update_errors,
                 || format!("model_paused update failed: {e:#}"),
@@ -602,8 +611,9 @@ mod tests {
         );
     }
 
-    /// With `busy_pause_stops_events`, a busy pause pauses the BPF side too, and the early
-    /// resume (wake-ups find idle CPUs again) resumes it.
+    /// With `busy_pause_stops_events`, a busy pause pauses the BPF side too, and forgets the
+    /// task windows (a task one event short of a full window before it needs a whole window
+    /// after it); the early resume (wake-ups find idle CPUs again) resumes it.
     #[test]
     #[ignore = "needs ONNX Runtime: ORT_DYLIB_PATH or gru_expert/setup_ort.sh"]
     fn busy_pauses_can_stop_the_events_until_the_resume() {
@@ -611,8 +621,10 @@ mod tests {
             period_ns: 1_000_000,
             ..GateConfig::default()
         };
-        let (mut p, _) = predictor_with_gate(1_000_000_000, 8, gate);
+        let (mut p, written) = predictor_with_gate(1_000_000_000, 8, gate);
         p.config.busy_pause_stops_events = true;
+        let window = p.model.meta().window;
+        push_events(&mut p, 7, window - 1);
         let switched: Rc<RefCell<Vec<bool>>> = Rc::default();
         let record = switched.clone();
         p.set_pause_switch(Box::new(move |paused| {
@@ -628,6 +640,9 @@ mod tests {
         p.observe_placements(busy);
         assert_eq!(*switched.borrow(), [true]);
         assert!(!p.gate.allows(monotonic_ns()));
+        // The windows from before the pause are gone: no events come during it.
+        assert_eq!(p.windows.nr_tasks(), 0);
+        assert!(p.dirty.is_empty());
         std::thread::sleep(Duration::from_millis(2));
         // 100 wake-ups that all found an idle CPU: the pause ends, the events resume.
         p.observe_placements(PlacementCounts {
@@ -636,6 +651,14 @@ mod tests {
         });
         assert_eq!(*switched.borrow(), [true, false]);
         assert!(p.gate.allows(monotonic_ns()));
+        // A task predicts again once it has a full window of events from after the pause.
+        let window = p.model.meta().window;
+        push_events(&mut p, 7, window - 1);
+        p.predict();
+        assert!(written.borrow().is_empty(), "predicted from a part window");
+        push_events(&mut p, 7, 1);
+        p.predict();
+        assert_eq!(written.borrow().len(), 1);
     }
 
     #[test]
