@@ -182,6 +182,42 @@ pub fn tcg_accel() -> Result<String> {
     }
 }
 
+/// Environment variable turning on qemu's instruction counting: its value is passed as
+/// `-icount VALUE` (e.g. `shift=2,sleep=off`: every guest instruction takes 2^2 ns of guest
+/// time, and an idle guest's clock jumps to its next timer instead of following the host's).
+/// The guest's clock then counts the instructions it executed, not the host's time: a
+/// measurement in the guest no longer depends on what else the host does, at the price of a
+/// simple cost model (every instruction costs the same; caches are not modelled, as under TCG
+/// anyway). Single-threaded TCG only. Unset (the default): the guest's clock follows the
+/// host's.
+pub const ICOUNT_ENV: &str = "ASA_LAB_ICOUNT";
+
+/// The `-icount` value [`ICOUNT_ENV`] names, if it is set (and not empty); an error with
+/// multi-threaded TCG, which qemu cannot combine with it.
+pub fn icount() -> Result<Option<String>> {
+    match std::env::var(ICOUNT_ENV).as_deref().map(str::trim) {
+        Err(_) | Ok("") => Ok(None),
+        Ok(value) => {
+            if tcg_accel()? != DEFAULT_TCG_ACCEL {
+                bail!("{ICOUNT_ENV} needs single-threaded TCG: unset {TCG_THREAD_ENV}");
+            }
+            if value.contains(char::is_whitespace) {
+                bail!("{ICOUNT_ENV}={value:?}: one -icount value, e.g. shift=2,sleep=off");
+            }
+            Ok(Some(value.to_owned()))
+        }
+    }
+}
+
+/// How qemu emulates the CPUs, for reports: the `-accel` value and the `-icount` one if any
+/// (`tcg,thread=single -icount shift=2,sleep=off`).
+pub fn cpu_emulation() -> Result<String> {
+    Ok(match icount()? {
+        Some(icount) => format!("{} -icount {icount}", tcg_accel()?),
+        None => tcg_accel()?,
+    })
+}
+
 /// Environment variable choosing the disk bus (`virtio` or `nvme`).
 pub const DISK_BUS_ENV: &str = "ASA_LAB_DISK";
 
@@ -358,6 +394,9 @@ pub fn boot(
         cmdline.push_str(&config.extra_cmdline);
     }
     let mut cmd = Command::new(qemu);
+    if let Some(icount) = icount()? {
+        cmd.args(["-icount", &icount]);
+    }
     cmd.args(["-accel", &tcg_accel()?, "-cpu", "max", "-nodefaults"])
         .args(["-m", &config.memory_mib.to_string()])
         .args(["-smp", &config.cpus.to_string()])

@@ -1316,7 +1316,7 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
         outcome.script_output()
     );
     // How qemu emulated the vCPUs (ASA_LAB_TCG_THREAD), for the report, also with --from-out.
-    std::fs::write(outcome.out_dir.join(ACCEL_FILE), asa_lab::vm::tcg_accel()?)
+    std::fs::write(outcome.out_dir.join(ACCEL_FILE), asa_lab::vm::cpu_emulation()?)
         .context("write the accel file")?;
     println!("guest out folder: {}", outcome.out_dir.display());
     Ok(outcome)
