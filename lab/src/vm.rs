@@ -146,6 +146,8 @@ pub struct VmConfig {
     pub work_disk: Option<PathBuf>,
     /// The emulated device of both disks.
     pub disk_bus: DiskBus,
+    /// qemu's `-icount` value (see [`ICOUNT_ENV`], which sets it when this is None).
+    pub icount: Option<String>,
 }
 
 /// The emulated device the guest's disks are attached as.
@@ -195,18 +197,21 @@ pub const ICOUNT_ENV: &str = "ASA_LAB_ICOUNT";
 /// The `-icount` value [`ICOUNT_ENV`] names, if it is set (and not empty); an error with
 /// multi-threaded TCG, which qemu cannot combine with it.
 pub fn icount() -> Result<Option<String>> {
-    match std::env::var(ICOUNT_ENV).as_deref().map(str::trim) {
-        Err(_) | Ok("") => Ok(None),
-        Ok(value) => {
-            if tcg_accel()? != DEFAULT_TCG_ACCEL {
-                bail!("{ICOUNT_ENV} needs single-threaded TCG: unset {TCG_THREAD_ENV}");
-            }
-            if value.contains(char::is_whitespace) {
-                bail!("{ICOUNT_ENV}={value:?}: one -icount value, e.g. shift=2,sleep=off");
-            }
-            Ok(Some(value.to_owned()))
-        }
+    checked_icount(std::env::var(ICOUNT_ENV).ok().as_deref(), &tcg_accel()?)
+}
+
+/// `value` as an `-icount` value under the `-accel` value `accel`: None when empty.
+fn checked_icount(value: Option<&str>, accel: &str) -> Result<Option<String>> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if accel != DEFAULT_TCG_ACCEL {
+        bail!("-icount needs single-threaded TCG (-accel {DEFAULT_TCG_ACCEL}), not {accel}: unset {TCG_THREAD_ENV}");
     }
+    if value.contains(char::is_whitespace) {
+        bail!("-icount {value:?}: one value without spaces, e.g. shift=2,sleep=off");
+    }
+    Ok(Some(value.to_owned()))
 }
 
 /// How qemu emulates the CPUs, for reports: the `-accel` value and the `-icount` one if any
@@ -279,6 +284,7 @@ impl Default for VmConfig {
             rootfs: None,
             work_disk: None,
             disk_bus: DiskBus::Virtio,
+            icount: None,
         }
     }
 }
@@ -394,7 +400,11 @@ pub fn boot(
         cmdline.push_str(&config.extra_cmdline);
     }
     let mut cmd = Command::new(qemu);
-    if let Some(icount) = icount()? {
+    let icount = match &config.icount {
+        Some(value) => checked_icount(Some(value), &tcg_accel()?)?,
+        None => icount()?,
+    };
+    if let Some(icount) = icount {
         cmd.args(["-icount", &icount]);
     }
     cmd.args(["-accel", &tcg_accel()?, "-cpu", "max", "-nodefaults"])
@@ -581,6 +591,22 @@ mod tests {
                 "nvme,serial=asa-work,drive=work",
             ]
         );
+    }
+
+    /// An -icount value is passed on as it is, an empty one is none; it needs single-threaded
+    /// TCG and one word.
+    #[test]
+    fn icount_values_are_checked() {
+        let single = DEFAULT_TCG_ACCEL;
+        assert_eq!(
+            checked_icount(Some(" shift=2,sleep=off "), single).unwrap(),
+            Some("shift=2,sleep=off".to_owned())
+        );
+        assert_eq!(checked_icount(Some(""), single).unwrap(), None);
+        assert_eq!(checked_icount(None, single).unwrap(), None);
+        let err = checked_icount(Some("shift=2"), "tcg,thread=multi").unwrap_err();
+        assert!(err.to_string().contains(TCG_THREAD_ENV), "{err}");
+        assert!(checked_icount(Some("shift=2 -smp 8"), single).is_err());
     }
 
     /// The guest's init loads the lab's modules before it looks for the disks, and only when

@@ -235,3 +235,44 @@ echo "run=$?" >> /lab/out/results
         "more I/Os than 2 ms each allows: {report}"
     );
 }
+
+/// With `-icount shift=2,sleep=off` (`VmConfig::icount`, or `ASA_LAB_ICOUNT`) the guest's clock
+/// counts instructions and jumps over idle time: a guest that sleeps 120 s by its own clock
+/// finishes in far less host time (without -icount the sleep alone takes 120 s of it), and a
+/// fixed busy loop takes the same guest time on every run of it, to within 1 %.
+#[test]
+#[ignore = "boots the lab VM"]
+fn icount_guest_time_counts_instructions() {
+    let _one = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().unwrap();
+    let mut run = GuestRun::new(
+        "lab-icount",
+        r#"set -u
+up() { cut -d' ' -f1 /proc/uptime; }
+t0=$(up); sleep 120; t1=$(up)
+echo "slept=$(awk "BEGIN {print $t1 - $t0}")" >> /lab/out/results
+for n in 1 2 3; do
+  t0=$(up); i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; t1=$(up)
+  echo "loop$n=$(awk "BEGIN {print $t1 - $t0}")" >> /lab/out/results
+done
+"#,
+    );
+    run.vm.icount = Some("shift=2,sleep=off".into());
+    let started = std::time::Instant::now();
+    let out = lab.run(&run).unwrap();
+    let host_s = started.elapsed().as_secs_f64();
+    assert_eq!(out.exit_code, 0, "{}", out.script_output());
+    let results = out.read_results("results").unwrap();
+    let secs = |k: &str| -> f64 { results[k].parse().unwrap() };
+    assert!(secs("slept") >= 120.0, "{results:?}");
+    assert!(
+        host_s < 90.0,
+        "a 120 s guest sleep took {host_s:.1} s of host time: the guest clock follows the host's"
+    );
+    let loops = [secs("loop1"), secs("loop2"), secs("loop3")];
+    let (lo, hi) = (
+        loops.iter().cloned().fold(f64::INFINITY, f64::min),
+        loops.iter().cloned().fold(0.0, f64::max),
+    );
+    assert!(lo > 0.0 && hi / lo < 1.01, "busy loops took {loops:?} s");
+}
