@@ -203,7 +203,9 @@ pub struct UserCounters {
     /// Times inference paused because its followed predictions kept tasks where the fallback
     /// keeps them (the follow gate).
     pub inference_pauses_redundant: AtomicU64,
-    /// Task predictions skipped while inference was paused.
+    /// Task predictions skipped while inference was paused: tasks whose windows filled during
+    /// a pause that kept the events (`--busy-pause-keeps-events`); a pause that stops them
+    /// forgets the windows, so then hardly any wait (the placements count in `nr_pred_paused`).
     pub inferences_paused: AtomicU64,
     /// Predictions written into pid_to_cpu.
     pub predictions_written: AtomicU64,
@@ -257,7 +259,7 @@ pub struct UserSnapshot {
     /// keeps them (absent in stats written before it).
     #[serde(default)]
     pub inference_pauses_redundant: u64,
-    /// Task predictions skipped while inference was paused.
+    /// Task predictions skipped while inference was paused (see [`UserCounters`]).
     #[serde(default)]
     pub inferences_paused: u64,
     /// Predictions written into pid_to_cpu.
