@@ -197,7 +197,14 @@ pub const ICOUNT_ENV: &str = "ASA_LAB_ICOUNT";
 /// The `-icount` value [`ICOUNT_ENV`] names, if it is set (and not empty); an error with
 /// multi-threaded TCG, which qemu cannot combine with it.
 pub fn icount() -> Result<Option<String>> {
-    checked_icount(std::env::var(ICOUNT_ENV).ok().as_deref(), &tcg_accel()?)
+    icount_for(None, &tcg_accel()?)
+}
+
+/// The `-icount` value of a VM: `configured` ([`VmConfig::icount`]) if set, else
+/// [`ICOUNT_ENV`]'s, checked against the `-accel` value `accel`.
+fn icount_for(configured: Option<&str>, accel: &str) -> Result<Option<String>> {
+    let env = std::env::var(ICOUNT_ENV).ok();
+    checked_icount(configured.or(env.as_deref()), accel)
 }
 
 /// `value` as an `-icount` value under the `-accel` value `accel`: None when empty.
@@ -217,9 +224,10 @@ fn checked_icount(value: Option<&str>, accel: &str) -> Result<Option<String>> {
 /// How qemu emulates the CPUs, for reports: the `-accel` value and the `-icount` one if any
 /// (`tcg,thread=single -icount shift=2,sleep=off`).
 pub fn cpu_emulation() -> Result<String> {
-    Ok(match icount()? {
-        Some(icount) => format!("{} -icount {icount}", tcg_accel()?),
-        None => tcg_accel()?,
+    let accel = tcg_accel()?;
+    Ok(match icount_for(None, &accel)? {
+        Some(icount) => format!("{accel} -icount {icount}"),
+        None => accel,
     })
 }
 
@@ -400,14 +408,11 @@ pub fn boot(
         cmdline.push_str(&config.extra_cmdline);
     }
     let mut cmd = Command::new(qemu);
-    let icount = match &config.icount {
-        Some(value) => checked_icount(Some(value), &tcg_accel()?)?,
-        None => icount()?,
-    };
-    if let Some(icount) = icount {
+    let accel = tcg_accel()?;
+    if let Some(icount) = icount_for(config.icount.as_deref(), &accel)? {
         cmd.args(["-icount", &icount]);
     }
-    cmd.args(["-accel", &tcg_accel()?, "-cpu", "max", "-nodefaults"])
+    cmd.args(["-accel", &accel, "-cpu", "max", "-nodefaults"])
         .args(["-m", &config.memory_mib.to_string()])
         .args(["-smp", &config.cpus.to_string()])
         .arg("-kernel")
