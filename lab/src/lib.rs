@@ -14,6 +14,7 @@
 pub mod image;
 pub mod kernel;
 pub mod rootfs;
+pub mod run_dirs;
 pub mod timer_disk;
 pub mod vm;
 pub mod work_disk;
@@ -168,10 +169,9 @@ impl Lab {
     /// Build the image for `run`, boot it and return what happened. A non-zero exit status of
     /// the script is not an error here: callers check [`VmOutcome::exit_code`].
     pub fn run(&self, run: &GuestRun) -> Result<VmOutcome> {
-        let work = self
-            .cache
-            .join("lab/runs")
-            .join(format!("{}-{}", run.name, std::process::id()));
+        let runs = self.cache.join("lab/runs");
+        run_dirs::prune(&runs, run_dirs::KEEP_FINISHED)?;
+        let work = runs.join(format!("{}-{}", run.name, std::process::id()));
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
         let mut image = ImageBuilder::new();
         vm::add_base_system(&mut image, &self.kernel)?;
@@ -232,6 +232,8 @@ impl Lab {
             }
             (None, _) => None,
         };
-        vm::boot(&self.kernel, &initramfs, &work, &vm)
+        let outcome = vm::boot(&self.kernel, &initramfs, &work, &vm);
+        run_dirs::drop_boot_files(&work, outcome.is_ok());
+        outcome
     }
 }
