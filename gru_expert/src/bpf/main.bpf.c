@@ -212,7 +212,13 @@ struct task_ctx {
 	u64 awake_vtime;	/* vtime used since the task last woke up */
 	u64 last_burst;		/* awake_vtime when it last went to sleep */
 	u64 ready_ns;		/* when it last became runnable or was preempted (0: counted) */
-	u64 queued_extra;	/* deadline - vtime of its shared-DSQ insert, undone at running */
+	/*
+	 * The task's virtual time. p->scx.dsq_vtime is only the key of its
+	 * last shared-DSQ insert (a deadline): keeping the vtime here spares
+	 * the two scx_bpf_task_set_dsq_vtime() calls per slice that undoing
+	 * the deadline and charging the slice took.
+	 */
+	u64 vtime;
 };
 
 /*
@@ -439,9 +445,14 @@ static void count_fallback(enum pred_miss miss)
  * (seen with khugepaged under hackbench). Weights still order tasks within
  * the bound.
  */
-static u64 task_vtime(struct task_struct *p)
+static u64 task_vtime(struct task_ctx *tctx)
 {
-	u64 vtime = p->scx.dsq_vtime;
+	u64 vtime;
+
+	/* (an early return: the verifier wants the NULL check before the offset) */
+	if (!tctx)
+		return vtime_now;
+	vtime = tctx->vtime;
 
 	if (vtime_before(vtime, vtime_now - slice_ns))
 		vtime = vtime_now - slice_ns;
@@ -494,23 +505,10 @@ static void preempt_for_pinned(struct task_struct *p)
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	s32 cpu = scx_bpf_task_cpu(p);
 
-	if (wakee_before_running(cpu, task_vtime(p) +
+	if (wakee_before_running(cpu, task_vtime(tctx) +
 				 burst_extra(tctx ? tctx->last_burst : 0))) {
 		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_pinned_preempts);
-	}
-}
-
-/*
- * The shared DSQ orders by p->scx.dsq_vtime, which a vtime insert sets to the
- * key given: with burst_deadline the key is the deadline. Give the task its
- * vtime back once it leaves the DSQ (running) or is queued again.
- */
-static void undo_deadline(struct task_struct *p, struct task_ctx *tctx)
-{
-	if (tctx && tctx->queued_extra) {
-		scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime - tctx->queued_extra);
-		tctx->queued_extra = 0;
 	}
 }
 
@@ -641,8 +639,12 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), enq_flags);
 			stat_inc(&nr_usersched_local);
 		} else {
-			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(),
-						 task_vtime(p), enq_flags);
+			tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+			vtime = task_vtime(tctx);
+			if (tctx)
+				tctx->vtime = vtime;
+			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), vtime,
+						 enq_flags);
 			stat_inc(&nr_usersched_queued);
 		}
 		return;
@@ -688,12 +690,12 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * another is owed more).
 	 */
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	undo_deadline(p, tctx);
-	vtime = task_vtime(p);
+	vtime = task_vtime(tctx);
 	key = vtime;
 	if (tctx) {
+		/* The clamped vtime is the one charged from now on. */
+		tctx->vtime = vtime;
 		extra = burst_extra(tctx->awake_vtime);
-		tctx->queued_extra = extra;
 		key += extra;
 		if (extra)
 			stat_inc(&nr_burst_keyed);
@@ -701,7 +703,11 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), key, enq_flags);
 	stat_inc(&nr_shared_enqueued);
 	prev_cpu = scx_bpf_task_cpu(p);
-	idle_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	/*
+	 * (Reading the idle mask costs half of a scan for an idle CPU, which
+	 * finds none on a saturated machine, where most tasks come here.)
+	 */
+	idle_cpu = any_cpu_idle() ? scx_bpf_pick_idle_cpu(p->cpus_ptr, 0) : -1;
 	if (idle_cpu >= 0) {
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
 	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
@@ -714,12 +720,19 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	send_event(p, tctx, prev_cpu, GRU_SRC_ENQUEUE, age);
 }
 
+/* What dispatch_affine() found. */
+enum affine_scan {
+	AFFINE_EMPTY,		/* the shared DSQ is empty */
+	AFFINE_MOVED,		/* a task moved to the CPU's local DSQ */
+	AFFINE_NONE,		/* tasks queued, none to move here */
+};
+
 /*
  * With dispatch_affinity_ns: the first of the shared DSQ's first DISPATCH_SCAN
  * tasks that last ran on @cpu and may run there, within the window of the
- * head's deadline, moved to @cpu's local DSQ. False if there is none.
+ * head's deadline, moved to @cpu's local DSQ.
  */
-static bool dispatch_affine(s32 cpu)
+static enum affine_scan dispatch_affine(s32 cpu)
 {
 	struct task_struct *p;
 	u64 head_key = 0;
@@ -734,25 +747,37 @@ static bool dispatch_affine(s32 cpu)
 		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			if (seen)
 				stat_inc(&nr_dispatch_affine);
-			return true;
+			return AFFINE_MOVED;
 		}
 		if (++seen >= DISPATCH_SCAN)
 			break;
 	}
-	return false;
+	return seen ? AFFINE_NONE : AFFINE_EMPTY;
 }
 
 void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 {
 	/*
-	 * An empty shared DSQ (a CPU going idle on a light load: most
-	 * dispatches) skips the iterator and the move, each a DSQ lookup.
+	 * One DSQ lookup (a hash lookup in the kernel) per kfunc here: the
+	 * scan, when it finds the DSQ empty (a CPU going idle on a light load:
+	 * most dispatches), skips the move; without the scan, the move alone
+	 * finds an empty DSQ. (Asking scx_bpf_dsq_nr_queued() first was one
+	 * lookup more on every dispatch: 14 % of the op's cost on io8, lab
+	 * under instruction counting.)
 	 */
-	if (scx_bpf_dsq_nr_queued(GRU_FALLBACK_DSQ)) {
-		if (dispatch_affinity_ns && dispatch_affine(cpu))
+	if (dispatch_affinity_ns) {
+		switch (dispatch_affine(cpu)) {
+		case AFFINE_MOVED:
 			return;
-		if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0))
-			return;
+		case AFFINE_NONE:
+			if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0))
+				return;
+			break;
+		default:
+			break;
+		}
+	} else if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0)) {
+		return;
 	}
 	/*
 	 * Nothing else to run here: @prev, out of slice, keeps the CPU. Left to
@@ -772,11 +797,14 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 {
 	struct task_ctx *tctx;
 	struct cpu_run *run;
-	u32 key = scx_bpf_task_cpu(p);
+	/* ops.running() runs on the task's CPU: no kfunc to ask which. */
+	u32 key = bpf_get_smp_processor_id();
 	u64 now = bpf_ktime_get_ns();
+	u64 vtime = vtime_now;
 
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	if (tctx) {
+		vtime = tctx->vtime;
 		tctx->switch_count++;
 		tctx->run_start_ns = now;
 		if (tctx->ready_ns && now > tctx->ready_ns) {
@@ -791,13 +819,12 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 		}
 		tctx->ready_ns = 0;
 	}
-	undo_deadline(p, tctx);
-	if (vtime_before(vtime_now, p->scx.dsq_vtime))
-		vtime_now = p->scx.dsq_vtime;
+	if (vtime_before(vtime_now, vtime))
+		vtime_now = vtime;
 	if (wakeup_preempt) {
 		run = bpf_map_lookup_elem(&cpu_runs, &key);
 		if (run) {
-			run->vtime = p->scx.dsq_vtime;
+			run->vtime = vtime;
 			run->started_ns = now;
 			run->weight = p->scx.weight ?: 1;
 			run->awake_vtime = tctx ? tctx->awake_vtime : 0;
@@ -810,15 +837,22 @@ void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	u64 now = bpf_ktime_get_ns(), used = 0, charge;
 	struct cpu_run *run;
-	u32 key = scx_bpf_task_cpu(p);
+	/* ops.stopping() runs on the task's CPU too. */
+	u32 key = bpf_get_smp_processor_id();
 
-	/* The time it ran (the slice may have been refilled or shortened). */
+	/*
+	 * The time it ran (the slice may have been refilled or shortened).
+	 * (Charging the growth of p->se.sum_exec_runtime instead spares this
+	 * clock read, but cost io8 0.7 % on two CPUs in the lab, perhaps as it
+	 * leaves out interrupt time: gru_expert/results/2026-11-26-io8-one-cpu.)
+	 */
 	if (tctx && tctx->run_start_ns && now > tctx->run_start_ns)
 		used = now - tctx->run_start_ns;
 
 	/* Charge the time used, inversely to the task's weight. */
 	charge = used * 100 / p->scx.weight;
-	scx_bpf_task_set_dsq_vtime(p, p->scx.dsq_vtime + charge);
+	if (tctx)
+		tctx->vtime += charge;
 	/* (kept up to SHORT_BURST_NS at least, for the wait classes) */
 	if (tctx && (tctx->awake_vtime < burst_cap_ns || tctx->awake_vtime < SHORT_BURST_NS))
 		tctx->awake_vtime += charge;
@@ -849,7 +883,10 @@ void BPF_STRUCT_OPS(gru_runnable, struct task_struct *p, u64 enq_flags)
 
 void BPF_STRUCT_OPS(gru_enable, struct task_struct *p)
 {
-	scx_bpf_task_set_dsq_vtime(p, vtime_now);
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+
+	if (tctx)
+		tctx->vtime = vtime_now;
 }
 
 s32 BPF_STRUCT_OPS(gru_init_task, struct task_struct *p, struct scx_init_task_args *args)
