@@ -158,10 +158,13 @@ struct Opts {
 
     /// A CPU taking work from the shared DSQ prefers, among its first 4 tasks, one that last
     /// ran on it if its deadline is within this many microseconds (vtime) of the head's:
-    /// fewer migrations, the head delayed by at most the window. 0: off, the head always (the
-    /// default before 2026-11-25; in the lab 1000 cut migrations by a quarter on the mixed
-    /// load and raised its I/O part 0.81 -> 0.87x EEVDF, gru_expert/README.md run 24).
-    #[arg(long, default_value_t = 1000)]
+    /// fewer migrations, the head delayed by at most the window. 0 (the default): off, the
+    /// head always. 1000 was the default from 2026-11-25 (run 24, real-time emulation: a
+    /// quarter fewer migrations on the mixed load, its I/O part 0.81 -> 0.87x EEVDF within
+    /// ±13-40 % scatter); under instruction counting (runs 70-71) it cost io8 3 % (0.94 against
+    /// 0.97x EEVDF) and gained nothing on any load. The lab models no caches, which is what
+    /// keeping a task on its CPU is for: measure it on hardware before turning it on.
+    #[arg(long, default_value_t = 0)]
     dispatch_affinity_us: u64,
 
     /// Run the model and write its predictions as usual, but place every task by the fallback
