@@ -132,6 +132,15 @@ struct Opts {
     #[arg(long)]
     no_wakeup_preempt: bool,
 
+    /// Deferred wakeup preemption (0, the default: off): a wake-up that would preempt a CPU hog
+    /// (a task that has not slept for --burst-cap-ms) on its previous CPU but for
+    /// --preempt-min-run-us arms that CPU's timer to preempt the hog once it has run this many
+    /// microseconds (at least --preempt-min-run-us), instead of waiting for the end of its
+    /// slice. In the lab (gru_expert/README.md, runs 72-73) 1000 moved the mixed load from
+    /// 1.13x EEVDF (CPU part) / 0.45x (I/O part) to 0.91x / 1.22x and hackbench 0.97x to 0.90x.
+    #[arg(long, default_value_t = 0)]
+    deferred_preempt_us: u64,
+
     /// How far (vtime, microseconds) a wakee's deadline must be before the running task's to
     /// preempt it.
     #[arg(long, default_value_t = 2500)]
@@ -251,6 +260,8 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_usersched_queued: bss.nr_usersched_queued,
         nr_wakeup_preempts: bss.nr_wakeup_preempts,
         nr_pinned_preempts: bss.nr_pinned_preempts,
+        nr_deferred_preempts: bss.nr_deferred_preempts,
+        nr_timer_preempts: bss.nr_timer_preempts,
         nr_slices_shortened: bss.nr_slices_shortened,
         nr_burst_keyed: bss.nr_burst_keyed,
         nr_select_no_idle: bss.nr_select_no_idle,
@@ -334,6 +345,10 @@ fn main() -> Result<()> {
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
         rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
         rodata.pinned_preempt = !opts.no_pinned_preempt;
+        rodata.deferred_preempt_ns = match opts.deferred_preempt_us {
+            0 => 0,
+            us => us.max(opts.preempt_min_run_us) * 1000,
+        };
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;

@@ -76,6 +76,15 @@ pub struct BpfCounters {
     /// on their CPU (`--no-pinned-preempt` turns this off).
     #[serde(default)]
     pub nr_pinned_preempts: u64,
+    /// Shared-DSQ wake-ups that would have preempted a CPU hog on their previous CPU but for
+    /// `--preempt-min-run-us` and armed that CPU's timer to preempt the hog once it has run
+    /// `--deferred-preempt-us` (0 turns this off).
+    #[serde(default)]
+    pub nr_deferred_preempts: u64,
+    /// Deferred-preemption timers that found the same task running and tasks waiting in the
+    /// shared DSQ, and preempted it.
+    #[serde(default)]
+    pub nr_timer_preempts: u64,
     /// Placements given a slice shorter than `--slice-us` because tasks were waiting in the
     /// shared DSQ (`--slice-min-us`).
     #[serde(default)]
@@ -353,7 +362,7 @@ impl StatsSnapshot {
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
              queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} busy + {} redundant pauses) \
              infer_us p50 {} p99 {} \
-             preempts {} (pinned {}) wait_us short {} long {}",
+             preempts {} (pinned {}, by timer {} of {} deferred) wait_us short {} long {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -380,6 +389,8 @@ impl StatsSnapshot {
             us(self.user.inference_us_p99),
             self.bpf.nr_wakeup_preempts,
             self.bpf.nr_pinned_preempts,
+            self.bpf.nr_timer_preempts,
+            self.bpf.nr_deferred_preempts,
             us(self.bpf.mean_wait_us(true)),
             us(self.bpf.mean_wait_us(false)),
         )
@@ -498,6 +509,8 @@ mod tests {
             "nr_prev_kept",
             "nr_pred_ignored",
             "nr_pinned_preempts",
+            "nr_deferred_preempts",
+            "nr_timer_preempts",
             "nr_pred_paused",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());

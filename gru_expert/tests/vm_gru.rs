@@ -237,12 +237,13 @@ fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
     // The default wakeup preemption and slice shortening (spelled out) and the optional
-    // dispatch affinity: their paths run too.
+    // dispatch affinity and deferred preemption: their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,
         &format!("{MANY_TASKS}{HOG_ALONE}"),
-        "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000",
+        "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000 \
+         --deferred-preempt-us 1000",
     );
     let r = results(&outcome);
     check_lifecycle(&r);
@@ -272,6 +273,11 @@ fn vm_gru_without_model_runs_fallback_only() {
     // Per-CPU kernel threads (kworkers, ksoftirqd) wake behind the hogs on their only CPU and
     // preempt them by the same deadline rule (79 of 116 such wake-ups in a run of 2026-11-25).
     assert!(stats.bpf.nr_pinned_preempts > 0, "{stats:#?}");
+    // With deferred preemption, a wake-up that meets a hog which has not yet run the 250 µs
+    // minimum arms that CPU's timer, and some timers find the hog still running with tasks
+    // waiting, and preempt it.
+    assert!(stats.bpf.nr_deferred_preempts > 0, "{stats:#?}");
+    assert!(stats.bpf.nr_timer_preempts > 0, "{stats:#?}");
     // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`),
     // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).
     assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");

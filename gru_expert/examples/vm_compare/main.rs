@@ -26,12 +26,16 @@
 //! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
 //! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
-//! 1000 is the default since run 24, `gru-affinity0` the head always, as before),
+//! 1000 was the default from run 24 to run 70, `gru-affinity0` the head always, the default
+//! again since run 71),
 //! `gru-budgetN` (`--inference-budget-pct N`: the model may use N % of a CPU, 5 by default),
 //! `gru-movedN` (`--min-moved-pct N`: inference pauses while under N % of usable predictions
 //! move a task, 1 by default; `gru-moved0` never pauses for that),
 //! `gru-nopinned` (`--no-pinned-preempt`: waking single-CPU tasks, per-CPU kernel threads, wait
-//! for the running task's slice instead of preempting it by the deadline rule)
+//! for the running task's slice instead of preempting it by the deadline rule),
+//! `gru-nodefer` (`--deferred-preempt-us 0`: a wake-up that would preempt a CPU hog but for the
+//! minimum run waits for the slice instead of arming the CPU's timer), `gru-deferN`
+//! (`--deferred-preempt-us N`: the timer preempts the hog once it has run N µs)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
@@ -108,7 +112,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 19] = [
+const SCHEDULERS: [&str; 20] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -125,6 +129,7 @@ const SCHEDULERS: [&str; 19] = [
     "gru-preempt",
     "gru-nopreempt",
     "gru-nopinned",
+    "gru-nodefer",
     "gru-slice",
     "bpfland",
     "floor",
@@ -247,6 +252,8 @@ start() {
     gru-moved[0-9]*) gru $1 $2 --min-moved-pct ${1#gru-moved} ;;
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
+    gru-nodefer) gru gru-nodefer $2 --deferred-preempt-us 0 ;;
+    gru-defer[0-9]*) gru $1 $2 --deferred-preempt-us ${1#gru-defer} ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
@@ -531,7 +538,13 @@ struct Args {
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
 /// `gru-affinityN` (`--dispatch-affinity-us N`) and `gru-budgetN` (`--inference-budget-pct N`:
 /// the model may use N % of a CPU; the default is 5).
-const NUMBERED_VARIANTS: [&str; 4] = ["gru-preempt", "gru-affinity", "gru-budget", "gru-moved"];
+const NUMBERED_VARIANTS: [&str; 5] = [
+    "gru-preempt",
+    "gru-affinity",
+    "gru-budget",
+    "gru-moved",
+    "gru-defer",
+];
 
 /// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
 /// ([`NUMBERED_VARIANTS`]).
@@ -1443,11 +1456,13 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
     }
     for (k, v) in &gru_stats {
         println!(
-            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} + {} pauses moved {} ringbuf_drops {} inference p50/p99 {} / {} us",
+            "{k}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}, by timer {} of {} deferred) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} + {} pauses moved {} ringbuf_drops {} inference p50/p99 {} / {} us",
             v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
             v["bpf"]["nr_select_no_idle"],
             v["bpf"]["nr_wakeup_preempts"],
             v["bpf"]["nr_pinned_preempts"],
+            v["bpf"]["nr_timer_preempts"],
+            v["bpf"]["nr_deferred_preempts"],
             v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
             v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
             v["user"]["inferences_over_budget"], v["user"]["inferences_paused"],

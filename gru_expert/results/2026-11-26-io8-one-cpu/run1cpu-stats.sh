@@ -1,5 +1,5 @@
 ROUNDS="1"
-OFFLINE1=1
+OFFLINE1=${OFFLINE1:-1}
 SCHEDS="${SCHEDS:-eevdf floor gru-fallback}"
 ROUNDS="${ROUNDS:-1}"
 echo 1 > /proc/sys/kernel/bpf_stats_enabled
