@@ -194,14 +194,9 @@ pub fn tcg_accel() -> Result<String> {
 /// host's.
 pub const ICOUNT_ENV: &str = "ASA_LAB_ICOUNT";
 
-/// The `-icount` value [`ICOUNT_ENV`] names, if it is set (and not empty); an error with
-/// multi-threaded TCG, which qemu cannot combine with it.
-pub fn icount() -> Result<Option<String>> {
-    icount_for(None, &tcg_accel()?)
-}
-
 /// The `-icount` value of a VM: `configured` ([`VmConfig::icount`]) if set, else
-/// [`ICOUNT_ENV`]'s, checked against the `-accel` value `accel`.
+/// [`ICOUNT_ENV`]'s (if set and not empty), checked against the `-accel` value `accel`: an
+/// error with multi-threaded TCG, which qemu cannot combine with it.
 fn icount_for(configured: Option<&str>, accel: &str) -> Result<Option<String>> {
     let env = std::env::var(ICOUNT_ENV).ok();
     checked_icount(configured.or(env.as_deref()), accel)

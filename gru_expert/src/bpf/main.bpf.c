@@ -258,7 +258,7 @@ struct {
 	__type(value, struct cpu_run);
 } cpu_runs SEC(".maps");
 
-/* Per CPU: the timer of a deferred wakeup preemption (see deferred_preempt). */
+/* Per CPU: the timer of a deferred wakeup preemption (see deferred_preempt_ns). */
 struct preempt_timer {
 	struct bpf_timer timer;
 	u64 started_ns;		/* cpu_runs' started_ns of the run it was armed for */
@@ -493,6 +493,19 @@ static u64 task_vtime(struct task_ctx *tctx)
 	return vtime;
 }
 
+/*
+ * The vtime of a task being queued in the shared DSQ: task_vtime(), kept as
+ * the task's vtime, so its next slice is charged on top of the clamped value.
+ */
+static u64 queued_vtime(struct task_ctx *tctx)
+{
+	u64 vtime = task_vtime(tctx);
+
+	if (tctx)
+		tctx->vtime = vtime;
+	return vtime;
+}
+
 /* The burst part of a deadline: @awake, capped (0 without burst_deadline). */
 static __always_inline u64 burst_extra(u64 awake)
 {
@@ -526,8 +539,8 @@ static int preempt_timerfn(void *map, int *key, struct preempt_timer *pt)
  * (its vtime and burst advance with the time it has run since it started,
  * scaled by its weight, as ops.stopping() will charge) is later than the
  * wakee's by more than preempt_margin_ns. With @defer, a wakee that would
- * preempt but for the minimum arms @cpu's timer to preempt once it is run
- * (the running task's deadline only grows meanwhile).
+ * preempt a hog but for the minimum arms @cpu's timer to preempt it once it
+ * has run deferred_preempt_ns (its deadline only grows meanwhile).
  */
 static bool wakee_before_running(s32 cpu, u64 deadline, bool defer)
 {
@@ -693,7 +706,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx;
 	enum pred_miss miss;
 	s32 cpu, idle_cpu, prev_cpu;
-	u64 age, vtime, key, extra;
+	u64 age, key, extra;
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
@@ -707,11 +720,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			stat_inc(&nr_usersched_local);
 		} else {
 			tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-			vtime = task_vtime(tctx);
-			if (tctx)
-				tctx->vtime = vtime;
-			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(), vtime,
-						 enq_flags);
+			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, task_slice(),
+						 queued_vtime(tctx), enq_flags);
 			stat_inc(&nr_usersched_queued);
 		}
 		return;
@@ -757,11 +767,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * another is owed more).
 	 */
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-	vtime = task_vtime(tctx);
-	key = vtime;
+	key = queued_vtime(tctx);
 	if (tctx) {
-		/* The clamped vtime is the one charged from now on. */
-		tctx->vtime = vtime;
 		extra = burst_extra(tctx->awake_vtime);
 		key += extra;
 		if (extra)
@@ -832,20 +839,11 @@ void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 	 * lookup more on every dispatch: 14 % of the op's cost on io8, lab
 	 * under instruction counting.)
 	 */
-	if (dispatch_affinity_ns) {
-		switch (dispatch_affine(cpu)) {
-		case AFFINE_MOVED:
-			return;
-		case AFFINE_NONE:
-			if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0))
-				return;
-			break;
-		default:
-			break;
-		}
-	} else if (scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0)) {
+	enum affine_scan scan = dispatch_affinity_ns ? dispatch_affine(cpu) : AFFINE_NONE;
+
+	if (scan == AFFINE_MOVED ||
+	    (scan == AFFINE_NONE && scx_bpf_dsq_move_to_local(GRU_FALLBACK_DSQ, 0)))
 		return;
-	}
 	/*
 	 * Nothing else to run here: @prev, out of slice, keeps the CPU. Left to
 	 * the kernel, it would get the default slice (SCX_SLICE_DFL, 20 ms: the
