@@ -176,6 +176,13 @@ struct Opts {
     #[arg(long, default_value_t = 0)]
     dispatch_affinity_us: u64,
 
+    /// Turn off the wake queues: every task that waits for a CPU waits in the shared DSQ.
+    /// With them (the default since 2026-11-26; Linux 6.19 or later), a wake-up that finds no
+    /// idle CPU waits in its CPU's own deadline-ordered queue, and runs there unless a CPU
+    /// with nothing else to run takes it: fewer moves of tasks between CPUs' run queues.
+    #[arg(long)]
+    no_wake_queues: bool,
+
     /// Run the model and write its predictions as usual, but place every task by the fallback
     /// policy (counted as `nr_pred_ignored`): measures what following the predictions changes.
     #[arg(long)]
@@ -267,6 +274,10 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
         nr_select_no_idle: bss.nr_select_no_idle,
         nr_dispatch_affine: bss.nr_dispatch_affine,
         nr_prev_kept: bss.nr_prev_kept,
+        nr_wake_queued: bss.nr_wake_queued,
+        nr_wake_stolen: bss.nr_wake_stolen,
+        nr_hint_shared: bss.nr_hint_shared,
+        nr_hint_wake: bss.nr_hint_wake,
         nr_waits_short: bss.nr_waits_short,
         wait_ns_short: bss.wait_ns_short,
         nr_waits_long: bss.nr_waits_long,
@@ -352,6 +363,7 @@ fn main() -> Result<()> {
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;
+        rodata.wake_queues = !opts.no_wake_queues;
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;

@@ -58,7 +58,7 @@ pub struct BpfCounters {
     pub nr_pred_paused: u64,
     /// Fallback placements on an idle CPU found by the kernel (select_cpu).
     pub nr_direct_idle: u64,
-    /// Fallback placements in the shared vtime DSQ.
+    /// Fallback placements in a deadline-ordered DSQ: the shared one or a wake queue.
     pub nr_shared_enqueued: u64,
     /// Single-CPU tasks placed on their CPU (neither prediction nor fallback).
     pub nr_pinned_local: u64,
@@ -105,8 +105,22 @@ pub struct BpfCounters {
     /// new slice of scx_gru's (the kernel would give it 20 ms).
     #[serde(default)]
     pub nr_prev_kept: u64,
-    /// Queue waits (runnable → running) of tasks with short bursts (under 1 ms before they
-    /// last slept and in progress: I/O threads).
+    /// Wake-ups that found no idle CPU, queued in their CPU's wake queue (counted in
+    /// `nr_shared_enqueued` too; `--no-wake-queues` turns the queues off).
+    #[serde(default)]
+    pub nr_wake_queued: u64,
+    /// Of those, taken by another CPU that had nothing else to run.
+    #[serde(default)]
+    pub nr_wake_stolen: u64,
+    /// Tasks waiting in the shared DSQ at the snapshot (a gauge; counted from the insert until
+    /// the task runs, so never fewer than the truth).
+    #[serde(default)]
+    pub nr_hint_shared: u64,
+    /// Tasks waiting in the wake queues at the snapshot (a gauge, counted the same way).
+    #[serde(default)]
+    pub nr_hint_wake: u64,
+    /// Queue waits (runnable → running, the kernel's `run_delay`) of tasks with short bursts
+    /// (under 1 ms before they last slept and in progress: I/O threads).
     #[serde(default)]
     pub nr_waits_short: u64,
     /// Their total time, ns.
@@ -512,6 +526,10 @@ mod tests {
             "nr_deferred_preempts",
             "nr_timer_preempts",
             "nr_pred_paused",
+            "nr_wake_queued",
+            "nr_wake_stolen",
+            "nr_hint_shared",
+            "nr_hint_wake",
         ] {
             assert!(v["bpf"].as_object_mut().unwrap().remove(key).is_some());
         }

@@ -286,6 +286,17 @@ fn vm_gru_without_model_runs_fallback_only() {
     assert!(stats.bpf.nr_select_no_idle > 0, "{stats:#?}");
     // With a dispatch affinity window, CPUs take tasks that last ran on them ahead of the head.
     assert!(stats.bpf.nr_dispatch_affine > 0, "{stats:#?}");
+    // Wake-ups that find no idle CPU wait in their CPU's wake queue (on by default), and a
+    // CPU with nothing else to run takes some from the other's.
+    assert!(stats.bpf.nr_wake_queued > 0, "{stats:#?}");
+    assert!(stats.bpf.nr_wake_stolen > 0, "{stats:#?}");
+    // The queues' counts go back down once the load is over (the final snapshot is written
+    // as scx_gru exits, after the workload): a count that never came down would grow with the
+    // thousands of wake-ups above and make every dispatch look at empty queues.
+    assert!(
+        stats.bpf.nr_hint_shared + stats.bpf.nr_hint_wake < 8,
+        "{stats:#?}"
+    );
     // The hog alone got scx_gru's slice again and again (about 150 times in 3 s).
     assert!(stats.bpf.nr_prev_kept > 50, "{stats:#?}");
     // Both wait classes are seen: the hogs run without sleeping, the ping-pong tasks in

@@ -35,7 +35,9 @@
 //! for the running task's slice instead of preempting it by the deadline rule),
 //! `gru-nodefer` (`--deferred-preempt-us 0`: a wake-up that would preempt a CPU hog but for the
 //! minimum run waits for the slice instead of arming the CPU's timer), `gru-deferN`
-//! (`--deferred-preempt-us N`: the timer preempts the hog once it has run N µs)
+//! (`--deferred-preempt-us N`: the timer preempts the hog once it has run N µs),
+//! `gru-nowake` (`--no-wake-queues`: every waiting task in the shared DSQ, as before
+//! 2026-11-26, instead of a wake-up in its CPU's wake queue)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
@@ -112,7 +114,7 @@ use serde::Serialize;
 
 /// Every scheduler the guest script knows besides the numbered variants ([`NUMBERED_VARIANTS`];
 /// the default set is [`DEFAULT_SCHEDULERS`]).
-const SCHEDULERS: [&str; 20] = [
+const SCHEDULERS: [&str; 21] = [
     "eevdf",
     "gru",
     "gru-batch1",
@@ -130,6 +132,7 @@ const SCHEDULERS: [&str; 20] = [
     "gru-nopreempt",
     "gru-nopinned",
     "gru-nodefer",
+    "gru-nowake",
     "gru-slice",
     "bpfland",
     "floor",
@@ -253,6 +256,7 @@ start() {
     gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
     gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
     gru-nodefer) gru gru-nodefer $2 --deferred-preempt-us 0 ;;
+    gru-nowake) gru gru-nowake $2 --no-wake-queues ;;
     gru-defer[0-9]*) gru $1 $2 --deferred-preempt-us ${1#gru-defer} ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;

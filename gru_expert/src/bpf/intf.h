@@ -25,6 +25,8 @@ enum gru_consts {
 	GRU_NR_TASK_FEATURES	= 7,
 	/* Shared, vtime-ordered fallback dispatch queue. */
 	GRU_FALLBACK_DSQ	= 0,
+	/* The wake queue of CPU n (vtime-ordered, see wake_queues) is DSQ n + this. */
+	GRU_WAKE_DSQ_BASE	= 1,
 	/* Capacity of the pid_to_cpu map (LRU: old entries are evicted). */
 	GRU_MAX_PREDICTIONS	= 65536,
 	/* Ring buffer size in bytes (a power of two, multiple of the page size). */
