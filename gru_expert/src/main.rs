@@ -177,9 +177,10 @@ struct Opts {
     dispatch_affinity_us: u64,
 
     /// Turn off the wake queues: every task that waits for a CPU waits in the shared DSQ.
-    /// With them (the default since 2026-11-26; Linux 6.19 or later), a wake-up that finds no
-    /// idle CPU waits in its CPU's own deadline-ordered queue, and runs there unless a CPU
-    /// with nothing else to run takes it: fewer moves of tasks between CPUs' run queues.
+    /// With them (the default since 2026-11-26), a wake-up that finds no idle CPU waits in its
+    /// CPU's own deadline-ordered queue, and runs there unless a CPU with nothing else to run
+    /// takes it: fewer moves of tasks between CPUs' run queues. They need Linux 6.19 or later
+    /// (`scx_bpf_dsq_peek`): on an older kernel scx_gru turns them off and logs why.
     #[arg(long)]
     no_wake_queues: bool,
 
@@ -285,6 +286,26 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
     }
 }
 
+/// Whether the kernel has what the wake queues need (`scx_bpf_dsq_peek`, Linux 6.19 or later).
+/// Without it scx_gru runs with every waiting task in the shared DSQ, as `--no-wake-queues`
+/// does, and says so; `ops.init` refuses the queues too, should this check be wrong.
+fn wake_queues_supported() -> bool {
+    match scx_utils::compat::ksym_exists("scx_bpf_dsq_peek") {
+        Ok(true) => true,
+        Ok(false) => {
+            warn!(
+                "this kernel has no scx_bpf_dsq_peek (Linux 6.19 or later): wake queues off, \
+                 every waiting task in the shared DSQ (as with --no-wake-queues)"
+            );
+            false
+        }
+        Err(e) => {
+            warn!("cannot tell whether the kernel has scx_bpf_dsq_peek ({e:#}): wake queues off");
+            false
+        }
+    }
+}
+
 fn main() -> Result<()> {
     // Before any thread and before ONNX Runtime loads (see the function).
     asa_experts::opt_out_of_ort_telemetry();
@@ -363,7 +384,7 @@ fn main() -> Result<()> {
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;
-        rodata.wake_queues = !opts.no_wake_queues;
+        rodata.wake_queues = !opts.no_wake_queues && wake_queues_supported();
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
     let link = scx_ops_attach!(skel, gru_ops)?;
