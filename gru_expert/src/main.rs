@@ -125,7 +125,7 @@ struct Opts {
     /// Turn off wakeup preemption. With it (the default since 2026-11-25), a waking task that
     /// finds no idle CPU and whose deadline is before that of the task running on its previous
     /// CPU by more than --preempt-margin-us preempts that task (once it has run
-    /// --preempt-min-run-us) instead of waiting in the shared DSQ for its slice to end. A
+    /// --preempt-min-run-us) instead of waiting in a queue for its slice to end. A
     /// deadline is vtime + the burst (see --burst-cap-ms): the wakee's burst before it slept,
     /// the running task's since it woke up. In the lab (gru_expert/README.md, runs 17-18) it
     /// raised the mixed load's I/O part by a quarter, for a tenth of its CPU part.
@@ -158,10 +158,11 @@ struct Opts {
     #[arg(long)]
     no_pinned_preempt: bool,
 
-    /// The shared DSQ is ordered by a deadline, vtime + the vtime a task used since it last
-    /// woke up, capped at this many ms: tasks that sleep after short bursts (I/O) go ahead of
-    /// tasks that run without sleeping. 0: ordered by vtime alone (the default before
-    /// 2026-11-25; the mixed load's I/O part 0.57x EEVDF against 0.70x with 40, run 14).
+    /// The shared DSQ and the wake queues are ordered by a deadline, vtime + the vtime a task
+    /// used since it last woke up, capped at this many ms: tasks that sleep after short bursts
+    /// (I/O) go ahead of tasks that run without sleeping. 0: ordered by vtime alone (the
+    /// default before 2026-11-25; the mixed load's I/O part 0.57x EEVDF against 0.70x with 40,
+    /// run 14).
     #[arg(long, default_value_t = 40)]
     burst_cap_ms: u64,
 

@@ -68,21 +68,22 @@ pub struct BpfCounters {
     /// `--usersched-always-first`).
     #[serde(default)]
     pub nr_usersched_queued: u64,
-    /// Wake-ups queued in the shared DSQ that preempted their previous CPU (no CPU was idle
-    /// and the running task was ahead of the wakee by more than `--preempt-margin-us`).
+    /// Queued wake-ups (a wake queue or the shared DSQ) that preempted their previous CPU (no
+    /// CPU was idle and the running task was ahead of the wakee by more than
+    /// `--preempt-margin-us`).
     #[serde(default)]
     pub nr_wakeup_preempts: u64,
     /// Wake-ups of single-CPU tasks (per-CPU kernel threads) that preempted the task running
     /// on their CPU (`--no-pinned-preempt` turns this off).
     #[serde(default)]
     pub nr_pinned_preempts: u64,
-    /// Shared-DSQ wake-ups that would have preempted a CPU hog on their previous CPU but for
+    /// Queued wake-ups that would have preempted a CPU hog on their previous CPU but for
     /// `--preempt-min-run-us` and armed that CPU's timer to preempt the hog once it has run
     /// `--deferred-preempt-us` (0 turns this off).
     #[serde(default)]
     pub nr_deferred_preempts: u64,
     /// Deferred-preemption timers that found the same task running and tasks waiting in the
-    /// shared DSQ, and preempted it.
+    /// shared DSQ or the CPU's wake queue, and preempted it.
     #[serde(default)]
     pub nr_timer_preempts: u64,
     /// Placements given a slice shorter than `--slice-us` because tasks were waiting in the
