@@ -5,9 +5,10 @@
  * Placement follows a CPU predicted by a GRU in user space (map pid_to_cpu)
  * when the prediction is fresh, allowed by the task's cpumask and the CPU can
  * take the task now; every other case falls back to a default policy: the
- * kernel's idle-CPU selection and one shared DSQ ordered by deadline (a waking
- * task whose deadline is clearly before that of the task running on its
- * previous CPU preempts it when no CPU is idle).
+ * kernel's idle-CPU selection, a wake queue per CPU for wake-ups and one
+ * shared DSQ for the rest, all ordered by deadline (a waking task whose
+ * deadline is clearly before that of the task running on its previous CPU
+ * preempts it when no CPU is idle).
  *
  * Placements send the task's features (struct gru_task_event) through a ring
  * buffer, except where an event cannot change a placement: a task with a
@@ -68,7 +69,7 @@ const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
  * waking task that finds no idle CPU preempts the
  * task running on its previous CPU when its deadline is before that task's by
  * more than preempt_margin_ns, as EEVDF's wakeup preemption does, instead of
- * waiting in the shared DSQ for a slice to end. With burst_deadline a
+ * waiting in a queue for a slice to end. With burst_deadline a
  * deadline is vtime + the vtime used since the last wake-up (the running
  * task) or in the burst before the last sleep (the wakee), capped at
  * burst_cap_ns: a task that sleeps after short bursts preempts one that runs
@@ -79,9 +80,9 @@ const volatile u64 event_refresh_ns = 250ULL * 1000 * 1000;
  */
 const volatile bool wakeup_preempt = true;
 /*
- * Deferred wakeup preemption (ns, 0: off; --deferred-preempt-us): a wake-up
- * into the shared DSQ whose deadline is clearly before that of a CPU hog (a
- * task that has not slept for burst_cap_ns) running on its previous CPU,
+ * Deferred wakeup preemption (ns, 0: off; --deferred-preempt-us): a queued
+ * wake-up whose deadline is clearly before that of a CPU hog (a task that
+ * has not slept for burst_cap_ns) running on its previous CPU,
  * which has not yet run preempt_min_run_ns, arms that CPU's timer to preempt
  * the hog once it has run this long (at least preempt_min_run_ns), instead of
  * waiting for the end of its slice. Without it an I/O thread woken 100 us
@@ -111,9 +112,9 @@ const volatile u64 preempt_min_run_ns = 250ULL * 1000;
  */
 const volatile bool pinned_preempt = true;
 /*
- * Order the shared DSQ by a deadline, vtime + the vtime the task has used
- * since it last woke up (capped at burst_cap_ns), instead of by vtime alone:
- * a task that sleeps after short bursts (an I/O thread) goes ahead of tasks
+ * Order the shared DSQ and the wake queues by a deadline, vtime + the vtime
+ * the task has used since it last woke up (capped at burst_cap_ns), instead
+ * of by vtime alone: a task that sleeps after short bursts (an I/O thread) goes ahead of tasks
  * that run without sleeping and have the same vtime (EEVDF's deadline is
  * vruntime + request; scx_bpfland's vruntime + awake vtime). Off with
  * --burst-cap-ms 0: vtime alone.
@@ -140,8 +141,9 @@ const volatile u64 dispatch_affinity_ns = 0;
  * another CPU's wake queue. A woken task thus runs where it was queued,
  * without the move of a task from another CPU's run queue (locks on both run
  * queues), unless a CPU would idle otherwise: io8 in the lab migrated 1 797
- * times a second with one shared DSQ, 454 with wake queues, 4 under EEVDF. Tasks out of slice or preempted
- * still go to the shared DSQ, so CPU-bound tasks still balance across CPUs.
+ * times a second with one shared DSQ, 454 with wake queues, 4 under EEVDF.
+ * Tasks out of slice or preempted still go to the shared DSQ, so CPU-bound
+ * tasks still balance across CPUs.
  */
 const volatile bool wake_queues = true;
 #define WAKE_DSQ(cpu) (GRU_WAKE_DSQ_BASE + (u64)(cpu))
@@ -204,9 +206,9 @@ u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 u64 nr_usersched_queued;	/* ... and out of slice, queued in the shared DSQ */
-u64 nr_wakeup_preempts;		/* shared-DSQ wake-ups that preempted their previous CPU */
+u64 nr_wakeup_preempts;		/* queued wake-ups that preempted their previous CPU */
 u64 nr_pinned_preempts;		/* wake-ups of single-CPU tasks that preempted their CPU */
-u64 nr_deferred_preempts;	/* shared-DSQ wake-ups that armed their CPU's preemption timer */
+u64 nr_deferred_preempts;	/* queued wake-ups that armed their CPU's preemption timer */
 u64 nr_timer_preempts;		/* preemption timers that found the same task running: preempted */
 u64 nr_slices_shortened;	/* placements given less than slice_ns (slice_min_ns) */
 u64 nr_select_no_idle;		/* wake-ups select_cpu left to enqueue at once: no CPU idle */
@@ -214,7 +216,7 @@ u64 nr_dispatch_affine;		/* shared-DSQ tasks taken by their last CPU ahead of th
 u64 nr_prev_kept;		/* dispatches that found nothing and gave the running task a new slice */
 u64 nr_wake_queued;		/* wake-ups queued in their CPU's wake queue (wake_queues) */
 u64 nr_wake_stolen;		/*   ... of which taken by another CPU that had nothing else */
-u64 nr_burst_keyed;		/* shared-DSQ inserts keyed behind their vtime (burst_deadline) */
+u64 nr_burst_keyed;		/* queue inserts keyed behind their vtime (burst_deadline) */
 /* Queue waits (runnable -> running), see SHORT_BURST_NS: how many, and their total (ns). */
 u64 nr_waits_short;
 u64 wait_ns_short;
@@ -261,7 +263,7 @@ struct task_ctx {
 	u64 run_delay;		/* p->sched_info.run_delay when last counted */
 	/*
 	 * The task's virtual time. p->scx.dsq_vtime is only the key of its
-	 * last shared-DSQ insert (a deadline): keeping the vtime here spares
+	 * last vtime-ordered insert (a deadline): keeping the vtime here spares
 	 * the two scx_bpf_task_set_dsq_vtime() calls per slice that undoing
 	 * the deadline and charging the slice took.
 	 */
@@ -548,8 +550,9 @@ static u64 task_vtime(struct task_ctx *tctx)
 }
 
 /*
- * The vtime of a task being queued in the shared DSQ: task_vtime(), kept as
- * the task's vtime, so its next slice is charged on top of the clamped value.
+ * The vtime of a task being queued (shared DSQ, wake queue): task_vtime(),
+ * kept as the task's vtime, so its next slice is charged on top of the
+ * clamped value.
  */
 static u64 queued_vtime(struct task_ctx *tctx)
 {
@@ -570,8 +573,8 @@ static __always_inline u64 burst_extra(u64 awake)
 
 /*
  * A deferred preemption's timer fired: preempt @cpu if the run it was armed
- * for is still going and something waits in the shared DSQ (the wakee, unless
- * another CPU took it meanwhile).
+ * for is still going and something waits in the shared DSQ or @cpu's wake
+ * queue (the wakee, unless another CPU took it meanwhile).
  */
 static int preempt_timerfn(void *map, int *key, struct preempt_timer *pt)
 {
@@ -766,7 +769,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx;
 	enum pred_miss miss;
 	s32 cpu, idle_cpu, prev_cpu;
-	u64 age, key, extra, slice;
+	u64 age, key, extra, slice, dsq = GRU_FALLBACK_DSQ;
+	u32 where = QUEUED_SHARED;
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
@@ -808,7 +812,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 		/*
 		 * Follow the prediction only if the CPU is idle: queueing behind
 		 * a busy CPU's slice while another CPU may free up first cannot
-		 * gain much. Otherwise the shared DSQ.
+		 * gain much. Otherwise a queue.
 		 */
 		if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, task_slice(), enq_flags);
@@ -846,15 +850,13 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * select_cpu returns. So no cpumask test here, nor before preempting.)
 	 */
 	if (wake_queues && (enq_flags & SCX_ENQ_WAKEUP) && prev_cpu < GRU_MAX_CPUS) {
-		if (tctx)
-			hint_queued(tctx, QUEUED_WAKE);
-		scx_bpf_dsq_insert_vtime(p, WAKE_DSQ(prev_cpu), slice, key, enq_flags);
+		dsq = WAKE_DSQ(prev_cpu);
+		where = QUEUED_WAKE;
 		stat_inc(&nr_wake_queued);
-	} else {
-		if (tctx)
-			hint_queued(tctx, QUEUED_SHARED);
-		scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice, key, enq_flags);
 	}
+	if (tctx)
+		hint_queued(tctx, where);
+	scx_bpf_dsq_insert_vtime(p, dsq, slice, key, enq_flags);
 	stat_inc(&nr_shared_enqueued);
 	/*
 	 * (Reading the idle mask costs half of a scan for an idle CPU, which
