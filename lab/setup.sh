@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything ASA's demo and tests need on a fresh Debian 12 (bookworm) x86_64 machine.
 # Idempotent: every step checks first and does nothing when its result is already there.
-#   - Debian packages: qemu (the lab VM), busybox-static (the guest's userland), clang-19 and
+#   - Debian packages: qemu 8.1 or newer (the lab VM; from bookworm-backports on Debian 12, whose
+#     own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the guest's userland), clang-19 and
 #     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest), xz-utils
 #     (the guest kernel modules are xz-compressed);
 #   - the Rust toolchain check (rust-version of the workspace);
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
-packages=(qemu-system-x86 busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
+packages=(busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
           bpftool stress-ng make debootstrap e2fsprogs xz-utils)
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +31,43 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 else
   log "Debian packages present"
+fi
+
+# qemu 8.1 or newer. Under instruction counting (ASA_LAB_ICOUNT) qemu 7.2's single-threaded TCG
+# gives the whole budget up to the next timer to the first vCPU; while that vCPU keeps arming
+# timers (I/O completing every 100 µs) the other one does not run, for up to a second at a time
+# (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation). qemu 8.1 splits the budget
+# between the vCPUs. Debian 12 has qemu 10 in bookworm-backports.
+qemu_ok() {
+  command -v qemu-system-x86_64 >/dev/null || return 1
+  local v
+  v=$(qemu-system-x86_64 --version | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p')
+  [[ "$(printf '%s\n%s\n' 8.1 "$v" | sort -V | head -1)" == 8.1 ]]
+}
+if qemu_ok; then
+  log "qemu $(qemu-system-x86_64 --version | awk 'NR==1 {print $4}') present"
+else
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: qemu 8.1 or newer is missing; run this script as root (apt-get install)" >&2
+    exit 1
+  fi
+  suite=
+  if grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+    suite=bookworm-backports
+    src=/etc/apt/sources.list.d/bookworm-backports.sources
+    if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      log "adding $suite to apt's sources ($src)"
+      printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+        'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' > "$src"
+    fi
+  fi
+  log "installing qemu${suite:+ from $suite}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${suite:+-t "$suite"} qemu-system-x86 >/dev/null
+  if ! qemu_ok; then
+    echo "setup: qemu $(qemu-system-x86_64 --version | awk 'NR==1 {print $4}') is older than 8.1: install a newer one (Debian 12: bookworm-backports)" >&2
+    exit 1
+  fi
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -102,7 +102,7 @@ poweroff -f
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
     /// qemu is not installed.
-    #[error("qemu-system-x86_64 not found: install it with `apt-get install qemu-system-x86` (or run lab/setup.sh)")]
+    #[error("qemu-system-x86_64 not found: run lab/setup.sh (Debian 12: qemu from bookworm-backports; `apt-get install qemu-system-x86` elsewhere)")]
     QemuMissing,
     /// The guest did not finish in time.
     #[error("the lab VM did not finish within {timeout:?} ({phase}); last console lines:\n{tail}")]
@@ -190,8 +190,8 @@ pub fn tcg_accel() -> Result<String> {
 /// The guest's clock then counts the instructions it executed, not the host's time: a
 /// measurement in the guest no longer depends on what else the host does, at the price of a
 /// simple cost model (every instruction costs the same; caches are not modelled, as under TCG
-/// anyway). Single-threaded TCG only. Unset (the default): the guest's clock follows the
-/// host's.
+/// anyway). Single-threaded TCG only, and qemu [`ICOUNT_MIN_QEMU`] or newer with more than one
+/// vCPU. Unset (the default): the guest's clock follows the host's.
 pub const ICOUNT_ENV: &str = "ASA_LAB_ICOUNT";
 
 /// The `-icount` value of a VM: `configured` ([`VmConfig::icount`]) if set, else
@@ -214,6 +214,71 @@ fn checked_icount(value: Option<&str>, accel: &str) -> Result<Option<String>> {
         bail!("-icount {value:?}: one value without spaces, e.g. shift=2,sleep=off");
     }
     Ok(Some(value.to_owned()))
+}
+
+/// The oldest qemu whose single-threaded TCG shares an `-icount` budget between the vCPUs
+/// (8.1). qemu 7.2 gave the whole budget up to the next timer to the vCPU it ran first; while
+/// that vCPU kept arming timers (the lab's I/O loads, completing every 100 µs) the other one
+/// did not run, for up to a second at a time: its tasks, interrupts included, stood still
+/// (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation).
+pub const ICOUNT_MIN_QEMU: (u32, u32) = (8, 1);
+
+/// The version (major, minor) in the first line of `qemu-system-x86_64 --version`
+/// (`QEMU emulator version 10.0.2 (Debian ...)`).
+pub fn parse_qemu_version(text: &str) -> Option<(u32, u32)> {
+    let rest = text
+        .lines()
+        .next()?
+        .trim()
+        .strip_prefix("QEMU emulator version ")?;
+    let version = rest.split_whitespace().next()?;
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The installed qemu's version line (`10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)`), for
+/// reports.
+pub fn qemu_version() -> Result<String> {
+    let qemu = which("qemu-system-x86_64").ok_or(VmError::QemuMissing)?;
+    let text = version_output(&qemu)?;
+    let line = text.lines().next().unwrap_or_default();
+    Ok(line
+        .strip_prefix("QEMU emulator version ")
+        .unwrap_or(line)
+        .to_owned())
+}
+
+/// What `qemu --version` prints.
+fn version_output(qemu: &Path) -> Result<String> {
+    let out = Command::new(qemu)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", qemu.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An error when `-icount` with `cpus` vCPUs would run on a qemu (`version_text`, its
+/// `--version` output) older than [`ICOUNT_MIN_QEMU`].
+fn check_icount_qemu(version_text: &str, cpus: u32) -> Result<()> {
+    if cpus < 2 {
+        return Ok(());
+    }
+    let (major, minor) = ICOUNT_MIN_QEMU;
+    match parse_qemu_version(version_text) {
+        Some(v) if v >= ICOUNT_MIN_QEMU => Ok(()),
+        Some((have_major, have_minor)) => bail!(
+            "-icount with {cpus} vCPUs needs qemu {major}.{minor} or newer (qemu \
+             {have_major}.{have_minor} starves all but one vCPU while it arms timers): run \
+             lab/setup.sh (Debian 12: qemu from bookworm-backports) or unset {ICOUNT_ENV}"
+        ),
+        None => bail!(
+            "-icount with {cpus} vCPUs needs qemu {major}.{minor} or newer, and the version of \
+             qemu-system-x86_64 is unknown ({:?}): unset {ICOUNT_ENV} or install a newer qemu",
+            version_text.lines().next().unwrap_or_default()
+        ),
+    }
 }
 
 /// How qemu emulates the CPUs, for reports: the `-accel` value and the `-icount` one if any
@@ -402,9 +467,10 @@ pub fn boot(
         cmdline.push(' ');
         cmdline.push_str(&config.extra_cmdline);
     }
-    let mut cmd = Command::new(qemu);
+    let mut cmd = Command::new(&qemu);
     let accel = tcg_accel()?;
     if let Some(icount) = icount_for(config.icount.as_deref(), &accel)? {
+        check_icount_qemu(&version_output(&qemu)?, config.cpus)?;
         cmd.args(["-icount", &icount]);
     }
     cmd.args(["-accel", &accel, "-cpu", "max", "-nodefaults"])
@@ -563,6 +629,32 @@ pub fn which(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qemu_versions_and_the_icount_minimum() {
+        let debian10 = "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\n\
+                        Copyright (c) 2003-2025 Fabrice Bellard and the QEMU Project developers\n";
+        let debian72 = "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n";
+        assert_eq!(parse_qemu_version(debian10), Some((10, 0)));
+        assert_eq!(parse_qemu_version(debian72), Some((7, 2)));
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 8.1.0\n"),
+            Some((8, 1))
+        );
+        assert_eq!(parse_qemu_version("qemu 9"), None);
+        assert_eq!(parse_qemu_version(""), None);
+        check_icount_qemu(debian10, 2).unwrap();
+        check_icount_qemu("QEMU emulator version 8.1.0\n", 2).unwrap();
+        let old = check_icount_qemu(debian72, 2).unwrap_err().to_string();
+        assert!(
+            old.contains("qemu 7.2") && old.contains("lab/setup.sh"),
+            "{old}"
+        );
+        assert!(check_icount_qemu("QEMU emulator version 8.0.5\n", 2).is_err());
+        assert!(check_icount_qemu("garbage", 2).is_err());
+        // One vCPU has nobody to starve.
+        check_icount_qemu(debian72, 1).unwrap();
+    }
 
     #[test]
     fn disk_bus_names_and_qemu_arguments() {

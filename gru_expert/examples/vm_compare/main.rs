@@ -1301,6 +1301,8 @@ fn main() -> Result<()> {
 
 /// The file in the guest out folder that names qemu's `-accel` of the run.
 const ACCEL_FILE: &str = "accel.txt";
+/// The file in the guest out folder with the version of the qemu that ran it.
+const QEMU_FILE: &str = "qemu.txt";
 
 /// Builds scx_gru, runs the guest script in the lab VM and checks that it finished.
 fn run_guest(args: &Args) -> Result<VmOutcome> {
@@ -1343,6 +1345,11 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
         asa_lab::vm::cpu_emulation()?,
     )
     .context("write the accel file")?;
+    std::fs::write(
+        outcome.out_dir.join(QEMU_FILE),
+        asa_lab::vm::qemu_version()?,
+    )
+    .context("write the qemu file")?;
     println!("guest out folder: {}", outcome.out_dir.display());
     Ok(outcome)
 }
@@ -1417,6 +1424,11 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
         .read_out(ACCEL_FILE)
         .map(|a| a.trim().to_owned())
         .unwrap_or_else(|_| asa_lab::vm::DEFAULT_TCG_ACCEL.into());
+    // Out folders from before 2026-11-26 15:00 UTC ran on qemu 7.2 without recording it.
+    let qemu = outcome
+        .read_out(QEMU_FILE)
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|_| "7.2 (not recorded)".into());
     if accel != asa_lab::vm::DEFAULT_TCG_ACCEL {
         println!(
             "qemu ran with -accel {accel} ({})",
@@ -1481,7 +1493,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
             "# vm_compare: {} (lab VM)\n\n\
              `cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
              --schedulers {}{}{}{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
-             qemu `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\nI/O loads' disk: \
+             qemu {} `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\nI/O loads' disk: \
              {}\n\n{table}",
             args.schedulers.join(" vs "),
             args.rounds,
@@ -1505,6 +1517,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
                 .map(|us| format!(" --io-timer-disk {us}"))
                 .unwrap_or_default(),
             args.rounds,
+            qemu,
             accel,
             PROFILE,
             versions.lines().collect::<Vec<_>>().join(", "),
