@@ -974,10 +974,13 @@ void BPF_STRUCT_OPS(gru_dispatch, s32 cpu, struct task_struct *prev)
 	 * kernel's SCX_EV_REFILL_SLICE_DFL counted ~48 a second beside a CPU hog),
 	 * and whatever came to this CPU next without preempting (scx_gru's own
 	 * thread, a wake-up that finds no CPU idle and does not preempt) waited
-	 * up to 20 ms (16 ms measured for scx_gru's thread). Our slice instead.
+	 * up to 20 ms (16 ms measured for scx_gru's thread). Our slice instead,
+	 * through the kfunc where the kernel has it (6.19: it warns that writing
+	 * p->scx.slice directly is deprecated; the compat wrapper writes it
+	 * directly on older kernels).
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
-		prev->scx.slice = task_slice();
+		scx_bpf_task_set_slice(prev, task_slice());
 		stat_inc(&nr_prev_kept);
 	}
 }
