@@ -147,8 +147,11 @@ struct Opts {
     preempt_margin_us: u64,
 
     /// How long (microseconds) a running task keeps its CPU before a wake-up may preempt it:
-    /// tasks that wake each other after shorter bursts do not cut each other's.
-    #[arg(long, default_value_t = 250)]
+    /// tasks that wake each other after shorter bursts do not cut each other's. Default 2000
+    /// since 2026-11-26: with 250, hackbench ran at 0.67x EEVDF on the fair lab (qemu 10, runs
+    /// 79-81 in gru_expert/README.md), with 2000 at 1.05-1.07x; a lone hog's kworkers still
+    /// preempt it (its slice is longer), while under a queue the shrunken slice ends first.
+    #[arg(long, default_value_t = 2000)]
     preempt_min_run_us: u64,
 
     /// Turn off wakeup preemption for tasks that can run on one CPU only (per-CPU kernel

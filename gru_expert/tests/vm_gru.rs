@@ -236,8 +236,10 @@ fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
 #[test]
 #[ignore = "needs the lab VM: run with make test"]
 fn vm_gru_without_model_runs_fallback_only() {
-    // The default wakeup preemption and slice shortening (spelled out) and the optional
-    // dispatch affinity and deferred preemption: their paths run too.
+    // Wakeup preemption after 250 µs instead of the default 2 000 µs (under this queue the
+    // shrunken slice would end first, and the preemption paths would not run), the default
+    // slice shortening (spelled out) and the optional dispatch affinity and deferred
+    // preemption: their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,

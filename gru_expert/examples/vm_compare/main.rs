@@ -23,7 +23,8 @@
 //! sched_ext scheduler; what a load loses under it is sched_ext's own cost),
 //! `gru-preempt` (wakeup preemption; since 2026-11-25 a deadline comparison after 1 ms of run,
 //! `--preempt-min-run-us 1000`; `gru-preemptN` after N µs, e.g. `gru-preempt0` at once —
-//! 250 µs is the default since run 18, so `gru-preempt250` is `gru` now; `gru-nopreempt` is
+//! 250 µs was the default from run 18, 2 000 µs since run 81, so `gru-preempt2000` is `gru`
+//! now; `gru-nopreempt` is
 //! `--no-wakeup-preempt`, the default before), `gru-affinityN` (`--dispatch-affinity-us N`: a
 //! CPU takes a task that last ran on it ahead of the shared DSQ's head within N µs of vtime;
 //! 1000 was the default from run 24 to run 70, `gru-affinity0` the head always, the default
