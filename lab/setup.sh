@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything ASA's demo and tests need on a fresh Debian 12 (bookworm) x86_64 machine.
 # Idempotent: every step checks first and does nothing when its result is already there.
-#   - Debian packages: qemu 8.1 or newer (the lab VM; from bookworm-backports on Debian 12, whose
-#     own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the guest's userland), clang-19 and
-#     libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest), xz-utils
+#   - Debian packages: qemu 8.1 or newer (the lab VM; from bookworm-backports on Debian 12,
+#     whose own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the
+#     guest's userland), clang-19 and libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest), xz-utils
 #     (the guest kernel modules are xz-compressed);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
@@ -38,14 +38,16 @@ fi
 # timers (I/O completing every 100 µs) the other one does not run, for up to a second at a time
 # (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation). qemu 8.1 splits the budget
 # between the vCPUs. Debian 12 has qemu 10 in bookworm-backports.
+qemu_version() {
+  qemu-system-x86_64 --version 2>/dev/null | sed -n '1s/^QEMU emulator version \([0-9.]*\).*/\1/p'
+}
 qemu_ok() {
-  command -v qemu-system-x86_64 >/dev/null || return 1
   local v
-  v=$(qemu-system-x86_64 --version | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p')
-  [[ "$(printf '%s\n%s\n' 8.1 "$v" | sort -V | head -1)" == 8.1 ]]
+  v=$(qemu_version)
+  [[ -n "$v" && "$(printf '%s\n%s\n' 8.1 "$v" | sort -V | head -1)" == 8.1 ]]
 }
 if qemu_ok; then
-  log "qemu $(qemu-system-x86_64 --version | awk 'NR==1 {print $4}') present"
+  log "qemu $(qemu_version) present"
 else
   if [[ $(id -u) -ne 0 ]]; then
     echo "setup: qemu 8.1 or newer is missing; run this script as root (apt-get install)" >&2
@@ -65,7 +67,8 @@ else
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${suite:+-t "$suite"} qemu-system-x86 >/dev/null
   if ! qemu_ok; then
-    echo "setup: qemu $(qemu-system-x86_64 --version | awk 'NR==1 {print $4}') is older than 8.1: install a newer one (Debian 12: bookworm-backports)" >&2
+    echo "setup: qemu 8.1 or newer is still missing (found: $(qemu_version || true)): install a" \
+      "newer one (Debian 12: bookworm-backports)" >&2
     exit 1
   fi
 fi

@@ -223,6 +223,9 @@ fn checked_icount(value: Option<&str>, accel: &str) -> Result<Option<String>> {
 /// (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation).
 pub const ICOUNT_MIN_QEMU: (u32, u32) = (8, 1);
 
+/// How the first line of `qemu-system-x86_64 --version` starts, before the version.
+const QEMU_VERSION_PREFIX: &str = "QEMU emulator version ";
+
 /// The version (major, minor) in the first line of `qemu-system-x86_64 --version`
 /// (`QEMU emulator version 10.0.2 (Debian ...)`).
 pub fn parse_qemu_version(text: &str) -> Option<(u32, u32)> {
@@ -230,7 +233,7 @@ pub fn parse_qemu_version(text: &str) -> Option<(u32, u32)> {
         .lines()
         .next()?
         .trim()
-        .strip_prefix("QEMU emulator version ")?;
+        .strip_prefix(QEMU_VERSION_PREFIX)?;
     let version = rest.split_whitespace().next()?;
     let mut parts = version.split('.');
     let major = parts.next()?.parse().ok()?;
@@ -245,7 +248,7 @@ pub fn qemu_version() -> Result<String> {
     let text = version_output(&qemu)?;
     let line = text.lines().next().unwrap_or_default();
     Ok(line
-        .strip_prefix("QEMU emulator version ")
+        .strip_prefix(QEMU_VERSION_PREFIX)
         .unwrap_or(line)
         .to_owned())
 }

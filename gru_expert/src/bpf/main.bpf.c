@@ -118,10 +118,10 @@ const volatile bool pinned_preempt = true;
 /*
  * Order the shared DSQ and the wake queues by a deadline, vtime + the vtime
  * the task has used since it last woke up (capped at burst_cap_ns), instead
- * of by vtime alone: a task that sleeps after short bursts (an I/O thread) goes ahead of tasks
- * that run without sleeping and have the same vtime (EEVDF's deadline is
- * vruntime + request; scx_bpfland's vruntime + awake vtime). Off with
- * --burst-cap-ms 0: vtime alone.
+ * of by vtime alone: a task that sleeps after short bursts (an I/O thread)
+ * goes ahead of tasks that run without sleeping and have the same vtime
+ * (EEVDF's deadline is vruntime + request; scx_bpfland's vruntime + awake
+ * vtime). Off with --burst-cap-ms 0: vtime alone.
  */
 const volatile bool burst_deadline = true;
 const volatile u64 burst_cap_ns = 40ULL * 1000 * 1000;
@@ -206,7 +206,7 @@ u64 nr_pred_ignored;		/* a usable prediction not followed (--observe-only) */
 u64 nr_pred_paused;		/* the model paused (follow gate): no lookup, no event */
 /* Where fallback placements went: */
 u64 nr_direct_idle;		/* an idle CPU's local DSQ, from select_cpu */
-u64 nr_shared_enqueued;		/* the shared vtime DSQ, from enqueue */
+u64 nr_shared_enqueued;		/* a deadline-ordered DSQ (shared or wake queue), from enqueue */
 u64 nr_pinned_local;		/* single-CPU tasks put on their CPU's local DSQ */
 u64 nr_usersched_local;		/* scx_gru's own threads put on their CPU's local DSQ */
 u64 nr_usersched_queued;	/* ... and out of slice, queued in the shared DSQ */
