@@ -53,7 +53,10 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Wait until the agent reports this expert active and the kernel agrees.
+        /// Wait until the agent reports this expert active and the kernel agrees. Polls the
+        /// agent after 0.1, 0.2, 0.4, 0.8 s and then once a second: each poll is a thread and
+        /// a status snapshot in the agent, which the agent's own perception counts (ten polls
+        /// a second made an idle lab VM look busy to the classifier).
         #[arg(long)]
         wait_for: Option<String>,
         /// Seconds to wait with --wait-for.
@@ -307,8 +310,15 @@ fn print_response(resp: &Response) -> Result<ExitCode> {
     }
 }
 
+/// The pause before poll number `n` (from 0) of `asa status --wait-for`: 100 ms, doubling, at
+/// most a second.
+fn wait_poll_interval(n: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << n.min(4)).min(1000))
+}
+
 fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result<ExitCode> {
     let t0 = Instant::now();
+    let mut polls = 0;
     loop {
         let agent = control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?
             .and_then(|r| r.status);
@@ -344,7 +354,8 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
             }
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(wait_poll_interval(polls));
+        polls += 1;
     }
 }
 
@@ -503,5 +514,19 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
     }
     if let Some(r) = &d.last_switch {
         line("last choice:", r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_for_polls_back_off_to_once_a_second() {
+        let pauses: Vec<u64> = (0..7)
+            .map(|n| wait_poll_interval(n).as_millis() as u64)
+            .collect();
+        assert_eq!(pauses, [100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(wait_poll_interval(u32::MAX), Duration::from_secs(1));
     }
 }

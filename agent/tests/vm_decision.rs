@@ -3,7 +3,9 @@
 //! background load `xz_compress` to bpfland and `idle` to EEVDF, and a background load that
 //! changes mid-run. The agent must
 //! - refuse a corrupt model at start with one error and switch nothing;
-//! - stay on EEVDF through the idle phase, including a 1-second burst of the load (a spike);
+//! - stay on EEVDF through the idle phase, including a half-second burst of the load (a
+//!   spike; under TCG a 1-second burst showed in two or three ticks, and three of the
+//!   six-tick window are enough to switch);
 //! - switch to bpfland within W + cooldown seconds of the load starting;
 //! - obey `asa pin eevdf` while the load runs (its own switch back is held), and return to
 //!   bpfland, its choice, on `asa unpin`;
@@ -72,13 +74,13 @@ rec broken_state $(state)
 rec broken_enable_seq $(cat /sys/kernel/sched_ext/enable_seq)
 rec broken_socket $(ls /run/asa 2>/dev/null | grep -c sock)
 # The loop.
-asa run {args} --decision-log /lab/out/decisions.jsonl > /lab/out/daemon.log 2>&1 &
+asa run {args} --log-features --decision-log /lab/out/decisions.jsonl > /lab/out/daemon.log 2>&1 &
 D=$!
 i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 rec t_start $(ms)
 sleep 12
 rec t_spike $(ms)
-load_on; sleep 1; load_off
+load_on; sleep 0.5; load_off
 sleep 12
 asa status --json > /lab/out/idle.json
 rec t_load_on $(ms)
@@ -193,7 +195,7 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
         .count();
     assert!(
         spike_seen >= 1,
-        "the classifier did not see the 1-s spike: the no-switch check is void"
+        "the classifier did not see the spike: the no-switch check is void"
     );
     let idle = serde_json::from_str::<Value>(&out.read_out("idle.json").unwrap()).unwrap();
     assert_eq!(idle["agent"]["active"]["expert"], "eevdf", "{idle:#}");
