@@ -45,9 +45,10 @@
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
 //! named what `gru` runs now.)
 //! `gru-burst` is scx_gru `--burst-cap-ms 5` (the shared DSQ ordered by vtime + the vtime used
-//! since the last wake-up, capped at 5 ms), `gru-burst40` the same with a 40 ms cap (scx_bpfland's
-//! slice lag; the default since 2026-11-25, so the same as `gru` now) and `gru-vtime`
-//! `--burst-cap-ms 0` (ordered by vtime alone: `gru` before). `gru-batch1` is scx_gru
+//! since the last wake-up, capped at 5 ms; the default since run 85, so the same as `gru`
+//! now), `gru-burst40` the same with a 40 ms cap (scx_bpfland's slice lag; the default from
+//! 2026-11-25 to run 85), `gru-burstN` with an N ms cap, and `gru-vtime` `--burst-cap-ms 0`
+//! (ordered by vtime alone: `gru` before 2026-11-25). `gru-batch1` is scx_gru
 //! `--max-batch 1`: one model run per task, as before 2026-11-25.
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
 //! threads, from `/proc/PID/stat`) during the load, in percent of one CPU; BPF programs run
@@ -243,6 +244,7 @@ start() {
     gru-burst) gru gru-burst $2 --burst-cap-ms 5 ;;
     gru-burst40) gru gru-burst40 $2 --burst-cap-ms 40 ;;
     gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
+    gru-burst[0-9]*) gru $1 $2 --burst-cap-ms ${1#gru-burst} ;;
     gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
     gru-observe) gru gru-observe $2 --observe-only ;;
     gru-nogate) gru gru-nogate $2 --min-followed-pct 0 ;;
@@ -541,15 +543,27 @@ struct Args {
 
 /// The scx_gru variants named PREFIX + a number N, each with a `PREFIXN` case in the guest
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
-/// `gru-affinityN` (`--dispatch-affinity-us N`) and `gru-budgetN` (`--inference-budget-pct N`:
-/// the model may use N % of a CPU; the default is 5).
-const NUMBERED_VARIANTS: [&str; 5] = [
+/// `gru-affinityN` (`--dispatch-affinity-us N`), `gru-budgetN` (`--inference-budget-pct N`:
+/// the model may use N % of a CPU; the default is 5) and `gru-burstN` (`--burst-cap-ms N`).
+const NUMBERED_VARIANTS: [&str; 6] = [
     "gru-preempt",
     "gru-affinity",
     "gru-budget",
     "gru-moved",
     "gru-defer",
+    "gru-burst",
 ];
+
+/// How long the guest script may take: a minute per measurement for 10 s loads (every load,
+/// scheduler and round, the warm-up round too) and 5 minutes for the boot and the fileio
+/// files. Until 2026-11-26 it was 110 s per scheduler and round whatever the loads, which six
+/// loads on qemu 10 under instruction counting exceeded (run 85: 27 minutes, no results).
+fn vm_budget(args: &Args) -> Duration {
+    let per_measurement = 3 * u64::from(args.seconds) + 30;
+    let measurements =
+        (args.loads.len() * args.schedulers.len()) as u64 * u64::from(args.rounds + 1);
+    Duration::from_secs(per_measurement * measurements + 300)
+}
 
 /// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
 /// ([`NUMBERED_VARIANTS`]).
@@ -1328,10 +1342,7 @@ fn run_guest(args: &Args) -> Result<VmOutcome> {
         packages.push(BPF_STATS_PACKAGE);
     }
     run.rootfs = Some(RootfsSpec::with_packages(packages));
-    let per_round = 5 * args.seconds + 60;
-    run.vm.timeout = Duration::from_secs(
-        u64::from(per_round * args.schedulers.len() as u32 * (args.rounds + 1)) + 300,
-    );
+    run.vm.timeout = vm_budget(args);
     let outcome = lab.run(&run).context("the lab VM ran")?;
     ensure!(
         outcome.exit_code == 0,
@@ -1861,5 +1872,18 @@ mod tests {
         }
         assert!(script
             .contains("gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;"));
+    }
+
+    #[test]
+    fn the_vm_budget_grows_with_loads_schedulers_and_rounds() {
+        let args = Args::default(); // 6 loads, 4 schedulers, 3 rounds (+ warm-up), 10 s
+        assert_eq!(vm_budget(&args), Duration::from_secs(60 * 6 * 4 * 4 + 300));
+        let one = Args {
+            loads: vec!["mixed".into()],
+            schedulers: vec!["eevdf".into(), "gru".into()],
+            rounds: 1,
+            ..Args::default()
+        };
+        assert_eq!(vm_budget(&one), Duration::from_secs(60 * 2 * 2 + 300));
     }
 }
