@@ -164,9 +164,11 @@ struct Opts {
     /// The shared DSQ and the wake queues are ordered by a deadline, vtime + the vtime a task
     /// used since it last woke up, capped at this many ms: tasks that sleep after short bursts
     /// (I/O) go ahead of tasks that run without sleeping. 0: ordered by vtime alone (the
-    /// default before 2026-11-25; the mixed load's I/O part 0.57x EEVDF against 0.70x with 40,
-    /// run 14).
-    #[arg(long, default_value_t = 40)]
+    /// default before 2026-11-25). Every task's vtime is kept within one slice of the global
+    /// vtime, so a cap above the slice makes the burst a priority class: with 40 (the default
+    /// from 2026-11-25 to run 87) the mixed load's CPU hogs got 16-17 % of the CPUs against
+    /// 52-53 % under EEVDF (run 84, traced), with 5 50-51 %.
+    #[arg(long, default_value_t = 5)]
     burst_cap_ms: u64,
 
     /// A CPU taking work from the shared DSQ prefers, among its first 4 tasks, one that last
@@ -293,6 +295,20 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
 /// Whether the kernel has what the wake queues need (`scx_bpf_dsq_peek`, Linux 6.19 or later).
 /// Without it scx_gru runs with every waiting task in the shared DSQ, as `--no-wake-queues`
 /// does, and says so; `ops.init` refuses the queues too, should this check be wrong.
+/// Why `--burst-cap-ms` would make the deadline a priority class, if it does: every task's
+/// vtime is kept within one slice of the global vtime, so a burst capped above the slice puts
+/// every task that has not slept for the slice behind every task that just woke, whatever
+/// either has run (run 84: the mixed load's CPU hogs got 16-17 % of the CPUs with 40 ms).
+fn burst_cap_warning(burst_cap_ms: u64, slice_us: u64) -> Option<String> {
+    (burst_cap_ms.saturating_mul(1000) > slice_us).then(|| {
+        format!(
+            "--burst-cap-ms {burst_cap_ms} is above the slice ({slice_us} µs), the window every \
+             vtime is kept in: a task that has not slept for the slice will wait behind every \
+             task that just woke, whatever either has run"
+        )
+    })
+}
+
 fn wake_queues_supported() -> bool {
     match scx_utils::compat::ksym_exists("scx_bpf_dsq_peek") {
         Ok(true) => true,
@@ -385,6 +401,9 @@ fn main() -> Result<()> {
             0 => 0,
             us => us.max(opts.preempt_min_run_us) * 1000,
         };
+        if let Some(why) = burst_cap_warning(opts.burst_cap_ms, opts.slice_us) {
+            warn!("{why}");
+        }
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;
@@ -515,4 +534,26 @@ fn main() -> Result<()> {
         info!("the kernel asked for a restart");
     }
     loop_result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_cap_above_the_slice_is_warned_about() {
+        assert_eq!(burst_cap_warning(5, 5000), None);
+        assert_eq!(burst_cap_warning(0, 5000), None);
+        assert_eq!(burst_cap_warning(4, 5000), None);
+        let why = burst_cap_warning(40, 5000).expect("40 ms above a 5 ms slice");
+        assert!(
+            why.contains("--burst-cap-ms 40") && why.contains("5000 µs"),
+            "{why}"
+        );
+        assert!(burst_cap_warning(6, 5000).is_some());
+        assert!(burst_cap_warning(u64::MAX, 5000).is_some());
+        // The defaults agree with each other.
+        let opts = Opts::parse_from(["scx_gru"]);
+        assert_eq!(burst_cap_warning(opts.burst_cap_ms, opts.slice_us), None);
+    }
 }

@@ -45,9 +45,9 @@
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
 //! named what `gru` runs now.)
 //! `gru-burst` is scx_gru `--burst-cap-ms 5` (the shared DSQ ordered by vtime + the vtime used
-//! since the last wake-up, capped at 5 ms; the default since run 85, so the same as `gru`
+//! since the last wake-up, capped at 5 ms; the default since run 88, so the same as `gru`
 //! now), `gru-burst40` the same with a 40 ms cap (scx_bpfland's slice lag; the default from
-//! 2026-11-25 to run 85), `gru-burstN` with an N ms cap, and `gru-vtime` `--burst-cap-ms 0`
+//! 2026-11-25 to run 87), `gru-burstN` with an N ms cap, and `gru-vtime` `--burst-cap-ms 0`
 //! (ordered by vtime alone: `gru` before 2026-11-25). `gru-batch1` is scx_gru
 //! `--max-batch 1`: one model run per task, as before 2026-11-25.
 //! The "sched CPU %" column is the CPU time of the scheduler's user-space process (all its
@@ -556,8 +556,9 @@ const NUMBERED_VARIANTS: [&str; 6] = [
 
 /// How long the guest script may take: a minute per measurement for 10 s loads (every load,
 /// scheduler and round, the warm-up round too) and 5 minutes for the boot and the fileio
-/// files. Until 2026-11-26 it was 110 s per scheduler and round whatever the loads, which six
-/// loads on qemu 10 under instruction counting exceeded (run 85: 27 minutes, no results).
+/// files. Until 2026-11-26 it was 110 s per scheduler and round whatever the loads: run 85 (six
+/// loads, qemu 10 under instruction counting) was stopped at 27 minutes with no results, most
+/// likely by it.
 fn vm_budget(args: &Args) -> Duration {
     let per_measurement = 3 * u64::from(args.seconds) + 30;
     let measurements =
