@@ -45,7 +45,7 @@
 //! (In the A/B run of 2026-11-23, when wakeup preemption was the default, `gru-nopreempt`
 //! named what `gru` runs now.)
 //! `gru-burst` is scx_gru `--burst-cap-ms 5` (the shared DSQ ordered by vtime + the vtime used
-//! since the last wake-up, capped at 5 ms; the default since run 88, so the same as `gru`
+//! since the last wake-up, capped at 5 ms; the default after run 87, so the same as `gru`
 //! now), `gru-burst40` the same with a 40 ms cap (scx_bpfland's slice lag; the default from
 //! 2026-11-25 to run 87), `gru-burstN` with an N ms cap, and `gru-vtime` `--burst-cap-ms 0`
 //! (ordered by vtime alone: `gru` before 2026-11-25). `gru-batch1` is scx_gru
