@@ -3,8 +3,8 @@
 # Idempotent: every step checks first and does nothing when its result is already there.
 #   - Debian packages: qemu 8.1 or newer (the lab VM; from bookworm-backports on Debian 12,
 #     whose own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the
-#     guest's userland), clang-19 and libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng (workloads in the guest), xz-utils
-#     (the guest kernel modules are xz-compressed);
+#     guest's userland), clang-19 and libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng
+#     (workloads in the guest), xz-utils (the guest kernel modules are xz-compressed);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
 #     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>);

@@ -292,9 +292,6 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss) -> BpfCounters {
     }
 }
 
-/// Whether the kernel has what the wake queues need (`scx_bpf_dsq_peek`, Linux 6.19 or later).
-/// Without it scx_gru runs with every waiting task in the shared DSQ, as `--no-wake-queues`
-/// does, and says so; `ops.init` refuses the queues too, should this check be wrong.
 /// Why `--burst-cap-ms` would make the deadline a priority class, if it does: every task's
 /// vtime is kept within one slice of the global vtime, so a burst capped above the slice puts
 /// every task that has not slept for the slice behind every task that just woke, whatever
@@ -309,6 +306,9 @@ fn burst_cap_warning(burst_cap_ms: u64, slice_us: u64) -> Option<String> {
     })
 }
 
+/// Whether the kernel has what the wake queues need (`scx_bpf_dsq_peek`, Linux 6.19 or later).
+/// Without it scx_gru runs with every waiting task in the shared DSQ, as `--no-wake-queues`
+/// does, and says so; `ops.init` refuses the queues too, should this check be wrong.
 fn wake_queues_supported() -> bool {
     match scx_utils::compat::ksym_exists("scx_bpf_dsq_peek") {
         Ok(true) => true,
