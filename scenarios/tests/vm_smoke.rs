@@ -5,6 +5,12 @@
 //! hold a score for every cell, the probes and the loads must have measured something in sane
 //! units, bpfland must really have been the scheduler of its runs, and the dataset must label
 //! every run with its workload class.
+//!
+//! Features are recorded every 500 ms, not the default second, and the runs last 8 s: under
+//! TCG one perception tick of the (debug) `asa` costs 60-100 ms of an idle vCPU (15-20 ms
+//! for a release build) and 0.9-1.6 s of wall time beside these loads, so a 1 s recorder fell
+//! behind to a tick every 2 s, and on a slow host a 6 s probe window held only 2 whole ticks
+//! (CI, 2026-11-26; 500 ms ticks and 6 s runs still left S6 at exactly 3).
 
 use std::time::Duration;
 
@@ -19,9 +25,10 @@ const EXPERTS: [&str; 2] = ["eevdf", "bpfland"];
 
 const SCRIPT: &str = r#"
 set -u
-asa scenario run S6,S22 --experts eevdf,bpfland --duration 6 --settle 1 --cooldown 0.5 \
+asa scenario run S6,S22 --experts eevdf,bpfland --duration 8 --settle 1 --cooldown 0.5 \
   --work-dir /var/tmp/asa-work --out /lab/out/run \
-  --record-features /lab/out/run/dataset --machine-note "lab VM smoke test" \
+  --record-features /lab/out/run/dataset --record-interval-ms 500 \
+  --machine-note "lab VM smoke test" \
   > /lab/out/run.log 2>&1
 echo "run_exit=$?" >> /lab/out/results
 echo "state_at_end=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
