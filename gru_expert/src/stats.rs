@@ -113,6 +113,10 @@ pub struct BpfCounters {
     /// Of those, taken by another CPU that had nothing else to run.
     #[serde(default)]
     pub nr_wake_stolen: u64,
+    /// Of those, queued in another CPU's wake queue, shorter than their own CPU's by at least
+    /// `--wake-balance`.
+    #[serde(default)]
+    pub nr_wake_balanced: u64,
     /// Tasks waiting in the shared DSQ at the snapshot (a gauge; counted from the insert until
     /// the task runs, so never fewer than the truth).
     #[serde(default)]
@@ -120,6 +124,10 @@ pub struct BpfCounters {
     /// Tasks waiting in the wake queues at the snapshot (a gauge, counted the same way).
     #[serde(default)]
     pub nr_hint_wake: u64,
+    /// The same per CPU's wake queue, index = CPU (kept, and shown, with `--wake-balance`
+    /// only; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nr_hint_wake_by_cpu: Vec<u64>,
     /// Queue waits (runnable → running, the kernel's `run_delay`) of tasks with short bursts
     /// (under 1 ms before they last slept and in progress: I/O threads).
     #[serde(default)]
@@ -529,6 +537,7 @@ mod tests {
             "nr_pred_paused",
             "nr_wake_queued",
             "nr_wake_stolen",
+            "nr_wake_balanced",
             "nr_hint_shared",
             "nr_hint_wake",
         ] {

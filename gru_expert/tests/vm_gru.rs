@@ -238,14 +238,14 @@ fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
 fn vm_gru_without_model_runs_fallback_only() {
     // Wakeup preemption after 250 µs instead of the default 2 000 µs (under this queue the
     // shrunken slice would end first, and the preemption paths would not run), the default
-    // slice shortening (spelled out) and the optional dispatch affinity and deferred
-    // preemption: their paths run too.
+    // slice shortening (spelled out) and the optional dispatch affinity, deferred preemption
+    // and wake-queue balance: their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,
         &format!("{MANY_TASKS}{HOG_ALONE}"),
         "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000 \
-         --deferred-preempt-us 1000",
+         --deferred-preempt-us 1000 --wake-balance 1",
     );
     let r = results(&outcome);
     check_lifecycle(&r);
@@ -297,6 +297,16 @@ fn vm_gru_without_model_runs_fallback_only() {
     // thousands of wake-ups above and make every dispatch look at empty queues.
     assert!(
         stats.bpf.nr_hint_shared + stats.bpf.nr_hint_wake < 8,
+        "{stats:#?}"
+    );
+    // With wake-queue balance, some wake-ups found their CPU's wake queue longer than the
+    // other's and waited there instead; the per-CPU counts it decides by (one per CPU of the
+    // guest) come back down too, and add up to the total.
+    assert!(stats.bpf.nr_wake_balanced > 0, "{stats:#?}");
+    assert_eq!(stats.bpf.nr_hint_wake_by_cpu.len(), 2, "{stats:#?}");
+    assert_eq!(
+        stats.bpf.nr_hint_wake_by_cpu.iter().sum::<u64>(),
+        stats.bpf.nr_hint_wake,
         "{stats:#?}"
     );
     // The hog alone got scx_gru's slice again and again (about 150 times in 3 s).

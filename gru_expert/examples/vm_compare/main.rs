@@ -38,7 +38,8 @@
 //! minimum run waits for the slice instead of arming the CPU's timer), `gru-deferN`
 //! (`--deferred-preempt-us N`: the timer preempts the hog once it has run N µs),
 //! `gru-nowake` (`--no-wake-queues`: every waiting task in the shared DSQ, as before
-//! 2026-11-26, instead of a wake-up in its CPU's wake queue)
+//! 2026-11-26, instead of a wake-up in its CPU's wake queue), `gru-wakebalN` (`--wake-balance N`:
+//! a wake-up waits in another CPU's wake queue when its own CPU's holds N more tasks)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
@@ -260,6 +261,7 @@ start() {
     gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
     gru-nodefer) gru gru-nodefer $2 --deferred-preempt-us 0 ;;
     gru-nowake) gru gru-nowake $2 --no-wake-queues ;;
+    gru-wakebal[0-9]*) gru $1 $2 --wake-balance ${1#gru-wakebal} ;;
     gru-defer[0-9]*) gru $1 $2 --deferred-preempt-us ${1#gru-defer} ;;
     gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
     gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
@@ -545,13 +547,14 @@ struct Args {
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
 /// `gru-affinityN` (`--dispatch-affinity-us N`), `gru-budgetN` (`--inference-budget-pct N`:
 /// the model may use N % of a CPU; the default is 5) and `gru-burstN` (`--burst-cap-ms N`).
-const NUMBERED_VARIANTS: [&str; 6] = [
+const NUMBERED_VARIANTS: [&str; 7] = [
     "gru-preempt",
     "gru-affinity",
     "gru-budget",
     "gru-moved",
     "gru-defer",
     "gru-burst",
+    "gru-wakebal",
 ];
 
 /// How long the guest script may take: a minute per measurement for 10 s loads (every load,

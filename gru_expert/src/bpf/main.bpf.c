@@ -156,6 +156,16 @@ const volatile u64 dispatch_affinity_ns = 0;
 const volatile bool wake_queues = true;
 #define WAKE_DSQ(cpu) (GRU_WAKE_DSQ_BASE + (u64)(cpu))
 /*
+ * Wake-queue balance (0, the default: off; --wake-balance N): a wake-up whose
+ * CPU's wake queue holds at least N tasks more than another CPU's (one other
+ * CPU the task may use, drawn at random: two choices) waits in that CPU's
+ * wake queue instead. Without it a wake-up waits where it last ran, and
+ * another CPU takes it only when it has nothing else to run: beside CPU hogs
+ * the I/O threads of the mixed load stayed on the CPU they started on (85-89 %
+ * of their runs on CPU 0, run 84), where EEVDF's load balancer spreads them.
+ */
+const volatile u32 wake_balance = 0;
+/*
  * Queue waits (runnable -> running) are counted by the task's burst: short
  * when both the burst before it last slept and the one in progress are under
  * this (vtime ns; an I/O thread), long otherwise (a task that runs without
@@ -190,6 +200,8 @@ static u64 woken_at_cons_pos = (u64)-1;
  */
 u64 nr_hint_shared;
 u64 nr_hint_wake;
+/* nr_hint_wake per CPU's wake queue (kept with wake_balance only). */
+u64 nr_hint_wake_cpu[GRU_MAX_CPUS];
 
 /* Counters read by user space (bss). */
 u64 nr_events;			/* events written to the ring buffer */
@@ -224,6 +236,7 @@ u64 nr_dispatch_affine;		/* shared-DSQ tasks taken by their last CPU ahead of th
 u64 nr_prev_kept;		/* dispatches that found nothing and gave the running task a new slice */
 u64 nr_wake_queued;		/* wake-ups queued in their CPU's wake queue (wake_queues) */
 u64 nr_wake_stolen;		/*   ... of which taken by another CPU that had nothing else */
+u64 nr_wake_balanced;		/*   ... of which queued on another CPU's (wake_balance) */
 u64 nr_burst_keyed;		/* queue inserts keyed behind their vtime (burst_deadline) */
 /* Queue waits (runnable -> running), see SHORT_BURST_NS: how many, and their total (ns). */
 u64 nr_waits_short;
@@ -277,6 +290,7 @@ struct task_ctx {
 	 */
 	u64 vtime;
 	u32 queued_in;		/* enum queued_in: which of the hints counts it */
+	u32 wake_cpu;		/* whose wake queue, when queued_in is QUEUED_WAKE */
 };
 
 /* Where a task waiting in a DSQ of scx_gru's is counted (nr_hint_*). */
@@ -343,21 +357,50 @@ static __always_inline bool is_model_paused(void)
 	return paused && *paused;
 }
 
-/* Count @tctx's task as waiting in @where (QUEUED_NONE: no longer waiting). */
-static void hint_queued(struct task_ctx *tctx, u32 where)
+/*
+ * @cpu's count in nr_hint_wake_cpu, NULL if out of range (a bounds check the
+ * verifier sees: the compiler drops a plain one it can prove from a modulo).
+ */
+static __always_inline u64 *wake_count(u32 cpu)
+{
+	return MEMBER_VPTR(nr_hint_wake_cpu, [cpu]);
+}
+
+/* Add @delta to the count of @cpu's wake queue (wake_balance only). */
+static __always_inline void hint_wake_cpu(u32 cpu, s64 delta)
+{
+	u64 *count;
+
+	if (!wake_balance)
+		return;
+	count = wake_count(cpu);
+	if (count)
+		__sync_fetch_and_add(count, delta);
+}
+
+/*
+ * Count @tctx's task as waiting in @where (QUEUED_NONE: no longer waiting),
+ * in @cpu's wake queue for QUEUED_WAKE.
+ */
+static void hint_queued(struct task_ctx *tctx, u32 where, u32 cpu)
 {
 	u32 was = tctx->queued_in;
 
-	if (was == where)
+	if (was == where && (where != QUEUED_WAKE || tctx->wake_cpu == cpu))
 		return;
-	if (was == QUEUED_SHARED)
+	if (was == QUEUED_SHARED) {
 		__sync_fetch_and_sub(&nr_hint_shared, 1);
-	else if (was == QUEUED_WAKE)
+	} else if (was == QUEUED_WAKE) {
 		__sync_fetch_and_sub(&nr_hint_wake, 1);
-	if (where == QUEUED_SHARED)
+		hint_wake_cpu(tctx->wake_cpu, -1);
+	}
+	if (where == QUEUED_SHARED) {
 		__sync_fetch_and_add(&nr_hint_shared, 1);
-	else if (where == QUEUED_WAKE)
+	} else if (where == QUEUED_WAKE) {
 		__sync_fetch_and_add(&nr_hint_wake, 1);
+		hint_wake_cpu(cpu, 1);
+		tctx->wake_cpu = cpu;
+	}
 	tctx->queued_in = where;
 }
 
@@ -599,30 +642,56 @@ static int preempt_timerfn(void *map, int *key, struct preempt_timer *pt)
 	return 0;
 }
 
+/* The task running on a CPU now, as running_now() sees it. */
+struct run_now {
+	u64 ran;		/* ns since it started */
+	u64 ran_vtime;		/* the same in vtime (scaled by its weight) */
+	u64 deadline;		/* its deadline now */
+};
+
+/*
+ * The task running on @cpu (cpu_runs: kept with wakeup_preempt only): how long
+ * it has run and its deadline now (its vtime and burst advance with the time
+ * it has run since it started, scaled by its weight, as ops.stopping() will
+ * charge) in @now. NULL when nothing running is recorded there.
+ */
+static struct cpu_run *running_now(u32 cpu, struct run_now *now)
+{
+	struct cpu_run *run = bpf_map_lookup_elem(&cpu_runs, &cpu);
+	u64 t;
+
+	if (!run || !run->weight)
+		return NULL;
+	t = bpf_ktime_get_ns();
+	now->ran = t > run->started_ns ? t - run->started_ns : 0;
+	now->ran_vtime = now->ran * 100 / run->weight;
+	now->deadline = run->vtime + now->ran_vtime +
+			burst_extra(run->awake_vtime + now->ran_vtime);
+	return run;
+}
+
 /*
  * Whether a wakee with deadline @deadline may preempt the task running on
  * @cpu: that task has run at least preempt_min_run_ns, and its deadline now
- * (its vtime and burst advance with the time it has run since it started,
- * scaled by its weight, as ops.stopping() will charge) is later than the
- * wakee's by more than preempt_margin_ns. With @defer, a wakee that would
- * preempt a hog but for the minimum arms @cpu's timer to preempt it once it
- * has run deferred_preempt_ns (its deadline only grows meanwhile).
+ * is later than the wakee's by more than preempt_margin_ns. With @defer, a
+ * wakee that would preempt a hog but for the minimum arms @cpu's timer to
+ * preempt it once it has run deferred_preempt_ns (its deadline only grows
+ * meanwhile).
  */
 static bool wakee_before_running(s32 cpu, u64 deadline, bool defer)
 {
 	struct preempt_timer *pt;
 	struct cpu_run *run;
+	struct run_now now;
 	u32 key = cpu;
-	u64 now, ran, ran_vtime, curr_deadline;
+	u64 ran, ran_vtime;
 
-	run = bpf_map_lookup_elem(&cpu_runs, &key);
-	if (!run || !run->weight)
+	run = running_now(cpu, &now);
+	if (!run)
 		return false;
-	now = bpf_ktime_get_ns();
-	ran = now > run->started_ns ? now - run->started_ns : 0;
-	ran_vtime = ran * 100 / run->weight;
-	curr_deadline = run->vtime + ran_vtime + burst_extra(run->awake_vtime + ran_vtime);
-	if (!vtime_before(deadline + preempt_margin_ns, curr_deadline))
+	ran = now.ran;
+	ran_vtime = now.ran_vtime;
+	if (!vtime_before(deadline + preempt_margin_ns, now.deadline))
 		return false;
 	if (ran >= preempt_min_run_ns)
 		return true;
@@ -772,6 +841,46 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	return cpu;
 }
 
+/*
+ * The CPU whose wake queue a wake-up of @p, last on @prev_cpu, with deadline
+ * @deadline, waits in: with wake_balance, one other CPU drawn at random if @p
+ * may run there, its wake queue is at least wake_balance tasks shorter than
+ * @prev_cpu's, and the task running there has a deadline later than @p's by
+ * more than preempt_margin_ns (a CPU hog, not another short burst: without
+ * this test io8's I/O threads moved between the queues 280 times a second
+ * and io8 fell from 0.98 to 0.96 x EEVDF, runs 87 and 91); else
+ * @prev_cpu. (Without wakeup_preempt nothing running is recorded, and the
+ * queues' lengths alone decide.)
+ */
+static s32 wake_queue_cpu(struct task_struct *p, s32 prev_cpu, u64 deadline)
+{
+	struct run_now now;
+	u32 nr_cpus = scx_bpf_nr_cpu_ids();
+	u64 *own, *other;
+	u32 cand;
+
+	if (!wake_balance || prev_cpu < 0)
+		return prev_cpu;
+	own = wake_count(prev_cpu);
+	if (!own || *own < wake_balance)
+		return prev_cpu;
+	if (nr_cpus > GRU_MAX_CPUS)
+		nr_cpus = GRU_MAX_CPUS;
+	if (nr_cpus < 2)
+		return prev_cpu;
+	cand = ((u32)prev_cpu + 1 + bpf_get_prandom_u32() % (nr_cpus - 1)) % nr_cpus;
+	if (!bpf_cpumask_test_cpu(cand, p->cpus_ptr))
+		return prev_cpu;
+	other = wake_count(cand);
+	if (!other || *own < *other + wake_balance)
+		return prev_cpu;
+	if (running_now(cand, &now) &&
+	    !vtime_before(deadline + preempt_margin_ns, now.deadline))
+		return prev_cpu;
+	stat_inc(&nr_wake_balanced);
+	return cand;
+}
+
 void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx;
@@ -779,6 +888,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	s32 cpu, idle_cpu, prev_cpu;
 	u64 age, key, extra, slice, dsq = GRU_FALLBACK_DSQ;
 	u32 where = QUEUED_SHARED;
+	s32 queue_cpu;
 
 	/*
 	 * scx_gru's own thread (ring-buffer poller and inference) runs next on
@@ -794,7 +904,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 			tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 			slice = task_slice();
 			if (tctx)
-				hint_queued(tctx, QUEUED_SHARED);
+				hint_queued(tctx, QUEUED_SHARED, 0);
 			scx_bpf_dsq_insert_vtime(p, GRU_FALLBACK_DSQ, slice,
 						 queued_vtime(tctx), enq_flags);
 			stat_inc(&nr_usersched_queued);
@@ -836,11 +946,12 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	count_fallback(miss);
 
 	/*
-	 * Fallback: a wake-up goes to its CPU's wake queue (see wake_queues),
-	 * anything else to the shared DSQ, both ordered by deadline; wake an
-	 * idle CPU for it, or, for a wake-up clearly behind the task on its
-	 * previous CPU, preempt that CPU (which then dispatches the earliest
-	 * deadline: this task, unless another is owed more).
+	 * Fallback: a wake-up goes to its CPU's wake queue (see wake_queues;
+	 * another CPU's with wake_balance), anything else to the shared DSQ,
+	 * both ordered by deadline; wake an idle CPU for it, or, for a wake-up
+	 * clearly before the task running on the CPU of its queue, preempt
+	 * that CPU (which then dispatches the earliest deadline: this task,
+	 * unless another is owed more).
 	 */
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
 	key = queued_vtime(tctx);
@@ -857,13 +968,16 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 * (A woken task's CPU is one it may run on: the kernel checks the one
 	 * select_cpu returns. So no cpumask test here, nor before preempting.)
 	 */
+	queue_cpu = prev_cpu;
 	if (wake_queues && (enq_flags & SCX_ENQ_WAKEUP) && prev_cpu < GRU_MAX_CPUS) {
-		dsq = WAKE_DSQ(prev_cpu);
+		queue_cpu = wake_queue_cpu(p, prev_cpu,
+					   key + burst_extra(tctx ? tctx->last_burst : 0));
+		dsq = WAKE_DSQ(queue_cpu);
 		where = QUEUED_WAKE;
 		stat_inc(&nr_wake_queued);
 	}
 	if (tctx)
-		hint_queued(tctx, where);
+		hint_queued(tctx, where, queue_cpu);
 	scx_bpf_dsq_insert_vtime(p, dsq, slice, key, enq_flags);
 	stat_inc(&nr_shared_enqueued);
 	/*
@@ -874,12 +988,12 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	if (idle_cpu >= 0) {
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
 	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
-		   wakee_before_running(prev_cpu,
+		   wakee_before_running(queue_cpu,
 					key + burst_extra(tctx ? tctx->last_burst : 0), true)) {
-		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_PREEMPT);
+		scx_bpf_kick_cpu(queue_cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_wakeup_preempts);
 	}
-	send_event(p, tctx, prev_cpu, GRU_SRC_ENQUEUE, age);
+	send_event(p, tctx, queue_cpu, GRU_SRC_ENQUEUE, age);
 }
 
 /* What dispatch_affine() found. */
@@ -1036,7 +1150,7 @@ void BPF_STRUCT_OPS(gru_running, struct task_struct *p)
 		tctx->switch_count++;
 		tctx->run_start_ns = now;
 		if (tctx->queued_in)
-			hint_queued(tctx, QUEUED_NONE);
+			hint_queued(tctx, QUEUED_NONE, 0);
 	}
 	if (vtime_before(vtime_now, vtime))
 		vtime_now = vtime;
