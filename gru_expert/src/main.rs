@@ -379,6 +379,7 @@ fn main() -> Result<()> {
 
     let mut open_object = MaybeUninit::uninit();
     let skel_builder = BpfSkelBuilder::default();
+    let wake_queues_on = !opts.no_wake_queues && wake_queues_supported();
     let mut skel = scx_ops_open!(
         skel_builder,
         &mut open_object,
@@ -424,7 +425,7 @@ fn main() -> Result<()> {
         rodata.burst_deadline = opts.burst_cap_ms > 0;
         rodata.burst_cap_ns = opts.burst_cap_ms * 1_000_000;
         rodata.dispatch_affinity_ns = opts.dispatch_affinity_us * 1000;
-        rodata.wake_queues = !opts.no_wake_queues && wake_queues_supported();
+        rodata.wake_queues = wake_queues_on;
         rodata.wake_balance = opts.wake_balance;
     }
     let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
@@ -436,7 +437,8 @@ fn main() -> Result<()> {
     let attached_at = Instant::now();
 
     let counters = Arc::new(UserCounters::default());
-    let wake_cpus = if opts.wake_balance > 0 && !opts.no_wake_queues {
+    // (the balance acts on the wake queues only: no per-CPU counts without them)
+    let wake_cpus = if opts.wake_balance > 0 && wake_queues_on {
         libbpf_rs::num_possible_cpus().unwrap_or(0)
     } else {
         0
