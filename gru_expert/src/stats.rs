@@ -114,7 +114,7 @@ pub struct BpfCounters {
     #[serde(default)]
     pub nr_wake_stolen: u64,
     /// Of those, queued in another CPU's wake queue, shorter than their own CPU's by at least
-    /// `--wake-balance`.
+    /// `--wake-balance`, with a CPU hog running there.
     #[serde(default)]
     pub nr_wake_balanced: u64,
     /// Tasks waiting in the shared DSQ at the snapshot (a gauge; counted from the insert until

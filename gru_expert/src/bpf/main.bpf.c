@@ -673,6 +673,15 @@ static struct cpu_run *running_now(u32 cpu, struct run_now *now)
 }
 
 /*
+ * Whether the running task seen in @now is behind a wakee with deadline
+ * @deadline: its deadline is later by more than preempt_margin_ns.
+ */
+static __always_inline bool runs_behind(const struct run_now *now, u64 deadline)
+{
+	return vtime_before(deadline + preempt_margin_ns, now->deadline);
+}
+
+/*
  * Whether a wakee with deadline @deadline may preempt the task running on
  * @cpu: that task has run at least preempt_min_run_ns, and its deadline now
  * is later than the wakee's by more than preempt_margin_ns. With @defer, a
@@ -686,25 +695,20 @@ static bool wakee_before_running(s32 cpu, u64 deadline, bool defer)
 	struct cpu_run *run;
 	struct run_now now;
 	u32 key = cpu;
-	u64 ran, ran_vtime;
 
 	run = running_now(cpu, &now);
-	if (!run)
+	if (!run || !runs_behind(&now, deadline))
 		return false;
-	ran = now.ran;
-	ran_vtime = now.ran_vtime;
-	if (!vtime_before(deadline + preempt_margin_ns, now.deadline))
-		return false;
-	if (ran >= preempt_min_run_ns)
+	if (now.ran >= preempt_min_run_ns)
 		return true;
 	/* Deferred: a hog only, and not once it is past the deferral. */
-	if (defer && deferred_preempt_ns && ran < deferred_preempt_ns &&
-	    run->awake_vtime + ran_vtime >= burst_cap_ns) {
+	if (defer && deferred_preempt_ns && now.ran < deferred_preempt_ns &&
+	    run->awake_vtime + now.ran_vtime >= burst_cap_ns) {
 		pt = bpf_map_lookup_elem(&preempt_timers, &key);
 		/* Once per run: a second wake-up would only move the same expiry. */
 		if (pt && pt->started_ns != run->started_ns) {
 			pt->started_ns = run->started_ns;
-			if (!bpf_timer_start(&pt->timer, deferred_preempt_ns - ran, 0))
+			if (!bpf_timer_start(&pt->timer, deferred_preempt_ns - now.ran, 0))
 				stat_inc(&nr_deferred_preempts);
 		}
 	}
@@ -876,8 +880,7 @@ static s32 wake_queue_cpu(struct task_struct *p, s32 prev_cpu, u64 deadline)
 	other = wake_count(cand);
 	if (!other || *own < *other + wake_balance)
 		return prev_cpu;
-	if (running_now(cand, &now) &&
-	    !vtime_before(deadline + preempt_margin_ns, now.deadline))
+	if (running_now(cand, &now) && !runs_behind(&now, deadline))
 		return prev_cpu;
 	stat_inc(&nr_wake_balanced);
 	return cand;
@@ -888,7 +891,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx;
 	enum pred_miss miss;
 	s32 cpu, idle_cpu, prev_cpu;
-	u64 age, key, extra, slice, dsq = GRU_FALLBACK_DSQ;
+	u64 age, key, extra, slice, wake_deadline, dsq = GRU_FALLBACK_DSQ;
 	u32 where = QUEUED_SHARED;
 	s32 queue_cpu;
 
@@ -963,6 +966,8 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 		if (extra)
 			stat_inc(&nr_burst_keyed);
 	}
+	/* Against a running task: the key plus the burst before it slept. */
+	wake_deadline = key + burst_extra(tctx ? tctx->last_burst : 0);
 	prev_cpu = scx_bpf_task_cpu(p);
 	/* (before the task itself is counted as waiting) */
 	slice = task_slice();
@@ -972,8 +977,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	queue_cpu = prev_cpu;
 	if (wake_queues && (enq_flags & SCX_ENQ_WAKEUP) && prev_cpu < GRU_MAX_CPUS) {
-		queue_cpu = wake_queue_cpu(p, prev_cpu,
-					   key + burst_extra(tctx ? tctx->last_burst : 0));
+		queue_cpu = wake_queue_cpu(p, prev_cpu, wake_deadline);
 		dsq = WAKE_DSQ(queue_cpu);
 		where = QUEUED_WAKE;
 		stat_inc(&nr_wake_queued);
@@ -990,8 +994,7 @@ void BPF_STRUCT_OPS(gru_enqueue, struct task_struct *p, u64 enq_flags)
 	if (idle_cpu >= 0) {
 		scx_bpf_kick_cpu(idle_cpu, SCX_KICK_IDLE);
 	} else if (wakeup_preempt && (enq_flags & SCX_ENQ_WAKEUP) &&
-		   wakee_before_running(queue_cpu,
-					key + burst_extra(tctx ? tctx->last_burst : 0), true)) {
+		   wakee_before_running(queue_cpu, wake_deadline, true)) {
 		scx_bpf_kick_cpu(queue_cpu, SCX_KICK_PREEMPT);
 		stat_inc(&nr_wakeup_preempts);
 	}
