@@ -40,6 +40,8 @@
 //! `gru-nowake` (`--no-wake-queues`: every waiting task in the shared DSQ, as before
 //! 2026-11-26, instead of a wake-up in its CPU's wake queue), `gru-wakebalN` (`--wake-balance N`:
 //! a wake-up waits in another CPU's wake queue when its own CPU's holds N more tasks)
+//! (scx_gru variants combine with `+`: `gru-wakebal2+burst8` is `--wake-balance 2
+//! --burst-cap-ms 8`)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
 //! the slice shrinks with the shared DSQ's queue; the default since 2026-11-24, so the same as
 //! `gru` now) and `gru-fixed` (`--slice-min-us 0`: the fixed 5 ms slice, the default before).
@@ -236,35 +238,47 @@ gru() {
     > $out/log-$gru_name-$gru_round.txt 2>&1 &
   P=$!
 }
+# gru_flags VARIANT: scx_gru's options for one variant (gru-burst, gru-wakebal2, ...).
+gru_flags() {
+  case $1 in
+    gru-batch1) echo --max-batch 1 ;;
+    gru-burst) echo --burst-cap-ms 5 ;;
+    gru-burst40) echo --burst-cap-ms 40 ;;
+    gru-vtime) echo --burst-cap-ms 0 ;;
+    gru-burst[0-9]*) echo --burst-cap-ms ${1#gru-burst} ;;
+    gru-noinfer) echo --inference-budget-pct 0 ;;
+    gru-observe) echo --observe-only ;;
+    gru-nogate) echo --min-followed-pct 0 ;;
+    gru-userfirst) echo --usersched-always-first ;;
+    gru-busykeep) echo --busy-pause-keeps-events ;;
+    gru-fallback) echo --no-model ;;
+    gru-preempt) echo --preempt-min-run-us 1000 ;;
+    gru-preempt[0-9]*) echo --preempt-min-run-us ${1#gru-preempt} ;;
+    gru-affinity[0-9]*) echo --dispatch-affinity-us ${1#gru-affinity} ;;
+    gru-budget[0-9]*) echo --inference-budget-pct ${1#gru-budget} ;;
+    gru-moved[0-9]*) echo --min-moved-pct ${1#gru-moved} ;;
+    gru-nopreempt) echo --no-wakeup-preempt ;;
+    gru-nopinned) echo --no-pinned-preempt ;;
+    gru-nodefer) echo --deferred-preempt-us 0 ;;
+    gru-nowake) echo --no-wake-queues ;;
+    gru-wakebal[0-9]*) echo --wake-balance ${1#gru-wakebal} ;;
+    gru-defer[0-9]*) echo --deferred-preempt-us ${1#gru-defer} ;;
+    gru-fixed) echo --slice-min-us 0 ;;
+    gru-slice) echo --slice-min-us 500 ;;
+    *) echo "unknown scx_gru variant $1" >&2; return 1 ;;
+  esac
+}
 start() {
   STATS=
   case $1 in
     eevdf) P= ;;
-    gru) gru gru $2 ;;
-    gru-batch1) gru gru-batch1 $2 --max-batch 1 ;;
-    gru-burst) gru gru-burst $2 --burst-cap-ms 5 ;;
-    gru-burst40) gru gru-burst40 $2 --burst-cap-ms 40 ;;
-    gru-vtime) gru gru-vtime $2 --burst-cap-ms 0 ;;
-    gru-burst[0-9]*) gru $1 $2 --burst-cap-ms ${1#gru-burst} ;;
-    gru-noinfer) gru gru-noinfer $2 --inference-budget-pct 0 ;;
-    gru-observe) gru gru-observe $2 --observe-only ;;
-    gru-nogate) gru gru-nogate $2 --min-followed-pct 0 ;;
-    gru-userfirst) gru gru-userfirst $2 --usersched-always-first ;;
-    gru-busykeep) gru gru-busykeep $2 --busy-pause-keeps-events ;;
-    gru-fallback) gru gru-fallback $2 --no-model ;;
-    gru-preempt) gru gru-preempt $2 --preempt-min-run-us 1000 ;;
-    gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;
-    gru-affinity[0-9]*) gru $1 $2 --dispatch-affinity-us ${1#gru-affinity} ;;
-    gru-budget[0-9]*) gru $1 $2 --inference-budget-pct ${1#gru-budget} ;;
-    gru-moved[0-9]*) gru $1 $2 --min-moved-pct ${1#gru-moved} ;;
-    gru-nopreempt) gru gru-nopreempt $2 --no-wakeup-preempt ;;
-    gru-nopinned) gru gru-nopinned $2 --no-pinned-preempt ;;
-    gru-nodefer) gru gru-nodefer $2 --deferred-preempt-us 0 ;;
-    gru-nowake) gru gru-nowake $2 --no-wake-queues ;;
-    gru-wakebal[0-9]*) gru $1 $2 --wake-balance ${1#gru-wakebal} ;;
-    gru-defer[0-9]*) gru $1 $2 --deferred-preempt-us ${1#gru-defer} ;;
-    gru-fixed) gru gru-fixed $2 --slice-min-us 0 ;;
-    gru-slice) gru gru-slice $2 --slice-min-us 500 ;;
+    # gru, gru-VARIANT or gru-VARIANT+VARIANT...: the options of every part together.
+    gru|gru-*)
+      flags= parts=${1#gru}
+      for part in $(echo "${parts#-}" | tr + ' '); do
+        flags="$flags $(gru_flags gru-$part)" || return 1
+      done
+      gru $1 $2 $flags ;;
     bpfland) scx_bpfland > $out/log-bpfland-$2.txt 2>&1 & P=$! ;;
     floor) scx_floor > $out/log-floor-$2.txt 2>&1 & P=$! ;;
   esac
@@ -569,14 +583,23 @@ fn vm_budget(args: &Args) -> Duration {
     Duration::from_secs(per_measurement * measurements + 300)
 }
 
-/// Whether the guest script can start `name`: one of [`SCHEDULERS`] or a numbered variant
-/// ([`NUMBERED_VARIANTS`]).
+/// Whether the guest script can start `name`: one of [`SCHEDULERS`], a numbered variant
+/// ([`NUMBERED_VARIANTS`]), or scx_gru variants combined with `+` (`gru-wakebal2+burst8`:
+/// `gru-wakebal2`'s options and `gru-burst8`'s).
 fn known_scheduler(name: &str) -> bool {
-    SCHEDULERS.contains(&name)
-        || NUMBERED_VARIANTS.iter().any(|prefix| {
-            name.strip_prefix(prefix)
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
+    let known_part = |name: &str| {
+        SCHEDULERS.contains(&name)
+            || NUMBERED_VARIANTS.iter().any(|prefix| {
+                name.strip_prefix(prefix)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+    };
+    match name.strip_prefix("gru-") {
+        Some(parts) if parts.contains('+') => parts
+            .split('+')
+            .all(|part| !part.is_empty() && known_part(&format!("gru-{part}"))),
+        _ => known_part(name),
+    }
 }
 
 impl Default for Args {
@@ -639,7 +662,8 @@ fn parse_args() -> Result<Args> {
     for s in &args.schedulers {
         ensure!(
             known_scheduler(s),
-            "unknown scheduler {s:?} (known: {}, {}, N a number)",
+            "unknown scheduler {s:?} (known: {}, {}, N a number; scx_gru variants combine \
+             with +, e.g. gru-wakebal2+burst8)",
             SCHEDULERS.join(", "),
             NUMBERED_VARIANTS.map(|v| format!("{v}N")).join(", ")
         );
@@ -1851,6 +1875,8 @@ mod tests {
             "gru-preempt120",
             "gru-affinity1000",
             "gru-budget2",
+            "gru-wakebal2+burst8",
+            "gru-wakebal2+burst+nowake",
         ] {
             assert!(known_scheduler(ok), "{ok}");
         }
@@ -1860,6 +1886,11 @@ mod tests {
             "gru-preemptx",
             "gru-affinity",
             "cfs",
+            "gru-wakebal2+",
+            "gru-+burst8",
+            "gru-wakebal2+cfs",
+            "gru-wakebal2+gru-burst8",
+            "eevdf+gru",
         ] {
             assert!(!known_scheduler(bad), "{bad}");
         }
@@ -1870,12 +1901,65 @@ mod tests {
         });
         for variant in NUMBERED_VARIANTS {
             assert!(
-                script.contains(&format!("    {variant}[0-9]*) gru $1 $2 --")),
+                script.contains(&format!("    {variant}[0-9]*) echo --")),
                 "{variant}"
             );
         }
-        assert!(script
-            .contains("gru-preempt[0-9]*) gru $1 $2 --preempt-min-run-us ${1#gru-preempt} ;;"));
+        assert!(script.contains("gru-preempt[0-9]*) echo --preempt-min-run-us ${1#gru-preempt} ;;"));
+    }
+
+    #[test]
+    fn combined_variants_start_scx_gru_with_every_part_s_options() {
+        let script = guest_script(&Args {
+            schedulers: vec!["eevdf".into()],
+            ..Args::default()
+        });
+        let from = script.find("gru_flags() {").unwrap();
+        let functions = &script[from..from + script[from..].find("\nstop() {").unwrap()];
+        let out = std::env::temp_dir().join(format!("vm-compare-start-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let start = |name: &str| {
+            // The guest's `gru` and state helpers stubbed: print what scx_gru would be given.
+            let shell = format!(
+                "out={}\n{functions}\ngru() {{ echo \"$@\"; P=; }}\nstate() {{ :; }}\n\
+                 start {name} 1",
+                out.display()
+            );
+            let output = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&shell)
+                .output()
+                .unwrap();
+            (
+                output.status.success(),
+                String::from_utf8_lossy(&output.stdout)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+        };
+        assert_eq!(start("gru"), (true, "gru 1".into()));
+        assert_eq!(
+            start("gru-burst8"),
+            (true, "gru-burst8 1 --burst-cap-ms 8".into())
+        );
+        assert_eq!(
+            start("gru-wakebal2+burst8"),
+            (
+                true,
+                "gru-wakebal2+burst8 1 --wake-balance 2 --burst-cap-ms 8".into()
+            )
+        );
+        assert_eq!(
+            start("gru-nowake+preempt0+fallback"),
+            (
+                true,
+                "gru-nowake+preempt0+fallback 1 --no-wake-queues --preempt-min-run-us 0 --no-model"
+                    .into()
+            )
+        );
+        assert!(!start("gru-wakebal2+cfs").0, "an unknown part fails");
+        std::fs::remove_dir_all(&out).unwrap();
     }
 
     #[test]
