@@ -2,10 +2,11 @@
 //! on a batch of B tasks ([B, 10, 7 + CPUs] -> B CPUs) for B = 1, 8, 64. Prints p50/p99/max
 //! of a run and the cost per predicted task (a run's p50 / B) in µs.
 //!
-//! Each batch size also prints the time of a fixed piece of plain Rust arithmetic (a chain of
-//! dependent multiply-adds) measured just before it, in ns per 1000 steps: a shared or
-//! throttled host slows both, so a slow pass can be told from slower inference code. (On the
-//! 2-core EPYC guest of 2026-11-26 whole passes ran at half speed, the reference with them.)
+//! Each batch size also prints a host reference measured just before it: ns per load of a
+//! pointer chase through 512 KiB. On a shared host whose neighbours take the caches, the
+//! model's runs and the chase slow down together, so a slow pass can be told from slower
+//! inference code (on the 2-core EPYC guest of 2026-11-26/27 whole passes ran at half speed:
+//! p50 10.8 against 19-25 us per run, the chase 7.7-7.9 against 12.4-14.2 ns).
 //!
 //! `cargo bench -p asa-gru-expert --bench inference [-- B...]` (ONNX Runtime from
 //! `ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`; numbers after `--` choose the batch sizes)
@@ -32,7 +33,7 @@ fn main() -> anyhow::Result<()> {
         batches = vec![1, 8, 64];
     }
     for batch in batches {
-        let reference_ns = host_reference_ns_per_1000();
+        let reference_ns = host_reference_ns_per_load();
         let runs = 160_000 / (batch + 7);
         let mut window = LatencyWindow::new(runs);
         let mut input = vec![0.0f32; per_task * batch];
@@ -53,7 +54,7 @@ fn main() -> anyhow::Result<()> {
         println!(
             "batch {batch:>2}: {runs} runs, per run p50 {:.1} us, p99 {:.1} us, max {:.1} us; \
              per task {:.2} us (p50 / batch) (predicted cpu0 {} / cpu1 {}); \
-             host reference {reference_ns:.0} ns",
+             host reference {reference_ns:.1} ns per load",
             us(0.5),
             us(0.99),
             us(1.0),
@@ -65,18 +66,30 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Nanoseconds per 1000 steps of a dependent multiply-add chain, the fastest of 20 tries of
-/// 100 000 steps: how fast this host runs plain scalar code right now.
-fn host_reference_ns_per_1000() -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..20 {
-        let started = Instant::now();
-        let mut x = std::hint::black_box(1.0f64);
-        for _ in 0..100_000 {
-            x = x * 0.999_999 + 1e-6;
-        }
-        std::hint::black_box(x);
-        best = best.min(started.elapsed().as_nanos() as f64 / 100.0);
+/// Nanoseconds per load of a pointer chase through 512 KiB (one random cycle over 65 536
+/// slots, Sattolo's shuffle from a fixed seed), the fastest of 5 passes of 1 M loads: how
+/// fast this host's caches answer right now. Plain arithmetic does not show the slow
+/// passes of a shared host (a dependent multiply-add chain kept 1.9 ns per step through
+/// them on 2026-11-27); the caches do (this chase 7.7-7.9 ns in fast passes, 12.4-14.2 in
+/// slow ones).
+fn host_reference_ns_per_load() -> f64 {
+    const SLOTS: usize = 65_536; // 8-byte slots: 512 KiB
+    let mut next: Vec<usize> = (0..SLOTS).collect();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..SLOTS).rev() {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let j = (seed >> 33) as usize % i;
+        next.swap(i, j);
     }
+    let mut best = f64::MAX;
+    let mut at = 0usize;
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..1_000_000 {
+            at = next[at];
+        }
+        best = best.min(started.elapsed().as_nanos() as f64 / 1e6);
+    }
+    std::hint::black_box(at);
     best
 }
