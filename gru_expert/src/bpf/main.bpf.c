@@ -682,16 +682,6 @@ static __always_inline bool runs_behind(const struct run_now *now, u64 deadline)
 }
 
 /*
- * Whether the task running on @run, seen in @now, is a CPU hog: it has not
- * slept for the burst cap (with the cap at 0, every running task is one).
- */
-static __always_inline bool runs_hog(const struct cpu_run *run,
-				     const struct run_now *now)
-{
-	return run->awake_vtime + now->ran_vtime >= burst_cap_ns;
-}
-
-/*
  * Whether a wakee with deadline @deadline may preempt the task running on
  * @cpu: that task has run at least preempt_min_run_ns, and its deadline now
  * is later than the wakee's by more than preempt_margin_ns. With @defer, a
@@ -713,7 +703,7 @@ static bool wakee_before_running(s32 cpu, u64 deadline, bool defer)
 		return true;
 	/* Deferred: a hog only, and not once it is past the deferral. */
 	if (defer && deferred_preempt_ns && now.ran < deferred_preempt_ns &&
-	    runs_hog(run, &now)) {
+	    run->awake_vtime + now.ran_vtime >= burst_cap_ns) {
 		pt = bpf_map_lookup_elem(&preempt_timers, &key);
 		/* Once per run: a second wake-up would only move the same expiry. */
 		if (pt && pt->started_ns != run->started_ns) {
@@ -861,17 +851,18 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
  * The CPU whose wake queue a wake-up of @p, last on @prev_cpu, with deadline
  * @deadline, waits in: with wake_balance, one other CPU drawn at random if @p
  * may run there, its wake queue is at least wake_balance tasks shorter than
- * @prev_cpu's, and the task running there is a CPU hog (runs_hog(): it has
- * not slept for the burst cap) whose deadline is later than @p's by more than
- * preempt_margin_ns; else @prev_cpu. Without these tests io8's I/O threads
- * moved between the queues 280 times a second and io8 fell from 0.98 to
- * 0.96 x EEVDF (runs 87 and 91); with the deadline test alone, 186 a second
- * (run 92). (Without wakeup_preempt nothing running is recorded, and the
- * queues' lengths alone decide.)
+ * @prev_cpu's, and the task running there has a deadline later than @p's by
+ * more than preempt_margin_ns (a CPU hog, not another short burst: without
+ * this test io8's I/O threads moved between the queues 280 times a second
+ * and io8 fell from 0.98 to 0.96 x EEVDF, runs 87 and 91); else
+ * @prev_cpu. With nothing running recorded there (an idle CPU, or no
+ * wakeup_preempt) the queues' lengths alone decide: io8's remaining moves,
+ * about 26 a second, all went to such CPUs (run 94, where a stricter test,
+ * that the running task has not slept for the burst cap, left them as they
+ * were and did not change the mixed load's 1-2 moves a second either).
  */
 static s32 wake_queue_cpu(struct task_struct *p, s32 prev_cpu, u64 deadline)
 {
-	struct cpu_run *run;
 	struct run_now now;
 	u32 nr_cpus = scx_bpf_nr_cpu_ids();
 	u64 *own, *other;
@@ -892,8 +883,7 @@ static s32 wake_queue_cpu(struct task_struct *p, s32 prev_cpu, u64 deadline)
 	other = wake_count(cand);
 	if (!other || *own < *other + wake_balance)
 		return prev_cpu;
-	run = running_now(cand, &now);
-	if (run && (!runs_behind(&now, deadline) || !runs_hog(run, &now)))
+	if (running_now(cand, &now) && !runs_behind(&now, deadline))
 		return prev_cpu;
 	stat_inc(&nr_wake_balanced);
 	return cand;
