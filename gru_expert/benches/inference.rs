@@ -6,7 +6,7 @@
 //! pointer chase through 512 KiB. On a shared host whose neighbours take the caches, the
 //! model's runs and the chase slow down together, so a slow pass can be told from slower
 //! inference code (on the 2-core EPYC guest of 2026-11-26/27 whole passes ran at half speed:
-//! p50 10.8 against 19-25 us per run, the chase 7.7-7.9 against 12.4-14.2 ns).
+//! p50 10.8-11.1 against 18.6-20.1 us per run, the chase 6.5-7.7 against 10.7-12.1 ns).
 //!
 //! `cargo bench -p asa-gru-expert --bench inference [-- B...]` (ONNX Runtime from
 //! `ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`; numbers after `--` choose the batch sizes)
@@ -70,7 +70,7 @@ fn main() -> anyhow::Result<()> {
 /// slots, Sattolo's shuffle from a fixed seed), the fastest of 5 passes of 1 M loads: how
 /// fast this host's caches answer right now. Plain arithmetic does not show the slow
 /// passes of a shared host (a dependent multiply-add chain kept 1.9 ns per step through
-/// them on 2026-11-27); the caches do (this chase 7.7-7.9 ns in fast passes, 12.4-14.2 in
+/// them on 2026-11-27); the caches do (this chase 6.5-7.7 ns in fast passes, 10.7-12.1 in
 /// slow ones).
 fn host_reference_ns_per_load() -> f64 {
     const SLOTS: usize = 65_536; // 8-byte slots: 512 KiB
