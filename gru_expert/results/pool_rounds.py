@@ -49,7 +49,8 @@ def geometric(values):
 
 
 def ratio_interval(values, base):
-    """95 % interval of the ratio of two geometric means (Welch's t on the logs)."""
+    """95 % interval of the ratio of two geometric means (Welch's t on the logs; the degrees
+    of freedom rounded down, so a little wider than scipy's ttest_ind(equal_var=False))."""
     a = [math.log(v) for v in values]
     b = [math.log(v) for v in base]
     if len(a) < 2 or len(b) < 2:
