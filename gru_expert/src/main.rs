@@ -197,8 +197,9 @@ struct Opts {
     /// and another CPU takes it only when it has nothing else to run; beside CPU hogs, I/O
     /// threads then stay on the CPU they started on (85-89 % of the mixed load's I/O runs on
     /// CPU 0 in the lab, run 84), where EEVDF's load balancer spreads them, and the mixed
-    /// load's split between its parts changed from round to round (runs 89-90). With 2 the
-    /// split was the same in every round (run 90).
+    /// load's split between its parts changed from round to round (runs 89-90, 95). With 2
+    /// the split was the same in every round of runs 90-92, and not over 10 rounds of run 96
+    /// (two states, the I/O part 0.75 x EEVDF), so it is off.
     #[arg(long, default_value_t = 0)]
     wake_balance: u32,
 
