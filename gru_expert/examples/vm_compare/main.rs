@@ -243,7 +243,6 @@ gru_flags() {
   case $1 in
     gru-batch1) echo --max-batch 1 ;;
     gru-burst) echo --burst-cap-ms 5 ;;
-    gru-burst40) echo --burst-cap-ms 40 ;;
     gru-vtime) echo --burst-cap-ms 0 ;;
     gru-burst[0-9]*) echo --burst-cap-ms ${1#gru-burst} ;;
     gru-noinfer) echo --inference-budget-pct 0 ;;
@@ -595,10 +594,10 @@ fn known_scheduler(name: &str) -> bool {
             })
     };
     match name.strip_prefix("gru-") {
-        Some(parts) if parts.contains('+') => parts
+        Some(parts) => parts
             .split('+')
             .all(|part| !part.is_empty() && known_part(&format!("gru-{part}"))),
-        _ => known_part(name),
+        None => known_part(name),
     }
 }
 
@@ -1942,6 +1941,10 @@ mod tests {
         assert_eq!(
             start("gru-burst8"),
             (true, "gru-burst8 1 --burst-cap-ms 8".into())
+        );
+        assert_eq!(
+            start("gru-burst40"),
+            (true, "gru-burst40 1 --burst-cap-ms 40".into())
         );
         assert_eq!(
             start("gru-wakebal2+burst8"),

@@ -161,10 +161,11 @@ const volatile bool wake_queues = true;
  * CPU the task may use, drawn at random: two choices) waits in that CPU's
  * wake queue instead, if a CPU hog runs there (see wake_queue_cpu()). It kept
  * the mixed load's split alike from round to round in runs 90-92 but not over
- * the 10 rounds of run 96 (two states; I/O part 0.75 x EEVDF), so it is off. Without it a wake-up waits where it last ran, and
- * another CPU takes it only when it has nothing else to run: beside CPU hogs
- * the I/O threads of the mixed load stayed on the CPU they started on (85-89 %
- * of their runs on CPU 0, run 84), where EEVDF's load balancer spreads them.
+ * the 10 rounds of run 96 (two states; I/O part 0.75 x EEVDF), so it is off.
+ * Without it a wake-up waits where it last ran, and another CPU takes it only
+ * when it has nothing else to run: beside CPU hogs the I/O threads of the
+ * mixed load stayed on the CPU they started on (85-89 % of their runs on
+ * CPU 0, run 84), where EEVDF's load balancer spreads them.
  */
 const volatile u32 wake_balance = 0;
 /*
