@@ -67,6 +67,10 @@
 //! `--wakeup-latency` runs `asa record` (the agent's BPF perception) around every load and adds
 //! a table of every task's wakeup-to-run latency, p50 and p99 per 1 s tick (`latency.rs`; a
 //! profiling run too: its probes fire on every switch and wake-up).
+//! `--thread-samples` samples every sysbench thread's last CPU and schedstat (run, wait, time
+//! slices) every 0.5 s during every load into the guest's `thr-SCHED-ROUND-LOAD.txt`
+//! (`gru_expert/results/thread_samples.py` reads them: how many of the mixed load's I/O threads
+//! sit on each CPU, and what each part ran); a few ms of guest CPU per sample.
 //! `--profile-scheduler` runs `perf record -e cpu-clock -p PID` on the scheduler's user-space
 //! process around every load and adds a table of where that process spent its samples, by
 //! shared object and symbol (`profile.rs`; a profiling run: perf's sampling takes guest CPU).
@@ -182,8 +186,10 @@ measure() {
   schedstat $out/ss-$s-$r-$l-0.txt
   t0=$(cut -d' ' -f1 /proc/uptime)
   lat_mark $out/lat-$s-$r-$l.span
+  thr_start $out/thr-$s-$r-$l.txt
   perf stat -a -e context-switches,cpu-migrations -x, -o $out/perf-$s-$r-$l.txt -- "$@" > $out/load-$s-$r-$l.txt 2>&1
   rc=$?
+  thr_stop
   lat_mark $out/lat-$s-$r-$l.span
   t1=$(cut -d' ' -f1 /proc/uptime)
   schedstat $out/ss-$s-$r-$l-1.txt
@@ -213,6 +219,27 @@ state() { cat /sys/kernel/sched_ext/state; }
 __SCHEDSTAT__
 __RECORD__
 __PROFILE__
+# Every 0.5 s during each load (--thread-samples): the time, each sysbench process's command
+# line, and every one of its threads' stat (field 39: the CPU it last ran on) and schedstat
+# (run ns, wait ns, time slices), the same for the ext4 journal threads (jbd2), for
+# thread_samples.py. (A few ms of guest CPU a sample.)
+THREADS=__THREADS__
+TP=
+thr_start() {
+  if [ $THREADS = 1 ]; then
+    J=$(grep -l '^jbd2' /proc/[0-9]*/comm 2>/dev/null | cut -d/ -f3)
+    ( while :; do
+        echo "@ $(cut -d' ' -f1 /proc/uptime)"
+        for p in $(pidof sysbench) $J; do
+          echo "cmd $p $(tr '\0' ' ' < /proc/$p/cmdline)"
+          grep -H '' /proc/$p/task/*/stat /proc/$p/task/*/schedstat
+        done 2>/dev/null
+        sleep 0.5
+      done > $1 ) &
+    TP=$!
+  fi
+}
+thr_stop() { if [ -n "$TP" ]; then kill $TP; wait $TP 2>/dev/null; TP=; fi; }
 # The run time and run count of every BPF program (kernel.bpf_stats_enabled), with --bpf-prog-stats.
 BPF_STATS=__BPF_STATS__
 progs() { if [ $BPF_STATS = 1 ]; then bpftool -j prog show > $1 2>&1; fi; }
@@ -545,6 +572,10 @@ struct Args {
     /// Profile the scheduler's user-space process with `perf record` during every load
     /// (`profile.rs`; perf's sampling takes guest CPU, so a profiling run).
     profile_scheduler: bool,
+    /// Sample every sysbench thread's last CPU and schedstat every 0.5 s during every load
+    /// (`thr-SCHED-ROUND-LOAD.txt` in the guest's out folder, for
+    /// `gru_expert/results/thread_samples.py`: where the mixed load's threads run).
+    thread_samples: bool,
     /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
     /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
     /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run; `--loads` may pick some of
@@ -612,6 +643,7 @@ impl Default for Args {
             bpf_prog_stats: false,
             wakeup_latency: false,
             profile_scheduler: false,
+            thread_samples: false,
             from_out: None,
             io_timer_disk_us: None,
         }
@@ -621,8 +653,8 @@ impl Default for Args {
 /// The options, for `--help` and the error on an unknown one.
 const USAGE: &str =
     "[--rounds N] [--seconds S] [--out DIR] [--schedulers eevdf,A,B] [--loads A,B] \
-    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--io-timer-disk US] \
-    [--from-out GUEST_OUT_DIR]";
+    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--thread-samples] \
+    [--io-timer-disk US] [--from-out GUEST_OUT_DIR]";
 
 fn parse_args() -> Result<Args> {
     let mut args = Args::default();
@@ -640,6 +672,7 @@ fn parse_args() -> Result<Args> {
             "--bpf-prog-stats" => args.bpf_prog_stats = true,
             "--wakeup-latency" => args.wakeup_latency = true,
             "--profile-scheduler" => args.profile_scheduler = true,
+            "--thread-samples" => args.thread_samples = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             "--io-timer-disk" => {
                 args.io_timer_disk_us = Some(value()?.parse().context("--io-timer-disk (µs)")?)
@@ -728,6 +761,7 @@ fn guest_script(args: &Args) -> String {
         .replace("__LOADS__", &args.loads.join(" "))
         .replace("__IO_DISK__", &io_disk_shell(args.io_timer_disk_us))
         .replace("__BPF_STATS__", if args.bpf_prog_stats { "1" } else { "0" })
+        .replace("__THREADS__", if args.thread_samples { "1" } else { "0" })
         .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
         .replace(
             "__RECORD__",
@@ -1547,6 +1581,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
                 (args.bpf_prog_stats, " --bpf-prog-stats"),
                 (args.wakeup_latency, " --wakeup-latency"),
                 (args.profile_scheduler, " --profile-scheduler"),
+                (args.thread_samples, " --thread-samples"),
             ]
             .iter()
             .filter(|(on, _)| *on)
@@ -1812,6 +1847,12 @@ mod tests {
             ..Args::default()
         };
         assert!(guest_script(&perf).contains("PROF=1\n"));
+        assert!(s.contains("THREADS=0\n"));
+        let sampled = Args {
+            thread_samples: true,
+            ..Args::default()
+        };
+        assert!(guest_script(&sampled).contains("THREADS=1\n"));
         // The I/O loads' folder: on the root filesystem, or on a timer disk of 150 µs.
         assert!(s.contains("mkdir -p /root/sb\necho virtio > $out/io-disk.txt\ncd /root/sb\n"));
         let timer = guest_script(&Args {
