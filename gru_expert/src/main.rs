@@ -161,6 +161,17 @@ struct Opts {
     #[arg(long)]
     no_pinned_preempt: bool,
 
+    /// A waking kernel thread (the ext4 journal's jbd2, a kworker) whose deadline is clearly
+    /// before that of a CPU hog (a task that has not slept for --burst-cap-ms) running on its
+    /// CPU preempts the hog once the hog has run this many microseconds, instead of
+    /// --preempt-min-run-us: at once if it has, else by the CPU's timer. 0 turns this off.
+    /// The load's tasks wait on kernel threads: on the mixed load the I/O threads' fsync()
+    /// waits for jbd2, whose mean wait for a CPU ranged from 105 to 2973 us over scx_gru's
+    /// rounds (EEVDF: 525-605 us), and the I/O part with it from 1.18 to 0.86x EEVDF (lab run
+    /// 97, gru_expert/README.md).
+    #[arg(long, default_value_t = 0)]
+    kthread_preempt_us: u64,
+
     /// The shared DSQ and the wake queues are ordered by a deadline, vtime + the vtime a task
     /// used since it last woke up, capped at this many ms: tasks that sleep after short bursts
     /// (I/O) go ahead of tasks that run without sleeping. 0: ordered by vtime alone (the
@@ -291,6 +302,7 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss, wake_cpus: usize) ->
         nr_pinned_preempts: bss.nr_pinned_preempts,
         nr_deferred_preempts: bss.nr_deferred_preempts,
         nr_timer_preempts: bss.nr_timer_preempts,
+        nr_kthread_preempts: bss.nr_kthread_preempts,
         nr_slices_shortened: bss.nr_slices_shortened,
         nr_burst_keyed: bss.nr_burst_keyed,
         nr_select_no_idle: bss.nr_select_no_idle,
@@ -416,6 +428,7 @@ fn main() -> Result<()> {
         rodata.preempt_margin_ns = opts.preempt_margin_us * 1000;
         rodata.preempt_min_run_ns = opts.preempt_min_run_us * 1000;
         rodata.pinned_preempt = !opts.no_pinned_preempt;
+        rodata.kthread_preempt_ns = opts.kthread_preempt_us * 1000;
         rodata.deferred_preempt_ns = match opts.deferred_preempt_us {
             0 => 0,
             us => us.max(opts.preempt_min_run_us) * 1000,

@@ -86,6 +86,11 @@ pub struct BpfCounters {
     /// shared DSQ or the CPU's wake queue, and preempted it.
     #[serde(default)]
     pub nr_timer_preempts: u64,
+    /// Wake-ups of kernel threads that preempted a CPU hog before `--preempt-min-run-us`, at
+    /// once or by arming the CPU's timer (`--kthread-preempt-us`; the timer's preemptions are
+    /// in `nr_timer_preempts`).
+    #[serde(default)]
+    pub nr_kthread_preempts: u64,
     /// Placements given a slice shorter than `--slice-us` because tasks were waiting in the
     /// shared DSQ (`--slice-min-us`).
     #[serde(default)]
@@ -385,7 +390,7 @@ impl StatsSnapshot {
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
              queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} busy + {} redundant pauses) \
              infer_us p50 {} p99 {} \
-             preempts {} (pinned {}, by timer {} of {} deferred) wait_us short {} long {}",
+             preempts {} (pinned {}, by timer {} of {} deferred, kthread {}) wait_us short {} long {}",
             self.mode,
             self.predictions_applied,
             self.fallbacks,
@@ -414,6 +419,7 @@ impl StatsSnapshot {
             self.bpf.nr_pinned_preempts,
             self.bpf.nr_timer_preempts,
             self.bpf.nr_deferred_preempts,
+            self.bpf.nr_kthread_preempts,
             us(self.bpf.mean_wait_us(true)),
             us(self.bpf.mean_wait_us(false)),
         )
@@ -534,6 +540,7 @@ mod tests {
             "nr_pinned_preempts",
             "nr_deferred_preempts",
             "nr_timer_preempts",
+            "nr_kthread_preempts",
             "nr_pred_paused",
             "nr_wake_queued",
             "nr_wake_stolen",

@@ -238,14 +238,14 @@ fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
 fn vm_gru_without_model_runs_fallback_only() {
     // Wakeup preemption after 250 µs instead of the default 2 000 µs (under this queue the
     // shrunken slice would end first, and the preemption paths would not run), the default
-    // slice shortening (spelled out) and the optional dispatch affinity, deferred preemption
-    // and wake-queue balance: their paths run too.
+    // slice shortening (spelled out) and the optional dispatch affinity, deferred preemption,
+    // kernel-thread preemption and wake-queue balance: their paths run too.
     let outcome = run_guest_with(
         "gru-fallback",
         false,
         &format!("{MANY_TASKS}{HOG_ALONE}"),
         "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000 \
-         --deferred-preempt-us 1000 --wake-balance 1",
+         --deferred-preempt-us 1000 --kthread-preempt-us 100 --wake-balance 1",
     );
     let r = results(&outcome);
     check_lifecycle(&r);
@@ -280,6 +280,10 @@ fn vm_gru_without_model_runs_fallback_only() {
     // waiting, and preempt it.
     assert!(stats.bpf.nr_deferred_preempts > 0, "{stats:#?}");
     assert!(stats.bpf.nr_timer_preempts > 0, "{stats:#?}");
+    // With kernel-thread preemption, kernel threads that wake behind a hog which has run
+    // 100 µs but not the 250 µs minimum preempt it, or arm the timer when it has run less
+    // (12 such wake-ups in a run of 2026-11-27: kworkers, ksoftirqd, rcu).
+    assert!(stats.bpf.nr_kthread_preempts > 0, "{stats:#?}");
     // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`),
     // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).
     assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");

@@ -39,7 +39,9 @@
 //! (`--deferred-preempt-us N`: the timer preempts the hog once it has run N µs),
 //! `gru-nowake` (`--no-wake-queues`: every waiting task in the shared DSQ, as before
 //! 2026-11-26, instead of a wake-up in its CPU's wake queue), `gru-wakebalN` (`--wake-balance N`:
-//! a wake-up waits in another CPU's wake queue when its own CPU's holds N more tasks)
+//! a wake-up waits in another CPU's wake queue when its own CPU's holds N more tasks),
+//! `gru-kthreadN` (`--kthread-preempt-us N`: a waking kernel thread preempts a CPU hog once
+//! the hog has run N µs)
 //! (scx_gru variants combine with `+`: `gru-wakebal2+burst8` is `--wake-balance 2
 //! --burst-cap-ms 8`)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
@@ -285,6 +287,7 @@ gru_flags() {
     gru-moved[0-9]*) echo --min-moved-pct ${1#gru-moved} ;;
     gru-nopreempt) echo --no-wakeup-preempt ;;
     gru-nopinned) echo --no-pinned-preempt ;;
+    gru-kthread[0-9]*) echo --kthread-preempt-us ${1#gru-kthread} ;;
     gru-nodefer) echo --deferred-preempt-us 0 ;;
     gru-nowake) echo --no-wake-queues ;;
     gru-wakebal[0-9]*) echo --wake-balance ${1#gru-wakebal} ;;
@@ -591,7 +594,7 @@ struct Args {
 /// script: `gru-preemptN` (`--preempt-min-run-us N`: wake-ups preempt a task that has run N µs)
 /// `gru-affinityN` (`--dispatch-affinity-us N`), `gru-budgetN` (`--inference-budget-pct N`:
 /// the model may use N % of a CPU; the default is 5) and `gru-burstN` (`--burst-cap-ms N`).
-const NUMBERED_VARIANTS: [&str; 7] = [
+const NUMBERED_VARIANTS: [&str; 8] = [
     "gru-preempt",
     "gru-affinity",
     "gru-budget",
@@ -599,6 +602,7 @@ const NUMBERED_VARIANTS: [&str; 7] = [
     "gru-defer",
     "gru-burst",
     "gru-wakebal",
+    "gru-kthread",
 ];
 
 /// How long the guest script may take: a minute per measurement for 10 s loads (every load,
