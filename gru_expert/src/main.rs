@@ -164,11 +164,13 @@ struct Opts {
     /// A waking kernel thread (the ext4 journal's jbd2, a kworker) whose deadline is clearly
     /// before that of a CPU hog (a task that has not slept for --burst-cap-ms) running on its
     /// CPU preempts the hog once the hog has run this many microseconds, instead of
-    /// --preempt-min-run-us: at once if it has, else by the CPU's timer. 0 turns this off.
-    /// The load's tasks wait on kernel threads: on the mixed load the I/O threads' fsync()
-    /// waits for jbd2, whose mean wait for a CPU ranged from 105 to 2973 us over scx_gru's
-    /// rounds (EEVDF: 525-605 us), and the I/O part with it from 1.18 to 0.86x EEVDF (lab run
-    /// 97, gru_expert/README.md).
+    /// --preempt-min-run-us: at once if it has, else by the CPU's timer. 0 (the default) turns
+    /// this off. The load's tasks wait on kernel threads: on the mixed load the I/O threads'
+    /// fsync() waits for jbd2, whose mean wait for a CPU ranged from 105 to 2973 us over
+    /// scx_gru's rounds without it (EEVDF: 525-605 us), and the I/O part with it from 1.18 to
+    /// 0.86x EEVDF; with 1000 it waited 94-212 us in runs 98-100, with cpu1, io8 and hackbench
+    /// unchanged, but three of run 101's ten rounds still fell to 0.45-0.74x on the I/O part
+    /// (lab runs 97-101, gru_expert/README.md).
     #[arg(long, default_value_t = 0)]
     kthread_preempt_us: u64,
 

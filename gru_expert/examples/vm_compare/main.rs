@@ -41,7 +41,7 @@
 //! 2026-11-26, instead of a wake-up in its CPU's wake queue), `gru-wakebalN` (`--wake-balance N`:
 //! a wake-up waits in another CPU's wake queue when its own CPU's holds N more tasks),
 //! `gru-kthreadN` (`--kthread-preempt-us N`: a waking kernel thread preempts a CPU hog once
-//! the hog has run N µs)
+//! the hog has run N µs; off by default)
 //! (scx_gru variants combine with `+`: `gru-wakebal2+burst8` is `--wake-balance 2
 //! --burst-cap-ms 8`)
 //! and `gru-slice` (scx_gru `--slice-min-us 500`:
