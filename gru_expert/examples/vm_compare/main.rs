@@ -73,6 +73,8 @@
 //! slices) every 0.5 s during every load into the guest's `thr-SCHED-ROUND-LOAD.txt`
 //! (`gru_expert/results/thread_samples.py` reads them: how many of the mixed load's I/O threads
 //! sit on each CPU, and what each part ran); a few ms of guest CPU per sample.
+//! `--no-thp` turns transparent huge pages off in the guest (`never`, written to `thp.txt`), so
+//! khugepaged has nothing to collapse.
 //! `--profile-scheduler` runs `perf record -e cpu-clock -p PID` on the scheduler's user-space
 //! process around every load and adds a table of where that process spent its samples, by
 //! shared object and symbol (`profile.rs`; a profiling run: perf's sampling takes guest CPU).
@@ -318,6 +320,12 @@ stop() {
   echo "# end $1 $2 $(state) $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" >> $out/runs.txt
   if [ -n "$P" ]; then kill -INT $P; wait $P; waitstate disabled; fi
 }
+# --no-thp: no transparent huge pages, so no khugepaged collapsing the loads' memory.
+if [ __NO_THP__ = 1 ]; then
+  echo never > /sys/kernel/mm/transparent_hugepage/enabled || exit 6
+  echo never > /sys/kernel/mm/transparent_hugepage/defrag || exit 6
+fi
+cat /sys/kernel/mm/transparent_hugepage/enabled > $out/thp.txt 2>&1
 __IO_DISK__
 cd /root/sb
 sysbench fileio --file-total-size=64M --file-num=8 prepare > $out/fileio-prepare.txt 2>&1 || exit 3
@@ -579,6 +587,10 @@ struct Args {
     /// (`thr-SCHED-ROUND-LOAD.txt` in the guest's out folder, for
     /// `gru_expert/results/thread_samples.py`: where the mixed load's threads run).
     thread_samples: bool,
+    /// Turn transparent huge pages off in the guest (`never`), so khugepaged has nothing to
+    /// collapse (runs 98-101: under scx_gru it ran ~100x longer than under EEVDF on the mixed
+    /// load).
+    no_thp: bool,
     /// Analyse the `/lab/out` an earlier run left (the lab keeps it in its run folder,
     /// `~/.cache/asa/lab/runs/gru-compare-PID/out`) instead of running the VM: the same
     /// `--schedulers`, `--rounds` and `--bpf-prog-stats` as that run; `--loads` may pick some of
@@ -648,6 +660,7 @@ impl Default for Args {
             wakeup_latency: false,
             profile_scheduler: false,
             thread_samples: false,
+            no_thp: false,
             from_out: None,
             io_timer_disk_us: None,
         }
@@ -657,7 +670,7 @@ impl Default for Args {
 /// The options, for `--help` and the error on an unknown one.
 const USAGE: &str =
     "[--rounds N] [--seconds S] [--out DIR] [--schedulers eevdf,A,B] [--loads A,B] \
-    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--thread-samples] \
+    [--bpf-prog-stats] [--wakeup-latency] [--profile-scheduler] [--thread-samples] [--no-thp] \
     [--io-timer-disk US] [--from-out GUEST_OUT_DIR]";
 
 fn parse_args() -> Result<Args> {
@@ -677,6 +690,7 @@ fn parse_args() -> Result<Args> {
             "--wakeup-latency" => args.wakeup_latency = true,
             "--profile-scheduler" => args.profile_scheduler = true,
             "--thread-samples" => args.thread_samples = true,
+            "--no-thp" => args.no_thp = true,
             "--from-out" => args.from_out = Some(PathBuf::from(value()?)),
             "--io-timer-disk" => {
                 args.io_timer_disk_us = Some(value()?.parse().context("--io-timer-disk (µs)")?)
@@ -766,6 +780,7 @@ fn guest_script(args: &Args) -> String {
         .replace("__IO_DISK__", &io_disk_shell(args.io_timer_disk_us))
         .replace("__BPF_STATS__", if args.bpf_prog_stats { "1" } else { "0" })
         .replace("__THREADS__", if args.thread_samples { "1" } else { "0" })
+        .replace("__NO_THP__", if args.no_thp { "1" } else { "0" })
         .replace("__SCHEDSTAT__", schedstat::SNAPSHOT_SHELL)
         .replace(
             "__RECORD__",
@@ -1586,6 +1601,7 @@ fn report(args: &Args, outcome: &VmOutcome) -> Result<()> {
                 (args.wakeup_latency, " --wakeup-latency"),
                 (args.profile_scheduler, " --profile-scheduler"),
                 (args.thread_samples, " --thread-samples"),
+                (args.no_thp, " --no-thp"),
             ]
             .iter()
             .filter(|(on, _)| *on)
@@ -1857,6 +1873,12 @@ mod tests {
             ..Args::default()
         };
         assert!(guest_script(&sampled).contains("THREADS=1\n"));
+        assert!(s.contains("if [ 0 = 1 ]; then\n  echo never"));
+        let no_thp = Args {
+            no_thp: true,
+            ..Args::default()
+        };
+        assert!(guest_script(&no_thp).contains("if [ 1 = 1 ]; then\n  echo never"));
         // The I/O loads' folder: on the root filesystem, or on a timer disk of 150 µs.
         assert!(s.contains("mkdir -p /root/sb\necho virtio > $out/io-disk.txt\ncd /root/sb\n"));
         let timer = guest_script(&Args {
