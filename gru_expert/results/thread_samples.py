@@ -26,12 +26,16 @@ import sys
 NAME = re.compile(r'thr-(.+)-(\d+|warmup)-(\w+)\.txt$')
 STAT = re.compile(r'/proc/(\d+)/task/(\d+)/stat:\d+ \((.*)\) (.*)$')
 SCHEDSTAT = re.compile(r'/proc/(\d+)/task/(\d+)/schedstat:(\d+) (\d+) (\d+)$')
+WCHAN = re.compile(r'/proc/(\d+)/task/(\d+)/wchan:(.*)$')
 
 
 def parse(path):
     """Samples: [(time, {tid: (pid, cpu, run_ns, wait_ns, slices, state)})],
     {pid: 'cpu'|'io'|'jbd2'}."""
     samples, kinds = [], {}
+    # (pid, state, wchan) of every I/O-thread sample not running: where they wait.
+    global WAITS
+    WAITS = collections.Counter()
     cur = None
     stat = {}
     for line in open(path, errors='replace'):
@@ -54,6 +58,12 @@ def parse(path):
                 stat[int(m.group(2))] = (int(rest[39 - 3]), rest[0])
                 if m.group(3).startswith('jbd2'):
                     kinds[int(m.group(1))] = 'jbd2'
+                continue
+            m = WCHAN.match(line)
+            if m:
+                tid = int(m.group(2))
+                if tid in stat and int(m.group(1)) != tid and stat[tid][1] != 'R':
+                    WAITS[(int(m.group(1)), stat[tid][1], m.group(3) or '?')] += 1
                 continue
             m = SCHEDSTAT.match(line)
             if m and int(m.group(2)) in stat:
@@ -134,6 +144,13 @@ def summarize(path, show_intervals):
     print(f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io wait '
           f'{wait_per_slice(ivs, "io"):5.0f} µs/slice, io states % {state_text}{jbd2} | '
           + ' | '.join(parts))
+    waits = collections.Counter()
+    for (pid, state, wchan), n in WAITS.items():
+        if kinds.get(pid) == 'io':
+            waits[f'{state}:{wchan}'] += n
+    if waits:
+        print('    I/O threads not running, by state:wchan: '
+              + ', '.join(f'{k} {v}' for k, v in waits.most_common(6)))
     if show_intervals:
         for iv in ivs:
             cpus = ' '.join(f'cpu{c}:{v[0]}io/{v[1]}hog' for c, v in sorted(iv['per_cpu'].items()))

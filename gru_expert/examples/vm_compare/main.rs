@@ -224,8 +224,8 @@ __SCHEDSTAT__
 __RECORD__
 __PROFILE__
 # Every 0.5 s during each load (--thread-samples): the time, each sysbench process's command
-# line, and every one of its threads' stat (field 39: the CPU it last ran on) and schedstat
-# (run ns, wait ns, time slices), the same for the ext4 journal threads (jbd2), for
+# line, and every one of its threads' stat (field 39: the CPU it last ran on), schedstat
+# (run ns, wait ns, time slices) and wchan, the same for the ext4 journal threads (jbd2), for
 # thread_samples.py. (A few ms of guest CPU a sample.)
 THREADS=__THREADS__
 TP=
@@ -236,7 +236,7 @@ thr_start() {
         echo "@ $(cut -d' ' -f1 /proc/uptime)"
         for p in $(pidof sysbench) $J; do
           echo "cmd $p $(tr '\0' ' ' < /proc/$p/cmdline)"
-          grep -H '' /proc/$p/task/*/stat /proc/$p/task/*/schedstat
+          grep -H '' /proc/$p/task/*/stat /proc/$p/task/*/schedstat /proc/$p/task/*/wchan
         done 2>/dev/null
         sleep 0.5
       done > $1 ) &
