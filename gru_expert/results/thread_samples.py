@@ -14,7 +14,9 @@ Per file, one line: the I/O threads' and the hogs' run time (ms per s of wall ti
 together: 2000 is everything), the I/O threads' mean wait per time slice (µs) and their states
 at the samples (R running or runnable, D in I/O, S asleep), the ext4 journal threads' (jbd2)
 run time and wait, and the share of intervals in each placement with each part's run time in
-them. --intervals adds every interval: its per-CPU counts of I/O threads and hogs (by their
+them; with samples that have wchan lines (since run 103), a second line counts where the I/O
+threads were when not running, as state:wchan (D:jbd2_log_wait_commit: fsync waiting for the
+journal). --intervals adds every interval: its per-CPU counts of I/O threads and hogs (by their
 CPU at its end), the I/O threads' states, and each part's run time and waits.
 """
 import collections
