@@ -14,10 +14,10 @@ the first snapshot is counted whole.
 import argparse
 import glob
 import os
-import re
 
-STAT = re.compile(r'/proc/(\d+)/task/(\d+)/stat:\d+ \((.*)\) (.*)$')
-SCHEDSTAT = re.compile(r'/proc/(\d+)/task/(\d+)/schedstat:(\d+) (\d+) (\d+)')
+# The same /proc lines as the thread samples (this folder's scripts run from anywhere).
+from thread_samples import SCHEDSTAT, STAT
+
 PF_KTHREAD = 0x00200000
 
 

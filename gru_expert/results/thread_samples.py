@@ -33,11 +33,10 @@ WCHAN = re.compile(r'/proc/(\d+)/task/(\d+)/wchan:(.*)$')
 
 def parse(path):
     """Samples: [(time, {tid: (pid, cpu, run_ns, wait_ns, slices, state)})],
-    {pid: 'cpu'|'io'|'jbd2'}."""
+    {pid: 'cpu'|'io'|'jbd2'}, and how often a worker thread was seen not running, by
+    (pid, state, wchan)."""
     samples, kinds = [], {}
-    # (pid, state, wchan) of every I/O-thread sample not running: where they wait.
-    global WAITS
-    WAITS = collections.Counter()
+    waits = collections.Counter()
     cur = None
     stat = {}
     for line in open(path, errors='replace'):
@@ -65,7 +64,7 @@ def parse(path):
             if m:
                 tid = int(m.group(2))
                 if tid in stat and int(m.group(1)) != tid and stat[tid][1] != 'R':
-                    WAITS[(int(m.group(1)), stat[tid][1], m.group(3) or '?')] += 1
+                    waits[(int(m.group(1)), stat[tid][1], m.group(3) or '?')] += 1
                 continue
             m = SCHEDSTAT.match(line)
             if m and int(m.group(2)) in stat:
@@ -74,7 +73,7 @@ def parse(path):
                     cpu, state = stat[tid]
                     cur[tid] = (pid, cpu, int(m.group(3)), int(m.group(4)),
                                 int(m.group(5)), state)
-    return samples, kinds
+    return samples, kinds, waits
 
 
 def intervals(samples, kinds):
@@ -120,7 +119,7 @@ def wait_per_slice(ivs, kind):
 
 
 def summarize(path, show_intervals):
-    samples, kinds = parse(path)
+    samples, kinds, not_running = parse(path)
     ivs = intervals(samples, kinds)
     m = NAME.search(os.path.basename(path))
     label = f'{m.group(1)} r{m.group(2)} {m.group(3)}' if m else path
@@ -139,15 +138,15 @@ def summarize(path, show_intervals):
     states = collections.Counter()
     for iv in ivs:
         states.update(iv['states'])
-    n = sum(states.values())
-    state_text = ' '.join(f'{k}{100 * v / n:.0f}' for k, v in sorted(states.items()))
+    total_states = sum(states.values())
+    state_text = ' '.join(f'{k}{100 * v / total_states:.0f}' for k, v in sorted(states.items()))
     jbd2 = (f' jbd2 {per_s(ivs, "jbd2"):3.0f} ms/s wait {wait_per_slice(ivs, "jbd2"):5.0f} µs'
             if any(iv['jbd2'][2] for iv in ivs) else '')
     print(f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io wait '
           f'{wait_per_slice(ivs, "io"):5.0f} µs/slice, io states % {state_text}{jbd2} | '
           + ' | '.join(parts))
     waits = collections.Counter()
-    for (pid, state, wchan), n in WAITS.items():
+    for (pid, state, wchan), n in not_running.items():
         if kinds.get(pid) == 'io':
             waits[f'{state}:{wchan}'] += n
     if waits:

@@ -83,7 +83,8 @@ pub struct BpfCounters {
     #[serde(default)]
     pub nr_deferred_preempts: u64,
     /// Deferred-preemption timers that found the same task running and tasks waiting in the
-    /// shared DSQ or the CPU's wake queue, and preempted it.
+    /// shared DSQ, the CPU's wake queue or (with `--kthread-preempt-us`) its local DSQ, and
+    /// preempted it.
     #[serde(default)]
     pub nr_timer_preempts: u64,
     /// Wake-ups of kernel threads that preempted a CPU hog before `--preempt-min-run-us`, at

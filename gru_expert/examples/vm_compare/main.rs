@@ -72,7 +72,8 @@
 //! `--thread-samples` samples every sysbench thread's last CPU and schedstat (run, wait, time
 //! slices) every 0.5 s during every load into the guest's `thr-SCHED-ROUND-LOAD.txt`
 //! (`gru_expert/results/thread_samples.py` reads them: how many of the mixed load's I/O threads
-//! sit on each CPU, and what each part ran); a few ms of guest CPU per sample.
+//! sit on each CPU, and what each part ran). A profiling run: the sampler's shell costs io8
+//! about 8 % under every scheduler (run 99).
 //! `--no-thp` turns transparent huge pages off in the guest (`never`, written to `thp.txt`), so
 //! khugepaged has nothing to collapse.
 //! `--profile-scheduler` runs `perf record -e cpu-clock -p PID` on the scheduler's user-space
@@ -226,7 +227,7 @@ __PROFILE__
 # Every 0.5 s during each load (--thread-samples): the time, each sysbench process's command
 # line, and every one of its threads' stat (field 39: the CPU it last ran on), schedstat
 # (run ns, wait ns, time slices) and wchan, the same for the ext4 journal threads (jbd2), for
-# thread_samples.py. (A few ms of guest CPU a sample.)
+# thread_samples.py. (A profiling run: it cost io8 ~8 % under every scheduler, run 99.)
 THREADS=__THREADS__
 TP=
 thr_start() {
@@ -585,7 +586,8 @@ struct Args {
     profile_scheduler: bool,
     /// Sample every sysbench thread's last CPU and schedstat every 0.5 s during every load
     /// (`thr-SCHED-ROUND-LOAD.txt` in the guest's out folder, for
-    /// `gru_expert/results/thread_samples.py`: where the mixed load's threads run).
+    /// `gru_expert/results/thread_samples.py`: where the mixed load's threads run; a
+    /// profiling run, io8 ~8 % slower under every scheduler).
     thread_samples: bool,
     /// Turn transparent huge pages off in the guest (`never`), so khugepaged has nothing to
     /// collapse (runs 98-101: under scx_gru it ran ~100x longer than under EEVDF on the mixed
