@@ -2,17 +2,40 @@
 //! computation on any machine: 6 ms of *uncontended* time on this machine's cores.
 //!
 //! [`WorkUnit::calibrate`] times a fixed arithmetic kernel (a dependent integer/floating-point
-//! chain that the compiler cannot remove, see [`std::hint::black_box`]) in several batches and
-//! keeps the fastest batch, i.e. the one least disturbed by other tasks. The runner calibrates
-//! once per run, on the idle machine and before any background load starts, and reuses the
-//! same unit for every expert and repetition, so all schedulers get exactly the same work.
-//! Under contention the same work takes longer: that stretch is what the probes measure.
+//! chain that the compiler cannot remove, see [`std::hint::black_box`]) in short bursts with a
+//! sleep between them, the way the probes run (a burst of frame work, then a wait), and keeps
+//! the median burst. The runner calibrates once per run, on the idle machine and before any
+//! background load starts, and reuses the same unit for every expert and repetition, so all
+//! schedulers get exactly the same work. Under contention the same work takes longer: that
+//! stretch is what the probes measure.
+//!
+//! Why the median of separated bursts and not the fastest of back-to-back batches (the first
+//! design): in the lab VM (qemu TCG) the fastest of nine back-to-back 3 ms batches came out
+//! bimodal between processes, about 24 000 or 42 000 iterations per ms (18 runs, 2026-11-27),
+//! so the probes' work, their CPU share and the classifier's input changed 1.7x from one
+//! `asa scenario run` to the next. Bursts after a sleep ran at 18 000-20 000 in every process;
+//! their median stayed within 5 % across processes, and it is the speed the probes' own
+//! bursts get.
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ns;
+
+/// The sleep before each calibration burst: about a frame's idle gap.
+const BURST_GAP: Duration = Duration::from_millis(10);
+
+/// The middle value of sorted, non-empty `values` (the mean of the two middle ones when even).
+fn median(values: &[f64]) -> f64 {
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
 
 /// Iterations of the kernel per millisecond of uncontended CPU time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -34,13 +57,19 @@ fn kernel(n: u64, seed: u64) -> u64 {
 }
 
 impl WorkUnit {
-    /// Time the kernel in `batches` batches of about `batch_ms` each and keep the fastest.
+    /// Time the kernel in 31 bursts of about 3 ms, 10 ms apart (about 0.4 s), and keep the
+    /// median burst.
     pub fn calibrate() -> Self {
-        Self::calibrate_with(9, 3.0)
+        Self::calibrate_with(31, 3.0)
     }
 
-    /// [`WorkUnit::calibrate`] with explicit batch count and length.
+    /// [`WorkUnit::calibrate`] with explicit burst count and length (bursts 10 ms apart).
     pub fn calibrate_with(batches: usize, batch_ms: f64) -> Self {
+        Self::calibrate_spaced(batches, batch_ms, BURST_GAP)
+    }
+
+    /// [`WorkUnit::calibrate`] with explicit burst count, length and the sleep between bursts.
+    pub fn calibrate_spaced(batches: usize, batch_ms: f64, gap: Duration) -> Self {
         // Find an iteration count that takes about batch_ms.
         let mut n: u64 = 10_000;
         loop {
@@ -53,18 +82,24 @@ impl WorkUnit {
             }
             n *= 4;
         }
-        let mut best = f64::INFINITY;
-        for b in 0..batches.max(1) {
-            let t0 = now_ns();
-            kernel(n, b as u64 + 2);
-            best = best.min((now_ns() - t0) as f64 / 1e6);
-        }
+        let mut rates: Vec<f64> = (0..batches.max(1))
+            .map(|b| {
+                std::thread::sleep(gap);
+                let t0 = now_ns();
+                kernel(n, b as u64 + 2);
+                n as f64 / ((now_ns() - t0) as f64 / 1e6).max(1e-6)
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
         let unit = Self {
-            iterations_per_ms: n as f64 / best.max(1e-6),
+            iterations_per_ms: median(&rates),
         };
         log::info!(
-            "work unit calibrated: {:.0} iterations per ms",
-            unit.iterations_per_ms
+            "work unit calibrated: {:.0} iterations per ms (median of {} bursts; range {:.0}-{:.0})",
+            unit.iterations_per_ms,
+            rates.len(),
+            rates[0],
+            rates[rates.len() - 1]
         );
         unit
     }
@@ -79,6 +114,19 @@ impl WorkUnit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[1.0, 2.0, 10.0]), 2.0);
+        assert_eq!(median(&[1.0, 2.0, 4.0, 10.0]), 3.0);
+        assert_eq!(median(&[7.0]), 7.0);
+    }
+
+    #[test]
+    fn spaced_calibration_without_a_gap_is_positive() {
+        let unit = WorkUnit::calibrate_spaced(3, 1.0, Duration::ZERO);
+        assert!(unit.iterations_per_ms > 0.0);
+    }
 
     #[test]
     fn calibration_is_positive_and_spin_scales() {
