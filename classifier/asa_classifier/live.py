@@ -2,8 +2,8 @@
 
 Reads a live calibration folder (`asa calibrate --stage live`: results.json and the agent's
 decision logs in agent/*.jsonl, written with `asa run --log-features`), keeps the ticks of every
-`asa` / `asa-dry-run` run of a single-load scenario (phased ones are left out), and compares them
-with the recorded runs of the same `<probe>+<load>` label:
+`asa` / `asa-dry-run` run (each phase of a phased scenario on its own, over the phase's times),
+and compares them with the recorded runs of the same `<probe>+<load>` label:
 
 - the model run again in Python on the logged features (its probabilities must equal the ones
   the agent logged: the check that Rust and Python read the same vector the same way);
@@ -29,15 +29,15 @@ from pathlib import Path
 import numpy as np
 
 from .dataset import CLASS_SETS, load_manifest, merge
-from .export import OnnxClassifier
-from .schema import FeatureSchema
+from .export import OnnxClassifier, read_metadata
+from .schema import META_FEATURE_SCHEMA_VERSION, FeatureSchema
 
 AGENT_EXPERTS = ("asa", "asa-dry-run")
 
 
 @dataclass
 class LiveRun:
-    """The agent's ticks in one run of a single-load scenario."""
+    """The agent's ticks in one run of a single-load scenario, or in one phase of a phased one."""
 
     scenario: str
     expert: str
@@ -47,6 +47,11 @@ class LiveRun:
     logged: np.ndarray  # the probabilities the agent logged, [ticks, classes]
     logged_classes: list[str]
     voted: list[str | None]
+    phase: int | None = None  # 1-based, for a phase of a phased scenario
+
+    def name(self) -> str:
+        phase = f" phase {self.phase}" if self.phase else ""
+        return f"{self.scenario} {self.expert} rep {self.rep}{phase}"
 
 
 def read_ticks(log_dir: Path) -> list[dict]:
@@ -62,7 +67,12 @@ def read_ticks(log_dir: Path) -> list[dict]:
 
 
 def live_runs(calibration: Path, schema: FeatureSchema) -> tuple[list[LiveRun], list[str]]:
-    """The agent's runs of single-load scenarios with their ticks; notes on what was left out."""
+    """The agent's runs with their ticks, one entry per phase; notes on what was left out.
+
+    A single-load run's window is the probe's; each phase of a phased scenario is its own entry
+    (label `<probe>+<phase load>`) over the phase's own start and end, so the idle phase before
+    a load is compared with recorded idle ticks. Phases written before the runner logged their
+    times are left out with a note."""
     results = json.loads((calibration / "results.json").read_text())
     ticks = read_ticks(calibration / "agent")
     notes = []
@@ -74,26 +84,30 @@ def live_runs(calibration: Path, schema: FeatureSchema) -> tuple[list[LiveRun], 
         for run in scenario["runs"]:
             if run["expert"] not in AGENT_EXPERTS:
                 continue
+            where = f"{scenario['scenario']} {run['expert']} rep {run['rep']}"
             phases = run.get("phases") or []
-            if len(phases) != 1:
-                notes.append(f"{scenario['scenario']} {run['expert']} rep {run['rep']}: "
-                             f"{len(phases)} phases, left out (single-load scenarios only)")
+            if len(phases) == 1:
+                windows = [(phases[0]["load"], run["probe_started_unix_ms"], run["probe_ended_unix_ms"], None)]
+            elif phases and all("started_unix_ms" in p and "ended_unix_ms" in p for p in phases):
+                windows = [(p["load"], p["started_unix_ms"], p["ended_unix_ms"], i + 1)
+                           for i, p in enumerate(phases)]
+            else:
+                notes.append(f"{where}: {len(phases)} phases without their times, left out")
                 continue
-            start, end = run["probe_started_unix_ms"], run["probe_ended_unix_ms"]
-            interval = [t for t in ticks if start <= t["unix_ms"] <= end]
-            # The recordings keep a tick when the span it covers lies in the probe window: the
-            # first tick after the probe started covers time before it.
-            inside = interval[1:]
-            if not inside:
-                notes.append(f"{scenario['scenario']} {run['expert']} rep {run['rep']}: no tick in the probe window")
-                continue
-            x = np.array([[np.nan if t["features"].get(n) is None else t["features"][n]
-                           for n in schema.features] for t in inside], dtype=np.float32)
-            classes = list(inside[0]["probabilities"])
-            logged = np.array([[t["probabilities"][c] for c in classes] for t in inside], dtype=np.float32)
-            runs.append(LiveRun(scenario["scenario"], run["expert"], run["rep"],
-                                f"{scenario['probe']}+{phases[0]['load']}", x, logged, classes,
-                                [t.get("voted_class") for t in inside]))
+            for load, start, end, phase in windows:
+                interval = [t for t in ticks if start <= t["unix_ms"] <= end]
+                # The recordings keep a tick when the span it covers lies in the window: the
+                # first tick after the window opened covers time before it.
+                inside = interval[1:]
+                if not inside:
+                    notes.append(f"{where}{f' phase {phase}' if phase else ''}: no tick in the window")
+                    continue
+                x = np.array([[np.nan if t["features"].get(n) is None else t["features"][n]
+                               for n in schema.features] for t in inside], dtype=np.float32)
+                classes = list(inside[0]["probabilities"])
+                logged = np.array([[t["probabilities"][c] for c in classes] for t in inside], dtype=np.float32)
+                runs.append(LiveRun(scenario["scenario"], run["expert"], run["rep"], f"{scenario['probe']}+{load}",
+                                    x, logged, classes, [t.get("voted_class") for t in inside], phase))
     return runs, notes
 
 
@@ -123,7 +137,7 @@ def diagnose(live: list[LiveRun], recorded_x: dict[str, np.ndarray], recorded_ru
         entry = {
             "label": label,
             "class": truth,
-            "live_runs": [f"{r.scenario} {r.expert} rep {r.rep}" for r in runs],
+            "live_runs": [r.name() for r in runs],
             "live_ticks": len(x_live),
             "python_vs_logged_max_abs_diff": float(np.abs(proba - logged).max()),
             "live_predicted": {c: predicted.count(c) for c in sorted(set(predicted))},
@@ -231,10 +245,14 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, help="write live-diagnosis.md and .json here")
     args = parser.parse_args(argv)
     schema = FeatureSchema.load(args.feature_schema)
+    # The agent feeds a model of an older schema version the features of that version by name.
+    model_version = int(read_metadata(args.model).get(META_FEATURE_SCHEMA_VERSION, schema.version))
+    if model_version < schema.version:
+        schema = schema.as_of(model_version)
     model = OnnxClassifier(args.model, schema)
     live, notes = live_runs(args.calibration, schema)
     if not live:
-        raise SystemExit(f"{args.calibration}: no agent run of a single-load scenario with logged features")
+        raise SystemExit(f"{args.calibration}: no agent run with logged features")
     wanted = {r.label for r in live}
     dataset = merge([load_manifest(m, schema, older_as_missing=True) for m in args.manifest])
     recorded_x, recorded_runs = {}, {}

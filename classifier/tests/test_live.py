@@ -102,3 +102,22 @@ def test_logs_without_features_are_one_clear_error(setup):
     (calibration / "agent" / "agent-1.jsonl").write_text(json.dumps({"unix_ms": 1, "probabilities": {}}) + "\n")
     with pytest.raises(ValueError, match="--log-features"):
         live.live_runs(calibration, schema)
+
+
+def test_each_phase_of_a_phased_run_is_compared_over_its_own_times(setup):
+    schema, _, _, calibration, _ = setup
+    results = json.loads((calibration / "results.json").read_text())
+    t0 = 1_800_000_000_000
+    results["scenarios"] = [{"scenario": "P2", "probe": "office", "runs": [
+        {"expert": "asa", "rep": 1, "probe_started_unix_ms": t0 - 500, "probe_ended_unix_ms": t0 + 11_500,
+         "phases": [{"load": "idle", "planned_s": 6.0, "started_unix_ms": t0 - 500, "ended_unix_ms": t0 + 5_500},
+                    {"load": "xz_compress", "planned_s": 6.0, "started_unix_ms": t0 + 5_500,
+                     "ended_unix_ms": t0 + 11_500}]}]}]
+    (calibration / "results.json").write_text(json.dumps(results))
+    runs, notes = live.live_runs(calibration, schema)
+    assert not notes
+    assert [(r.label, r.phase, len(r.x)) for r in runs] == [("office+idle", 1, 5), ("office+xz_compress", 2, 5)]
+    assert runs[1].name() == "P2 asa rep 1 phase 2"
+    # Phase 2's first tick (t0 + 6 s) covers time in phase 1: left out, as at a probe's start.
+    assert np.allclose(runs[1].x[0, 2], json.loads((calibration / "agent" / "agent-1.jsonl").read_text()
+                                                   .splitlines()[7])["features"]["c"])
