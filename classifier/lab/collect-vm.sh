@@ -84,8 +84,9 @@ kill -INT \$P; sleep 3
   echo 'schema = "asa.dataset"'
   echo 'version = 1'
   echo 'feature_schema = "asa.features"'
-  echo 'feature_schema_version = 1'
-  echo 'machine = "lab VM: qemu TCG (thread=single), 2 vCPUs, 2048 MiB; no foreground probe"'
+  # The version the recorder writes: the scenario runner's manifest names it.
+  grep '^feature_schema_version' \$D/probe/manifest.toml || echo 'feature_schema_version = MISSING'
+  echo 'machine = "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB; no foreground probe"'
   for f in \$D/noprobe/*.parquet; do
     b=\$(basename \$f .parquet); load=\${b%%-*}; rest=\${b#*-}; expert=\${rest%%-*}
     printf '[[run]]\nname = "noprobe-%s"\nfile = "%s"\nlabel = "%s"\nscenario = "noprobe-%s"\nexpert = "%s"\n\n' \$b \$(basename \$f) \$load \$load \$expert
@@ -98,6 +99,7 @@ echo "ASA-COLLECT: done after \$((\$(date +%s) - start)) s"
 EOF
 } > "$GUEST"
 echo "collecting: {$PROBES} x {$LOADS} x {$EXPERTS} x $REPS reps of ${DURATION}s; no-probe runs: $NOPROBE" >&2
+qemu-system-x86_64 --version | head -1 > "$OUT/qemu-version.txt"
 started=$(date +%s)
 set +e
 GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)

@@ -127,6 +127,22 @@ fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// Copies the files and folders under `from` into `to` (created), keeping the layout.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
 /// What the demo runs in the guest.
 fn demo_script(expert: &str) -> String {
     format!(
@@ -221,13 +237,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             run.vm.echo_console = true;
             let outcome = lab.run(&run)?;
             if let Some(dir) = out {
-                std::fs::create_dir_all(&dir)?;
-                for entry in std::fs::read_dir(&outcome.out_dir)? {
-                    let entry = entry?;
-                    if entry.file_type()?.is_file() {
-                        std::fs::copy(entry.path(), dir.join(entry.file_name()))?;
-                    }
-                }
+                copy_tree(&outcome.out_dir, &dir).with_context(|| {
+                    format!("copying the guest's /lab/out to {}", dir.display())
+                })?;
             }
             eprintln!(
                 "asa-lab: guest exit status {} (boot {:.1} s, whole run {:.1} s)",
@@ -296,5 +308,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_out_keeps_the_guests_folders() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::write(from.path().join("results"), "a=1\n").unwrap();
+        std::fs::create_dir_all(from.path().join("sc/rec")).unwrap();
+        std::fs::write(from.path().join("sc/rec/run.parquet"), "data").unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let dest = to.path().join("out");
+        copy_tree(from.path(), &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("results")).unwrap(),
+            "a=1\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("sc/rec/run.parquet")).unwrap(),
+            "data"
+        );
     }
 }
