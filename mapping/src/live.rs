@@ -26,7 +26,7 @@ use asa_experts::sched_ext::DEFAULT_SYSFS_ROOT;
 use asa_experts::Supervisor;
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::report::{score_scenario, score_table, win_loss, ScoreTable, WinLoss};
-use asa_scenarios::runner::{ExpertSwitcher, ResultSet, SupervisorSwitcher};
+use asa_scenarios::runner::{ExpertSwitcher, ResultSet, RunRecord, SupervisorSwitcher};
 use asa_scenarios::stats;
 use log::{info, warn};
 use serde::{Deserialize, Serialize};
@@ -292,6 +292,33 @@ pub struct AgentTrace {
     pub voted: BTreeMap<String, u32>,
     /// Ticks logged.
     pub ticks: u32,
+    /// Per phase of a phased scenario's run (its phase times are known): what was voted and
+    /// switched while that phase's load ran. Empty for single-load scenarios and old results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTrace>,
+    /// Each tick's time, voted class and switch (kept to split the log by phase).
+    #[serde(skip)]
+    marks: Vec<TickMark>,
+}
+
+/// One logged tick, as far as the phase split needs it.
+#[derive(Debug, Clone, PartialEq)]
+struct TickMark {
+    unix_ms: u64,
+    voted: Option<String>,
+    switched_to: Option<String>,
+}
+
+/// What the agent did during one phase of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTrace {
+    /// The phase's background load (`idle` for none).
+    pub load: String,
+    /// Ticks per voted class among the ticks logged after the phase began and until it ended,
+    /// the first one left out (it covers time before the phase).
+    pub voted: BTreeMap<String, u32>,
+    /// Successful switches during the phase: the expert and the seconds since the phase began.
+    pub switches: Vec<(String, f64)>,
 }
 
 impl AgentTrace {
@@ -308,18 +335,68 @@ impl AgentTrace {
             let v: serde_json::Value = serde_json::from_str(&line)
                 .with_context(|| format!("{}: not a decision record", path.display()))?;
             trace.ticks += 1;
-            if let Some(class) = v["voted_class"].as_str() {
-                *trace.voted.entry(class.to_owned()).or_default() += 1;
+            let voted = v["voted_class"].as_str().map(str::to_owned);
+            if let Some(class) = &voted {
+                *trace.voted.entry(class.clone()).or_default() += 1;
             }
+            let mut switched_to = None;
             match v["outcome"].as_str() {
-                Some("switched") => trace
-                    .switches
-                    .push(v["target_expert"].as_str().unwrap_or("?").to_owned()),
+                Some("switched") => {
+                    let expert = v["target_expert"].as_str().unwrap_or("?").to_owned();
+                    trace.switches.push(expert.clone());
+                    switched_to = Some(expert);
+                }
                 Some("switch_failed") => trace.failed += 1,
                 _ => {}
             }
+            if let Some(unix_ms) = v["unix_ms"].as_u64() {
+                trace.marks.push(TickMark {
+                    unix_ms,
+                    voted,
+                    switched_to,
+                });
+            }
         }
         Ok(trace)
+    }
+
+    /// This trace split by the phases of `run` (see [`AgentTrace::phases`]); unchanged when the
+    /// run has a single phase or its phase times were not recorded.
+    pub fn with_phases(mut self, run: &RunRecord) -> Self {
+        if run.phases.len() < 2 || run.phases.iter().any(|p| p.ended_unix_ms == 0) {
+            return self;
+        }
+        self.phases = run
+            .phases
+            .iter()
+            .map(|phase| {
+                let inside: Vec<&TickMark> = self
+                    .marks
+                    .iter()
+                    .filter(|m| {
+                        m.unix_ms > phase.started_unix_ms && m.unix_ms <= phase.ended_unix_ms
+                    })
+                    .collect();
+                let mut voted = BTreeMap::new();
+                for class in inside.iter().skip(1).filter_map(|m| m.voted.as_ref()) {
+                    *voted.entry(class.clone()).or_default() += 1;
+                }
+                let switches = inside
+                    .iter()
+                    .filter_map(|m| {
+                        let expert = m.switched_to.as_ref()?;
+                        let after_s = (m.unix_ms - phase.started_unix_ms) as f64 / 1000.0;
+                        Some((expert.clone(), after_s))
+                    })
+                    .collect();
+                PhaseTrace {
+                    load: phase.load.clone(),
+                    voted,
+                    switches,
+                }
+            })
+            .collect();
+        self
     }
 
     /// The agent's logs in `dir`, by the time each agent run started (ms since the epoch).
@@ -462,7 +539,7 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
                 traces
                     .range(..=r.started_unix_ms)
                     .next_back()
-                    .map(|(_, t)| t.clone())
+                    .map(|(_, t)| t.clone().with_phases(r))
             })
             .collect();
         scenarios.push(LiveScenario {
@@ -641,12 +718,130 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             switched.join("; ")
         ));
     }
+    out.push_str(&phase_section(summary));
     out
+}
+
+/// The agent's runs of phased scenarios, phase by phase: what it voted while each load ran and
+/// when it switched (empty when no run has phase times).
+fn phase_section(summary: &LiveSummary) -> String {
+    let mut lines = Vec::new();
+    for s in &summary.scenarios {
+        for (i, t) in s.traces.iter().enumerate() {
+            if t.phases.is_empty() {
+                continue;
+            }
+            let phases: Vec<String> = t
+                .phases
+                .iter()
+                .map(|p| {
+                    let total: u32 = p.voted.values().sum();
+                    let votes: Vec<String> = p
+                        .voted
+                        .iter()
+                        .map(|(class, n)| format!("{class} {n}/{total}"))
+                        .collect();
+                    let switches: Vec<String> = p
+                        .switches
+                        .iter()
+                        .map(|(e, after)| format!("→ {e} at +{after:.1} s"))
+                        .collect();
+                    format!(
+                        "{}: voted {}{}",
+                        p.load,
+                        if votes.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            votes.join(", ")
+                        },
+                        if switches.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", switches.join(", "))
+                        }
+                    )
+                })
+                .collect();
+            lines.push(format!(
+                "- {} run {}: {}\n",
+                s.scenario,
+                i + 1,
+                phases.join("; ")
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n**The agent phase by phase** (ticks voted while each phase's load ran, the first \
+         tick of a phase left out; switches timed from the phase's start):\n\n{}",
+        lines.concat()
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phased_run_splits_the_log_by_its_phase_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-900.jsonl");
+        let tick = |ms: u64, voted: &str, outcome: &str| {
+            format!(
+                r#"{{"unix_ms":{ms},"voted_class":{voted},"target_expert":"bpfland","outcome":"{outcome}"}}"#
+            )
+        };
+        let lines = [
+            tick(1500, "null", "stay"),
+            tick(2500, r#""idle""#, "stay"),
+            tick(3500, r#""idle""#, "stay"),
+            tick(4500, r#""xz_compress""#, "stay"),
+            tick(5500, r#""xz_compress""#, "switched"),
+            tick(6500, r#""xz_compress""#, "stay"),
+            tick(7500, r#""xz_compress""#, "stay"),
+        ];
+        std::fs::write(&log, lines.join("\n")).unwrap();
+        let phase = |load: &str, from: u64, to: u64| {
+            format!(
+                r#"{{"load":"{load}","planned_s":3.0,"output":null,"started_unix_ms":{from},"ended_unix_ms":{to}}}"#
+            )
+        };
+        let run = |phases: &str| -> RunRecord {
+            serde_json::from_str(&format!(
+                r#"{{"expert":"asa","rep":0,"pinned":"asa","started_unix_ms":900,
+                "probe":{{"kind":"game","elapsed_s":6.0,"summary":{{}},"samples":{{}}}},
+                "phases":[{phases}],"valid":true}}"#
+            ))
+            .unwrap()
+        };
+        let trace = AgentTrace::read(&log).unwrap();
+        let phased = trace.clone().with_phases(&run(&format!(
+            "{},{}",
+            phase("idle", 1000, 4000),
+            phase("xz_compress", 4000, 7000)
+        )));
+        assert_eq!(phased.phases.len(), 2);
+        let (idle, xz) = (&phased.phases[0], &phased.phases[1]);
+        assert_eq!(idle.load, "idle");
+        // The first tick of each phase covers time before it: left out of the votes.
+        assert_eq!(idle.voted, BTreeMap::from([("idle".to_string(), 2)]));
+        assert!(idle.switches.is_empty());
+        assert_eq!(xz.voted, BTreeMap::from([("xz_compress".to_string(), 2)]));
+        assert_eq!(xz.switches, [("bpfland".to_string(), 1.5)]);
+        // A single phase, or phases without times (older results): no split.
+        let single = trace
+            .clone()
+            .with_phases(&run(&phase("xz_compress", 1000, 7000)));
+        assert!(single.phases.is_empty());
+        let untimed = trace.with_phases(&run(&format!(
+            "{},{}",
+            phase("idle", 0, 0),
+            phase("xz_compress", 0, 0)
+        )));
+        assert!(untimed.phases.is_empty());
+    }
 
     #[test]
     fn a_decision_log_gives_the_switches_and_the_voted_classes() {
