@@ -3,8 +3,8 @@
 //! table mapping `xz_compress` to bpfland). The agent must start and stop cleanly between the
 //! static runs (one ASA process drives the scheduler at a time), switch to bpfland by itself
 //! while xz runs (in the phased scenario only once xz starts), and leave EEVDF at the end; the
-//! dry runs (`asa run --dry-run`) decide the same switch without making it; the report and the
-//! refined table must be written.
+//! dry runs (`asa run --dry-run`) decide the same switch without making it; the report (with the
+//! agent phase by phase) and the refined table must be written.
 
 #[path = "daemon_common/mod.rs"]
 mod daemon_common;
@@ -127,12 +127,33 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
         assert_eq!(s.traces[0].switches, ["bpfland"], "{s:?}");
         assert_eq!(s.traces[0].failed, 0);
     }
+    // Phase by phase (the runner's phase times against the decision log's tick times): the
+    // idle phase is voted idle on most of its ticks and the switch to bpfland comes once xz
+    // runs, not before. (Before 2026-11-27 this only asked for one idle vote in the whole run,
+    // which the first tick gave while the idle phase itself was voted xz_compress.)
     let phased = &summary.scenarios[1];
     assert!(phased.phased);
+    let phases = &phased.traces[0].phases;
+    assert_eq!(phases.len(), 2, "{phased:?}");
+    let (idle, xz) = (&phases[0], &phases[1]);
+    let votes =
+        |p: &asa_mapping::live::PhaseTrace, class: &str| p.voted.get(class).copied().unwrap_or(0);
+    assert_eq!(idle.load, "idle");
     assert!(
-        phased.traces[0].voted.get("idle").copied().unwrap_or(0) > 0,
+        votes(idle, "idle") > votes(idle, "xz_compress"),
         "the idle phase was recognised: {phased:?}"
     );
+    assert!(idle.switches.is_empty(), "no switch while idle: {phased:?}");
+    assert_eq!(xz.load, "xz_compress");
+    assert_eq!(
+        xz.switches
+            .iter()
+            .map(|(e, _)| e.as_str())
+            .collect::<Vec<_>>(),
+        ["bpfland"],
+        "the switch came while xz ran: {phased:?}"
+    );
+    assert!(votes(xz, "xz_compress") > votes(xz, "idle"), "{phased:?}");
     let wl = summary.vs_baseline;
     assert_eq!(wl.wins + wl.ties + wl.losses, 2);
     // The dry run decided the same but switched nothing: it is EEVDF plus the agent's work.
@@ -179,4 +200,9 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
     );
     let report = out.read_out("live/live.md").unwrap();
     assert!(report.contains("LIVE-PHASED (phased)"), "{report}");
+    assert!(
+        report.contains("**The agent phase by phase**")
+            && report.contains("LIVE-PHASED run 1: idle: voted"),
+        "{report}"
+    );
 }
