@@ -88,7 +88,8 @@ def live_runs(calibration: Path, schema: FeatureSchema) -> tuple[list[LiveRun], 
             phases = run.get("phases") or []
             if len(phases) == 1:
                 windows = [(phases[0]["load"], run["probe_started_unix_ms"], run["probe_ended_unix_ms"], None)]
-            elif phases and all("started_unix_ms" in p and "ended_unix_ms" in p for p in phases):
+            # 0 or absent: written before the runner logged phase times (as the Rust summary reads it).
+            elif phases and all(p.get("started_unix_ms") and p.get("ended_unix_ms") for p in phases):
                 windows = [(p["load"], p["started_unix_ms"], p["ended_unix_ms"], i + 1)
                            for i, p in enumerate(phases)]
             else:

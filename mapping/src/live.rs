@@ -321,6 +321,31 @@ pub struct PhaseTrace {
     pub switches: Vec<(String, f64)>,
 }
 
+impl PhaseTrace {
+    /// One line for the report: `idle: voted idle 5/6, xz_compress 1/6, → bpfland at +2.6 s`.
+    pub fn summary(&self) -> String {
+        let total: u32 = self.voted.values().sum();
+        let votes: Vec<String> = self
+            .voted
+            .iter()
+            .map(|(class, n)| format!("{class} {n}/{total}"))
+            .collect();
+        let mut line = format!(
+            "{}: voted {}",
+            self.load,
+            if votes.is_empty() {
+                "nothing".to_string()
+            } else {
+                votes.join(", ")
+            }
+        );
+        for (expert, after) in &self.switches {
+            line.push_str(&format!(", → {expert} at +{after:.1} s"));
+        }
+        line
+    }
+}
+
 impl AgentTrace {
     /// Reads one decision log (JSON lines of `asa run --decision-log`).
     pub fn read(path: &Path) -> Result<Self> {
@@ -363,7 +388,12 @@ impl AgentTrace {
     /// This trace split by the phases of `run` (see [`AgentTrace::phases`]); unchanged when the
     /// run has a single phase or its phase times were not recorded.
     pub fn with_phases(mut self, run: &RunRecord) -> Self {
-        if run.phases.len() < 2 || run.phases.iter().any(|p| p.ended_unix_ms == 0) {
+        if run.phases.len() < 2
+            || run
+                .phases
+                .iter()
+                .any(|p| p.started_unix_ms == 0 || p.ended_unix_ms == 0)
+        {
             return self;
         }
         self.phases = run
@@ -731,37 +761,7 @@ fn phase_section(summary: &LiveSummary) -> String {
             if t.phases.is_empty() {
                 continue;
             }
-            let phases: Vec<String> = t
-                .phases
-                .iter()
-                .map(|p| {
-                    let total: u32 = p.voted.values().sum();
-                    let votes: Vec<String> = p
-                        .voted
-                        .iter()
-                        .map(|(class, n)| format!("{class} {n}/{total}"))
-                        .collect();
-                    let switches: Vec<String> = p
-                        .switches
-                        .iter()
-                        .map(|(e, after)| format!("→ {e} at +{after:.1} s"))
-                        .collect();
-                    format!(
-                        "{}: voted {}{}",
-                        p.load,
-                        if votes.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            votes.join(", ")
-                        },
-                        if switches.is_empty() {
-                            String::new()
-                        } else {
-                            format!(", {}", switches.join(", "))
-                        }
-                    )
-                })
-                .collect();
+            let phases: Vec<String> = t.phases.iter().map(PhaseTrace::summary).collect();
             lines.push(format!(
                 "- {} run {}: {}\n",
                 s.scenario,
@@ -830,6 +830,11 @@ mod tests {
         assert!(idle.switches.is_empty());
         assert_eq!(xz.voted, BTreeMap::from([("xz_compress".to_string(), 2)]));
         assert_eq!(xz.switches, [("bpfland".to_string(), 1.5)]);
+        assert_eq!(idle.summary(), "idle: voted idle 2/2");
+        assert_eq!(
+            xz.summary(),
+            "xz_compress: voted xz_compress 2/2, → bpfland at +1.5 s"
+        );
         // A single phase, or phases without times (older results): no split.
         let single = trace
             .clone()
