@@ -11,6 +11,11 @@
 //! `/proc/PID/task/TID/schedstat` has the same three numbers. A guest snapshot is
 //! [`SNAPSHOT_SHELL`]'s output; two of them around a load give a [`LoadDelays`].
 //!
+//! The snapshot also has `/proc/interrupts`' `LOC:` line, each CPU's local timer interrupts:
+//! the timer disk completes every I/O on a guest hrtimer of the CPU that submitted it, so
+//! their difference shows where a load's I/O ran (under single-threaded TCG vCPU 1's timer
+//! interrupts come late: `gru_expert/results/2026-11-27-lab-vcpu-asymmetry/`).
+//!
 //! A task that exits during the load (the load's own threads, at its end) is in the per-CPU
 //! totals but not in the per-task difference: the per-task part is kept to kernel threads,
 //! which outlive the loads (the thesis's key tasks: kworker, ksoftirqd, khungtaskd, ...).
@@ -20,11 +25,11 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-/// The guest shell function that writes a snapshot to the file `$1`: `/proc/schedstat`, then
-/// every thread's `stat` and `schedstat` as `PATH:LINE` (one grep; threads that end while it
+/// The guest shell function that writes a snapshot to the file `$1`: `/proc/schedstat`, the
+/// local timer interrupts' line of `/proc/interrupts`, then every thread's `stat` and `schedstat` as `PATH:LINE` (one grep; threads that end while it
 /// reads are skipped).
 pub const SNAPSHOT_SHELL: &str = r#"schedstat() {
-  { cat /proc/schedstat; echo "@@ tasks"
+  { cat /proc/schedstat; grep '^ *LOC:' /proc/interrupts; echo "@@ tasks"
     grep -H '' /proc/[0-9]*/task/[0-9]*/stat /proc/[0-9]*/task/[0-9]*/schedstat 2>/dev/null
   } > $1
 }"#;
@@ -71,6 +76,8 @@ struct Snapshot {
     nr_cpus: u32,
     /// Kernel threads by tid: (group name, counters).
     kthreads: BTreeMap<u32, (String, Delays)>,
+    /// Local timer interrupts by CPU (empty without a `LOC:` line).
+    timer_irqs: Vec<u64>,
 }
 
 /// The waits of one load: every task (the CPUs' totals), and kernel threads, together and by
@@ -85,6 +92,9 @@ pub struct LoadDelays {
     pub kthread_groups: BTreeMap<String, Delays>,
     /// The CPUs the run times are summed over.
     pub nr_cpus: u32,
+    /// Local timer interrupts during the load, by CPU (empty when a snapshot has none, as
+    /// before 2026-11-27, or the CPUs differ).
+    pub timer_irqs: Vec<u64>,
 }
 
 impl LoadDelays {
@@ -97,6 +107,11 @@ impl LoadDelays {
             nr_cpus: after.nr_cpus,
             ..LoadDelays::default()
         };
+        if before.timer_irqs.len() == after.timer_irqs.len() {
+            delays.timer_irqs = (after.timer_irqs.iter().zip(&before.timer_irqs))
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+        }
         for (tid, (group, now)) in &after.kthreads {
             let start = before
                 .kthreads
@@ -134,6 +149,16 @@ fn parse(text: &str) -> Result<Snapshot> {
         .split_once("@@ tasks\n")
         .context("a schedstat snapshot has a '@@ tasks' line")?;
     let mut snap = Snapshot::default();
+    if let Some(loc) = schedstat
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("LOC:"))
+    {
+        // "LOC:  12  34   Local timer interrupts": the counts, one per CPU, then the name.
+        snap.timer_irqs = loc
+            .split_whitespace()
+            .map_while(|w| w.parse().ok())
+            .collect();
+    }
     let mut cpus = 0;
     for line in schedstat.lines().filter(|l| l.starts_with("cpu")) {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -297,6 +322,25 @@ mod tests {
             }
         );
         assert_eq!(Delays::default().mean_wait_us(), None);
+        assert!(d.timer_irqs.is_empty(), "no LOC lines: {:?}", d.timer_irqs);
+    }
+
+    #[test]
+    fn local_timer_interrupts_by_cpu() {
+        let with_loc = |cpu0: u64, cpu1: u64| {
+            snapshot([1, 1, 1], [1, 1, 1], "").replace(
+                "@@ tasks",
+                &format!("LOC:  {cpu0}  {cpu1}   Local timer interrupts\n@@ tasks"),
+            )
+        };
+        let d = LoadDelays::between(&with_loc(100, 7), &with_loc(2_600, 807)).unwrap();
+        assert_eq!(d.timer_irqs, vec![2_500, 800]);
+        // A snapshot without the line (older guests) gives none rather than wrong counts.
+        let old = snapshot([1, 1, 1], [1, 1, 1], "");
+        assert!(LoadDelays::between(&old, &with_loc(5, 5))
+            .unwrap()
+            .timer_irqs
+            .is_empty());
     }
 
     #[test]
