@@ -11,7 +11,9 @@ how many I/O threads last ran on each CPU (the placement, e.g. 3+1: three on one
 the other, largest first), and what each part ran and waited in it.
 
 Per file, one line: the I/O threads' and the hogs' run time (ms per s of wall time, both CPUs
-together: 2000 is everything), the I/O threads' mean wait per time slice (µs) and their states
+together: 2000 is everything), how many I/O threads were on each CPU (mean over the
+intervals: under instruction counting vCPU 1 is the slow one for I/O, see
+2026-11-27-lab-vcpu-asymmetry/), the I/O threads' mean wait per time slice (µs) and their states
 at the samples (R running or runnable, D in I/O, S asleep), the ext4 journal threads' (jbd2)
 run time and wait, and the share of intervals in each placement with each part's run time in
 them; with samples that have wchan lines (since run 103), a second line counts where the I/O
@@ -107,6 +109,15 @@ def placement(per_cpu, ncpu=2):
     return '+'.join(map(str, counts))
 
 
+def io_threads_by_cpu(ivs, ncpu=2):
+    """The mean number of I/O threads whose last CPU was each CPU, weighted by interval: which
+    CPU carries the I/O matters in the lab under instruction counting, where vCPU 0's timer
+    interrupts come on time and vCPU 1's late (../2026-11-27-lab-vcpu-asymmetry/)."""
+    total = sum(iv['dt'] for iv in ivs)
+    return [sum(iv['dt'] * iv['per_cpu'].get(c, [0, 0])[0] for iv in ivs) / total
+            for c in range(ncpu)]
+
+
 def per_s(ivs, kind, field=0):
     """A part's run (field 0) or wait (1) in ms per s of the intervals' wall time."""
     return sum(iv[kind][field] for iv in ivs) / 1e6 / sum(iv['dt'] for iv in ivs)
@@ -142,7 +153,9 @@ def summarize(path, show_intervals):
     state_text = ' '.join(f'{k}{100 * v / total_states:.0f}' for k, v in sorted(states.items()))
     jbd2 = (f' jbd2 {per_s(ivs, "jbd2"):3.0f} ms/s wait {wait_per_slice(ivs, "jbd2"):5.0f} µs'
             if any(iv['jbd2'][2] for iv in ivs) else '')
-    print(f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io wait '
+    by_cpu = '/'.join(f'{n:.1f}' for n in io_threads_by_cpu(ivs))
+    print(f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io threads '
+          f'on cpu0/cpu1 {by_cpu}, io wait '
           f'{wait_per_slice(ivs, "io"):5.0f} µs/slice, io states % {state_text}{jbd2} | '
           + ' | '.join(parts))
     waits = collections.Counter()
