@@ -21,11 +21,22 @@ use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
 /// The built-in catalogue with a small xz corpus, a single-phase scenario against xz and a phased
 /// one (idle, then xz).
 fn catalogue_text() -> String {
-    let mut text = asa_scenarios::catalogue::BUILTIN_SCENARIOS.replace(
-        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
-        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
-    );
+    // The corpus and the work each completed run counts (the throughput's amount) shrink
+    // together: until 2026-11-27 the amount stayed at 8 MiB, so the test's xz rates read 8×.
+    let mut text = asa_scenarios::catalogue::BUILTIN_SCENARIOS
+        .replace(
+            "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
+            "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
+        )
+        .replace(
+            "throughput = { kind = \"completions\", amount = 8.0, unit = \"MiB\" }",
+            "throughput = { kind = \"completions\", amount = 1.0, unit = \"MiB\" }",
+        );
     assert!(text.contains("megabytes = 1 }"), "the xz load changed");
+    assert!(
+        text.contains("amount = 1.0, unit = \"MiB\""),
+        "the xz load's throughput changed"
+    );
     text.push_str(
         r#"
 [[scenario]]
