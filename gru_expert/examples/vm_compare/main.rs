@@ -779,7 +779,7 @@ fn describe_io_disk(io_disk: &str) -> String {
 /// instruction counting, the same on either under MTTCG
 /// (`gru_expert/results/2026-11-27-lab-vcpu-asymmetry/`).
 fn accel_caveat(accel: &str, loads: &[String]) -> Option<String> {
-    let single_threaded = !accel.contains("thread=multi");
+    let single_threaded = accel.starts_with("tcg") && !accel.contains("thread=multi");
     (single_threaded && loads.iter().any(|l| l == "mixed")).then(|| {
         format!(
             "**Caveat: the mixed load under single-threaded TCG (`-accel {accel}`).** The vCPUs \
@@ -2030,6 +2030,7 @@ mod tests {
         );
         assert!(accel_caveat(asa_lab::vm::DEFAULT_TCG_ACCEL, &loads(&["mixed"])).is_some());
         assert_eq!(accel_caveat("tcg,thread=multi", &loads(&["mixed"])), None);
+        assert_eq!(accel_caveat("kvm", &loads(&["mixed"])), None, "not TCG");
         assert_eq!(
             accel_caveat(icount, &loads(&["cpu1", "io8", "hackbench"])),
             None
