@@ -26,8 +26,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 /// The guest shell function that writes a snapshot to the file `$1`: `/proc/schedstat`, the
-/// local timer interrupts' line of `/proc/interrupts`, then every thread's `stat` and `schedstat` as `PATH:LINE` (one grep; threads that end while it
-/// reads are skipped).
+/// local timer interrupts' line of `/proc/interrupts`, then every thread's `stat` and
+/// `schedstat` as `PATH:LINE` (one grep; threads that end while it reads are skipped).
 pub const SNAPSHOT_SHELL: &str = r#"schedstat() {
   { cat /proc/schedstat; grep '^ *LOC:' /proc/interrupts; echo "@@ tasks"
     grep -H '' /proc/[0-9]*/task/[0-9]*/stat /proc/[0-9]*/task/[0-9]*/schedstat 2>/dev/null

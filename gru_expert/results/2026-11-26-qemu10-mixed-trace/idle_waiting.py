@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Idle time on each CPU of a tracefs trace, split by whether a task was runnable meanwhile."""
-import re,sys,collections
-SW = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: prev_comm=(.+?) prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.+?) next_pid=(\d+)')
-WK = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup: comm=(.+?) pid=(\d+) prio=\d+ target_cpu=(\d+)')
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from tracefs_events import SW, WK  # noqa: E402
 ev=[]
 for l in open(sys.argv[1], errors='replace'):
     m=SW.match(l)

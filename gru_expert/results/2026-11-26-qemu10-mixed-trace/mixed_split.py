@@ -9,13 +9,12 @@ threads their runs, the wait from wake-up (or preemption) to run, and where they
 for the hogs, their run lengths and how their runs ended.
 """
 import collections
-import re
+import os
 import sys
 
-SW = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: prev_comm=(.+?) '
-                r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.+?) next_pid=(\d+)')
-WK = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup: comm=(.+?) pid=(\d+) '
-                r'prio=\d+ target_cpu=(\d+)')
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from tracefs_events import SW, WK  # noqa: E402
+
 
 
 def pct(xs, q):

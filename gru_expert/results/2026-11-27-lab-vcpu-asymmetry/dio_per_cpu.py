@@ -10,12 +10,12 @@ how many, the mean sleep, the share longer than 200 µs (the timer disk complete
 100 µs), and the time the I/O threads and the other sysbench threads (the hogs) ran on it.
 """
 import collections
-import re
+import os
 import sys
 
-SW = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: prev_comm=(.+?) '
-                r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.+?) next_pid=(\d+)')
-WK = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup: comm=(.+?) pid=(\d+)')
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from tracefs_events import SW, WK  # noqa: E402
+
 
 
 def is_dio_sleep(lines, i, m):

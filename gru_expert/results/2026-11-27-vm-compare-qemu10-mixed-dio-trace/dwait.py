@@ -6,13 +6,12 @@ Per trace: for sysbench threads, D sleeps (switch-out in D to sched_wakeup) summ
 frames of the stack (scheduler frames dropped); also runnable waits (wake-up to run) and run time.
 """
 import collections
-import re
+import os
 import sys
 
-SW = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_switch: prev_comm=(.+?) '
-                r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.+?) next_pid=(\d+)')
-WK = re.compile(r'\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): sched_wakeup: comm=(.+?) pid=(\d+) '
-                r'prio=\d+ target_cpu=(\d+)')
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from tracefs_events import SW, WK  # noqa: E402
+
 SKIP = ('trace_event', '__traceiter', '__schedule', 'schedule', 'io_schedule', '__bpf_trace', 'bpf_trace')
 
 
