@@ -20,20 +20,24 @@ test: kernel
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace -- --include-ignored
 	cd classifier && .venv/bin/python -m pytest -q
+	cd lab/analysis && ../../classifier/.venv/bin/python -m pytest -q tests
 	classifier/.venv/bin/python -m pytest -q gru_expert/train/tests
 
-# Long run, not in CI: switch time of every ordered pair of experts (README table).
+# Long run, not in CI: switch time of every ordered pair of experts (README table), into
+# results/<date>-switch-times/ (commit it with a README: question, machine, answer).
+SWITCH_OUT ?= results/$(shell date -u +%F)-switch-times
 bench-switch: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab
-	target/release/asa-lab bench-switch --rounds 3 --json lab/results/switch-times.json \
-	  | tee lab/results/switch-times.md
+	mkdir -p $(SWITCH_OUT)
+	target/release/asa-lab bench-switch --rounds 3 --json $(SWITCH_OUT)/switch-times.json \
+	  | tee $(SWITCH_OUT)/switch-times.md
 	target/release/asa-lab bench-switch --rounds 3 --break-before-make \
-	  --json lab/results/switch-times-break-before-make.json \
-	  | tee lab/results/switch-times-break-before-make.md
+	  --json $(SWITCH_OUT)/switch-times-break-before-make.json \
+	  | tee $(SWITCH_OUT)/switch-times-break-before-make.md
 
 # Long run, not in CI: every scenario x eevdf,lavd,bpfland,rusty in one lab VM, with feature
 # recording for the workload classifier (see scenarios/README.md for time and settings).
-SCENARIOS_OUT ?= scenarios/results/$(shell date -u +%F)-lab-vm
+SCENARIOS_OUT ?= results/$(shell date -u +%F)-scenarios-every-expert
 scenarios-full: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	scenarios/lab/full-run.sh $(SCENARIOS_OUT)

@@ -36,7 +36,7 @@ fi
 # qemu 8.1 or newer. Under instruction counting (ASA_LAB_ICOUNT) qemu 7.2's single-threaded TCG
 # gives the whole budget up to the next timer to the first vCPU; while that vCPU keeps arming
 # timers (I/O completing every 100 µs) the other one does not run, for up to a second at a time
-# (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation). qemu 8.1 splits the budget
+# (results/2026-11-26-qemu72-icount-starves-a-vcpu). qemu 8.1 splits the budget
 # between the vCPUs. Debian 12 has qemu 10 in bookworm-backports.
 qemu_version() {
   qemu-system-x86_64 --version 2>/dev/null | sed -n '1s/^QEMU emulator version \([0-9.]*\).*/\1/p'

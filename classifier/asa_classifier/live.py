@@ -14,7 +14,7 @@ and compares them with the recorded runs of the same `<probe>+<load>` label:
   run again; the features whose substitution brings the most live ticks to the right class are
   the ones the live classification turns on.
 
-    python -m asa_classifier.live mapping/calibrations/DIR --model classifier/models/lab/classifier.onnx \\
+    python -m asa_classifier.live results/DIR --model classifier/models/lab/classifier.onnx \\
         --feature-schema agent/feature_schema.toml --manifest classifier/data/X/probe/manifest.toml ... \\
         [--classes load] [--out DIR]
 """

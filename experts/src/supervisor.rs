@@ -74,7 +74,7 @@ impl Default for SupervisorConfig {
 /// The experts' default nice value: under `stress-ng --cpu 2` in the lab VM (TCG, 2 vCPUs,
 /// `lab/bench-switch-load.sh`, 3 interleaved rounds, 2026-11-24) starting them at -10 instead
 /// of 0 cut the switch into rusty from 16.8 to 8.8 s and eevdf → bpfland from 5.6 to 3.4 s
-/// (medians; `experts/results/2026-11-24-switch-under-load/`).
+/// (medians; `results/2026-11-24-switch-under-load/`).
 pub const DEFAULT_EXPERT_NICE: i32 = -10;
 
 /// The environment variable that sets [`SupervisorConfig::expert_nice`] for every supervisor

@@ -220,7 +220,7 @@ fn checked_icount(value: Option<&str>, accel: &str) -> Result<Option<String>> {
 /// (8.1). qemu 7.2 gave the whole budget up to the next timer to the vCPU it ran first; while
 /// that vCPU kept arming timers (the lab's I/O loads, completing every 100 µs) the other one
 /// did not run, for up to a second at a time: its tasks, interrupts included, stood still
-/// (gru_expert/results/2026-11-26-qemu-icount-vcpu-starvation).
+/// (results/2026-11-26-qemu72-icount-starves-a-vcpu).
 pub const ICOUNT_MIN_QEMU: (u32, u32) = (8, 1);
 
 /// How the first line of `qemu-system-x86_64 --version` starts, before the version.

@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// Noise floor used when no (scenario, expert) cell was measured twice, so no spread is known.
-/// Run-to-run spreads of the UX score in the lab VM were 0.01–0.05 (scenarios/results); 0.03
+/// Run-to-run spreads of the UX score in the lab VM were 0.01–0.05 (results/2026-11-23-scenarios-every-expert); 0.03
 /// sits in that range. Measure with `--reps 2` or more to replace it with the data's own.
 pub const DEFAULT_NOISE_FLOOR: f64 = 0.03;
 

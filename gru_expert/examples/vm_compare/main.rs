@@ -71,7 +71,7 @@
 //! profiling run too: its probes fire on every switch and wake-up).
 //! `--thread-samples` samples every sysbench thread's last CPU and schedstat (run, wait, time
 //! slices) every 0.5 s during every load into the guest's `thr-SCHED-ROUND-LOAD.txt`
-//! (`gru_expert/results/thread_samples.py` reads them: how many of the mixed load's I/O threads
+//! (`python -m asa_analysis.thread_samples`, in lab/analysis, reads them: how many of the mixed load's I/O threads
 //! sit on each CPU, and what each part ran). A profiling run: the sampler's shell costs io8
 //! about 8 % under every scheduler (run 99).
 //! `--no-thp` turns transparent huge pages off in the guest (`never`, written to `thp.txt`), so
@@ -112,7 +112,7 @@
 //! `-accel`. Single-threaded TCG (with or without `-icount`) runs the vCPUs in turn from vCPU 0,
 //! whose interrupts come first: an I/O thread beside a hog completes its I/Os later on vCPU 1,
 //! so the mixed load's two parts follow where a scheduler put its I/O threads
-//! (gru_expert/results/2026-11-27-lab-vcpu-asymmetry/). The report then says so, gives the
+//! (results/2026-11-27-lab-vcpu0-takes-interrupts-first/). The report then says so, gives the
 //! load as a whole ("mixed (both parts)", the geometric mean of the parts' ratios per round,
 //! which EEVDF's placements leave within ±2 %), and each vCPU's local timer interrupts per
 //! second in every I/O round (the timer disk's completions land on the submitting vCPU).
@@ -592,7 +592,7 @@ struct Args {
     profile_scheduler: bool,
     /// Sample every sysbench thread's last CPU and schedstat every 0.5 s during every load
     /// (`thr-SCHED-ROUND-LOAD.txt` in the guest's out folder, for
-    /// `gru_expert/results/thread_samples.py`: where the mixed load's threads run; a
+    /// `python -m asa_analysis.thread_samples` (lab/analysis): where the mixed load's threads run; a
     /// profiling run, io8 ~8 % slower under every scheduler).
     thread_samples: bool,
     /// Turn transparent huge pages off in the guest (`never`), so khugepaged has nothing to
@@ -777,14 +777,14 @@ fn describe_io_disk(io_disk: &str) -> String {
 /// the only mode of `-icount`). Its vCPUs run in turn from vCPU 0, whose interrupts are taken
 /// first: an I/O thread beside a hog did 4.7× fewer I/Os on vCPU 1 than on vCPU 0 under
 /// instruction counting, the same on either under MTTCG
-/// (`gru_expert/results/2026-11-27-lab-vcpu-asymmetry/`).
+/// (`results/2026-11-27-lab-vcpu0-takes-interrupts-first/`).
 fn accel_caveat(accel: &str, loads: &[String]) -> Option<String> {
     let single_threaded = accel.starts_with("tcg") && !accel.contains("thread=multi");
     (single_threaded && loads.iter().any(|l| l == "mixed")).then(|| {
         format!(
             "**Caveat: the mixed load under single-threaded TCG (`-accel {accel}`).** The vCPUs \
              run in turn from vCPU 0, which takes its interrupts first, so the I/O part depends \
-             on which vCPU holds the I/O threads (gru_expert/results/2026-11-27-lab-vcpu-asymmetry/): \
+             on which vCPU holds the I/O threads (results/2026-11-27-lab-vcpu0-takes-interrupts-first/): \
              read the parts' ratios as placement, compare the load by its \"mixed (both parts)\" \
              row, or run it with {}=multi (equal vCPUs, real-time scatter).",
             asa_lab::vm::TCG_THREAD_ENV
@@ -1061,7 +1061,7 @@ fn round_ratios(
 /// to the other at EEVDF's rate leaves it unchanged. Under single-threaded TCG the parts follow
 /// where the I/O threads sit (vCPU 1's interrupts come late): across EEVDF's rounds in one run
 /// each part moved by up to ±12 % and this by ±2 %
-/// (`gru_expert/results/2026-11-27-lab-vcpu-asymmetry/`).
+/// (`results/2026-11-27-lab-vcpu0-takes-interrupts-first/`).
 const MIXED_BOTH: &str = "mixed (both parts)";
 
 /// Issue 7's throughput target: at least this fraction of EEVDF's (within 3 %).

@@ -14,7 +14,7 @@
 //! The snapshot also has `/proc/interrupts`' `LOC:` line, each CPU's local timer interrupts:
 //! the timer disk completes every I/O on a guest hrtimer of the CPU that submitted it, so
 //! their difference shows where a load's I/O ran (under single-threaded TCG vCPU 1's timer
-//! interrupts come late: `gru_expert/results/2026-11-27-lab-vcpu-asymmetry/`).
+//! interrupts come late: `results/2026-11-27-lab-vcpu0-takes-interrupts-first/`).
 //!
 //! A task that exits during the load (the load's own threads, at its end) is in the per-CPU
 //! totals but not in the per-task difference: the per-task part is kept to kernel threads,

@@ -1224,7 +1224,7 @@ void BPF_STRUCT_OPS(gru_stopping, struct task_struct *p, bool runnable)
 	 * The time it ran (the slice may have been refilled or shortened).
 	 * (Charging the growth of p->se.sum_exec_runtime instead spares this
 	 * clock read, but cost io8 0.7 % on two CPUs in the lab, perhaps as it
-	 * leaves out interrupt time: gru_expert/results/2026-11-26-io8-one-cpu.)
+	 * leaves out interrupt time: results/2026-11-26-gru-io8-on-one-cpu.)
 	 */
 	if (tctx && tctx->run_start_ns && now > tctx->run_start_ns)
 		used = now - tctx->run_start_ns;
