@@ -1,0 +1,176 @@
+//! [`ProcReader`]: the I/O of the procfs sampler. The system files stay open and are re-read
+//! from offset 0 into reused buffers once per tick; the process scan runs at most about once
+//! per second.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::processes::{ProcessScanner, ProcessTick};
+use super::snapshot::{DiskFilter, ProcSnapshot, ProcTexts};
+
+/// The per-process scan (one read of every /proc/<pid>/stat, the dominant cost of a tick) runs
+/// at most about once per second: at faster ticks the process features are held between scans
+/// and `top_proc_cpu_share` is averaged over the scan interval. 0.9 s, not 1 s, so a 1 Hz
+/// sampler whose ticks jitter early still scans every tick.
+pub const PROCESS_SCAN_MIN_INTERVAL_S: f64 = 0.9;
+
+/// Reads the system-wide /proc files into reused buffers.
+pub struct ProcReader {
+    root: std::path::PathBuf,
+    buffers: [Vec<u8>; 6],
+    /// The system files, kept open and re-read from offset 0 (reopened after a failed read).
+    files: [Option<File>; 6],
+    disks: DiskFilter,
+    scanner: ProcessScanner,
+    last_scan: Option<(f64, ProcessTick)>,
+    warned: HashSet<&'static str>,
+    epoch: Instant,
+}
+
+/// The files of [`ProcReader`], in buffer order.
+const SYSTEM_FILES: [&str; 6] = [
+    "stat",
+    "meminfo",
+    "diskstats",
+    "net/dev",
+    "net/snmp",
+    "loadavg",
+];
+
+/// Reads a procfs file that is already open, from offset 0 (procfs formats it again for a
+/// read at offset 0), into `buffer` (cleared first), with plain pread(2) calls: unlike
+/// `read_to_end`, no statx/lseek probing of the size (procfs reports 0 anyway). With
+/// `single_read`, a read that does not fill the buffer ends the file: true of
+/// /proc/<pid>/stat, which the kernel formats whole into the first read's buffer.
+pub(super) fn pread_file(
+    file: &File,
+    buffer: &mut Vec<u8>,
+    single_read: bool,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 4096;
+    buffer.clear();
+    loop {
+        let len = buffer.len();
+        buffer.resize(len + CHUNK, 0);
+        let n = match file.read_at(&mut buffer[len..], len as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                buffer.truncate(len);
+                continue;
+            }
+            Err(e) => {
+                buffer.truncate(len);
+                return Err(e);
+            }
+        };
+        buffer.truncate(len + n);
+        if n == 0 || (single_read && n < CHUNK) {
+            return Ok(());
+        }
+    }
+}
+
+impl ProcReader {
+    /// A reader of `/proc` (physical disks detected from /sys/block). The calling process is
+    /// left out of the per-process features ([`ProcessScanner::ignoring`]).
+    pub fn new() -> Self {
+        Self::with_root(Path::new("/proc"), DiskFilter::detect())
+    }
+
+    /// A reader of another procfs mount (tests).
+    pub fn with_root(root: &Path, disks: DiskFilter) -> Self {
+        ProcReader {
+            root: root.to_path_buf(),
+            buffers: std::array::from_fn(|_| Vec::with_capacity(8192)),
+            files: Default::default(),
+            disks,
+            scanner: ProcessScanner::ignoring(std::process::id() as i32),
+            last_scan: None,
+            warned: HashSet::new(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Reads one snapshot. Fails only when /proc/stat cannot be read; any other file that
+    /// cannot be read or parsed leaves its features missing, with one warning per file.
+    pub fn snapshot(&mut self) -> Result<ProcSnapshot> {
+        let at_s = self.epoch.elapsed().as_secs_f64();
+        let mut readable = [false; 6];
+        for (i, name) in SYSTEM_FILES.iter().enumerate() {
+            let kept = match &self.files[i] {
+                Some(file) => pread_file(file, &mut self.buffers[i], false).is_ok(),
+                None => false,
+            };
+            let read = if kept {
+                Ok(())
+            } else {
+                self.files[i] = None;
+                File::open(self.root.join(name)).and_then(|file| {
+                    pread_file(&file, &mut self.buffers[i], false)?;
+                    self.files[i] = Some(file);
+                    Ok(())
+                })
+            };
+            match read {
+                Ok(()) => readable[i] = std::str::from_utf8(&self.buffers[i]).is_ok(),
+                Err(e) if i == 0 => {
+                    return Err(e).with_context(|| format!("read {}/stat", self.root.display()))
+                }
+                Err(_) => {}
+            }
+        }
+        let processes = match self.last_scan {
+            Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => {
+                Some(tick)
+            }
+            previous => match self.scanner.scan(&self.root) {
+                Ok(mut tick) => {
+                    tick.interval_s = previous.map(|(t, _)| at_s - t).unwrap_or(0.0);
+                    self.last_scan = Some((at_s, tick));
+                    Some(tick)
+                }
+                Err(e) => {
+                    if self.warned.insert("process scan") {
+                        log::warn!(
+                            "perception: process scan failed, process features missing: {e:#}"
+                        );
+                    }
+                    None
+                }
+            },
+        };
+        let text = |i: usize| {
+            readable[i].then(|| std::str::from_utf8(&self.buffers[i]).unwrap_or_default())
+        };
+        let snapshot = ProcSnapshot::parse(
+            &ProcTexts {
+                stat: text(0),
+                meminfo: text(1),
+                diskstats: text(2),
+                net_dev: text(3),
+                snmp: text(4),
+                loadavg: text(5),
+            },
+            &self.disks,
+            processes,
+            at_s,
+        )?;
+        for (group, reason) in &snapshot.unavailable {
+            if self.warned.insert(group) {
+                log::warn!("perception: {group} unusable ({reason}); its features are missing");
+            }
+        }
+        Ok(snapshot)
+    }
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
