@@ -1,14 +1,26 @@
 #!/bin/sh
 # One I/O thread and one CPU hog, each pinned, in the lab VM: does it matter which vCPU takes
-# which? Runs the guest script below under one emulation mode and writes OUT/summary.txt.
+# which? Boots the lab VM once under one emulation mode and runs vm_compare's io load
+# (sysbench fileio, random read/write, O_DIRECT, on the 100 us timer disk) pinned with taskset
+# to one vCPU, beside `sysbench cpu --threads=1` pinned to the other, or alone; 8 s each, every
+# case twice. The guest's lines (io_cpu=.. hog_cpu=.. io_events_per_s=.. hog_events_per_s=..)
+# go to OUT/summary.txt, its sysbench outputs to OUT/io-*.txt and OUT/hog-*.txt.
 #
-# Usage (from the repository root, release build of asa-lab):
-#   gru_expert/results/2026-11-27-lab-vcpu-asymmetry/run.sh OUT
+# Usage (needs a release build of asa-lab: cargo build --release -p asa-lab):
+#   lab/experiments/vcpu-asymmetry.sh OUT
 # with the mode in the environment as for every lab run: ASA_LAB_ICOUNT=shift=2,sleep=off
 # (single-threaded TCG, instruction counting), ASA_LAB_TCG_THREAD=multi (MTTCG), or neither
 # (single-threaded TCG in real time, the lab's default).
+#
+# OUT is a scratch folder (created if missing). To keep a result, commit it under
+# results/<date>-<question>/ (README.md with what was run and what it shows, summary-MODE.txt,
+# raw logs packed in raw.tar.xz), as results/2026-11-27-lab-vcpu0-takes-interrupts-first/ did.
 set -eu
-out=${1:?usage: run.sh OUT}
+out=${1:?usage: lab/experiments/vcpu-asymmetry.sh OUT}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# Paths below are the repository's: run from its root wherever this is called from.
+cd "$(dirname "$0")/../.."
 script=$(mktemp)
 trap 'rm -f "$script"' EXIT
 # The lab's timer disk (null_blk, 100 us timer completions), as vm_compare makes it.

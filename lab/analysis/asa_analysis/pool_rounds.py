@@ -1,32 +1,35 @@
-#!/usr/bin/env python3
 """Pool vm_compare rounds of one load row over several runs (runs.json files).
 
-EEVDF's own rounds of the mixed load scatter by 10-20 % inside one run (two modes, about
-91 and 102-113 events/s for the CPU part), so a per-round ratio mostly measures EEVDF's
-scatter. Pooling every EEVDF round of the same lab set-up gives a steadier baseline; each
-scheduler's pooled geometric mean is then compared with it.
+EEVDF's own rounds of the mixed load scatter by 10-20 % inside one run, so a per-round ratio
+mostly measures EEVDF's scatter. Pooling every EEVDF round of the same lab set-up gives a
+steadier baseline; each scheduler's pooled geometric mean is then compared with it.
 
-    gru_expert/results/pool_rounds.py --row mixed-cpu --row mixed-io \
-        gru_expert/results/2026-11-2[67]-vm-compare-qemu10-*/runs.json
+Reads vm_compare runs.json files (a {'runs': [...]} object or a bare list of runs; each run
+has row, scheduler, and sysbench.events_per_s or hackbench_s). Prints, per --row, a Markdown
+table with a line per scheduler: rounds, runs (files), geometric mean with its 95 % interval
+(Student's t on the logs), range, and the ratio of geometric means to the baseline's pooled
+one with its 95 % interval (Welch's t on the logs) and what that says about the target of at
+least 0.97 x EEVDF (met: the whole interval at or above it; missed: all below; open: it
+straddles it). Scheduler names are taken as they are: only pool runs whose code for a name is
+the same.
 
-Prints, per row and scheduler: rounds, runs, geometric mean with its 95 % interval
-(Student's t on the logs), range, and the ratio of geometric means to EEVDF's pooled one
-with its 95 % interval (Welch's t on the logs) and what that says about issue 7's target
-of at least 0.97 x EEVDF (met: the whole interval at or above it; missed: all below;
-open: it straddles it).
-Scheduler names are taken as they are: only pool runs whose code for a name is the same.
+Usage (from lab/analysis, or with PYTHONPATH=lab/analysis), e.g.:
+    python -m asa_analysis.pool_rounds --row mixed-cpu --row mixed-io \\
+        ../../results/2026-11-27-gru-mixed-load-mttcg*/runs.json
 """
 import argparse
-import json
 import math
 import statistics
 import sys
 from pathlib import Path
 
+from .common import read_json, runs_of
+
 # Two-sided 97.5 % quantiles of Student's t for 1..30 degrees of freedom.
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+TARGET = 0.97
 
 
 def throughput(run):
@@ -65,49 +68,63 @@ def ratio_interval(values, base):
     return math.exp(diff - half), math.exp(diff + half)
 
 
-def verdict(low, high, target=0.97):
+def verdict(low, high, target=TARGET):
+    """met, missed or open for a ratio interval against the target; - without an interval."""
     if low is None:
         return "-"
     return "met" if low >= target else "missed" if high < target else "open"
 
 
-def main():
+def pool(files, rows):
+    """{(row, scheduler): [(value, run name)]} of the given rows; files: [(run name, runs)]."""
+    pooled = {}
+    for name, runs in files:
+        for run in runs:
+            if run["row"] not in rows:
+                continue
+            value = throughput(run)
+            if value:
+                pooled.setdefault((run["row"], run["scheduler"]), []).append((value, name))
+    return pooled
+
+
+def row_table(row, pooled, baseline="eevdf"):
+    """The lines of one row's table; None when the baseline has no rounds of it."""
+    base = pooled.get((row, baseline))
+    if not base:
+        return None
+    base_values = [v for v, _ in base]
+    base_mean = geometric(base_values)[0]
+    out = [f"\n{row} (baseline {baseline}: {base_mean:.1f})",
+           "| scheduler | rounds | runs | geometric mean (95 % interval) | range "
+           "| ÷ baseline (95 % interval) | ≥ 0.97 |",
+           "|---|---|---|---|---|---|---|"]
+    for (r, scheduler), rounds in sorted(pooled.items()):
+        if r != row:
+            continue
+        values = [v for v, _ in rounds]
+        mean, low, high = geometric(values)
+        interval = f"{low:.1f}–{high:.1f}" if low else "-"
+        runs = len({run for _, run in rounds})
+        low, high = ratio_interval(values, base_values)
+        ratio = f"{mean / base_mean:.2f}" + (f" ({low:.2f}–{high:.2f})" if low else "")
+        out.append(f"| {scheduler} | {len(values)} | {runs} | {mean:.1f} ({interval}) | "
+                   f"{min(values):.1f}–{max(values):.1f} | {ratio} | {verdict(low, high)} |")
+    return out
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--row", action="append", required=True, help="load row, e.g. mixed-cpu")
     parser.add_argument("--baseline", default="eevdf")
     parser.add_argument("runs", nargs="+", type=Path, help="vm_compare runs.json files")
-    args = parser.parse_args()
-
-    pooled = {}  # (row, scheduler) -> [(value, run)]
-    for path in args.runs:
-        data = json.loads(path.read_text())
-        for run in data["runs"] if isinstance(data, dict) else data:
-            if run["row"] not in args.row:
-                continue
-            value = throughput(run)
-            if value:
-                pooled.setdefault((run["row"], run["scheduler"]), []).append((value, path.parent.name))
-
+    args = parser.parse_args(argv)
+    pooled = pool([(path.parent.name, runs_of(read_json(path))) for path in args.runs], args.row)
     for row in args.row:
-        base = pooled.get((row, args.baseline))
-        if not base:
+        lines = row_table(row, pooled, args.baseline)
+        if lines is None:
             sys.exit(f"no {args.baseline} rounds of {row} in these runs")
-        base_mean = geometric([v for v, _ in base])[0]
-        print(f"\n{row} (baseline {args.baseline}: {base_mean:.1f})")
-        print("| scheduler | rounds | runs | geometric mean (95 % interval) | range "
-              "| ÷ baseline (95 % interval) | ≥ 0.97 |")
-        print("|---|---|---|---|---|---|---|")
-        for (r, scheduler), rounds in sorted(pooled.items()):
-            if r != row:
-                continue
-            values = [v for v, _ in rounds]
-            mean, low, high = geometric(values)
-            interval = f"{low:.1f}–{high:.1f}" if low else "-"
-            runs = len({run for _, run in rounds})
-            low, high = ratio_interval(values, [v for v, _ in base])
-            ratio = f"{mean / base_mean:.2f}" + (f" ({low:.2f}–{high:.2f})" if low else "")
-            print(f"| {scheduler} | {len(values)} | {runs} | {mean:.1f} ({interval}) | "
-                  f"{min(values):.1f}–{max(values):.1f} | {ratio} | {verdict(low, high)} |")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

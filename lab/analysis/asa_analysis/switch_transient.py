@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the agent's switches cost inside a live calibration run, and what the
 expert it chose was worth once the switch was over.
 
@@ -12,11 +11,19 @@ the p99 of each static expert's whole run next to the agent's whole run, its
 samples before the switch ended (the time under the previous scheduler, the
 load phase of the new one) and after it (the chosen expert's steady state).
 
-  mapping/lab/switch_transient.py CALIBRATION_DIR [--margin-s 1.0] [--json OUT]
+Reads a live calibration folder: its results.json (per scenario, every run's
+expert, repetition, start and probe times and raw probe samples) and the agent's
+decision logs agent/agent-*.jsonl (a line per decision; a switch has outcome
+"switched" and detail "FROM -> TO in N ms"), as kept in
+results/2026-11-25-agent-live-vs-static/ (switch-transient.md is this output).
+Prints a Markdown table; --json also writes its rows.
 
-Stdlib only. Sample times: a game frame's series is placed by its cumulative
-frame time; other series are taken as spread evenly over the probe (periodic
-probes) -- an approximation the output says it uses.
+Sample times: a game frame's series is placed by its cumulative frame time;
+other series are taken as spread evenly over the probe (periodic probes) -- an
+approximation the output says it uses.
+
+Usage (from lab/analysis, or with PYTHONPATH=lab/analysis):
+    python -m asa_analysis.switch_transient CALIBRATION_DIR [--margin-s 1.0] [--json OUT]
 """
 import argparse
 import glob
@@ -24,6 +31,8 @@ import json
 import os
 import re
 import sys
+
+from .common import read_json, read_text
 
 SWITCH = re.compile(r"(\S+) -> (\S+) in (\d+) ms")
 
@@ -36,24 +45,37 @@ def quantile(values, q):
     return v[min(len(v) - 1, max(0, int(round(q * len(v) + 0.5)) - 1))]
 
 
-def agent_switches(agent_dir, start_ms, end_ms):
-    """(switch end unix ms, from, to) of every completed switch logged in
-    [start_ms, end_ms] by any decision log in agent_dir."""
+def decision_records(text):
+    """The JSON objects of a decision log's lines (lines that are not JSON skipped)."""
+    out = []
+    for line in text.split("\n"):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def read_decisions(agent_dir):
+    """Every decision record of the agent-*.jsonl logs in agent_dir, file by file (sorted)."""
     out = []
     for path in sorted(glob.glob(os.path.join(agent_dir, "agent-*.jsonl"))):
-        with open(path) as f:
-            for line in f:
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if d.get("outcome") != "switched" or not d.get("detail"):
-                    continue
-                m = SWITCH.search(d["detail"])
-                at = d.get("unix_ms")
-                if not m or at is None or not start_ms <= at <= end_ms:
-                    continue
-                out.append((at + int(m.group(3)), m.group(1), m.group(2)))
+        out += decision_records(read_text(path))
+    return out
+
+
+def agent_switches(decisions, start_ms, end_ms):
+    """(switch end unix ms, from, to) of every completed switch among the decision records
+    logged in [start_ms, end_ms], sorted."""
+    out = []
+    for d in decisions:
+        if not isinstance(d, dict) or d.get("outcome") != "switched" or not d.get("detail"):
+            continue
+        m = SWITCH.search(d["detail"])
+        at = d.get("unix_ms")
+        if not m or at is None or not start_ms <= at <= end_ms:
+            continue
+        out.append((at + int(m.group(3)), m.group(1), m.group(2)))
     return sorted(out)
 
 
@@ -69,10 +91,11 @@ def sample_times(name, values, elapsed_s):
     return [(i + 0.5) * elapsed_s / n for i in range(n)] if n else []
 
 
-def analyse(cal_dir, margin_s):
-    with open(os.path.join(cal_dir, "results.json")) as f:
-        results = json.load(f)
-    agent_dir = os.path.join(cal_dir, "agent")
+def analyse(results, decisions, margin_s=1.0):
+    """A row per asa run and probe series: its switches, when the last ended (s into the
+    probe), the static experts' p99 (mean over repetitions), the agent's whole-run p99 and
+    its p99 and sample counts before and after the split (last switch end + margin_s).
+    results: a calibration's results.json data; decisions: the agent's decision records."""
     rows = []
     for sc in results["scenarios"]:
         static = {}
@@ -85,7 +108,7 @@ def analyse(cal_dir, margin_s):
             if run["expert"] != "asa":
                 continue
             p0, p1 = run["probe_started_unix_ms"], run["probe_ended_unix_ms"]
-            switches = agent_switches(agent_dir, run["started_unix_ms"] - 5000, p1)
+            switches = agent_switches(decisions, run["started_unix_ms"] - 5000, p1)
             elapsed = run["probe"].get("elapsed_s") or (p1 - p0) / 1000.0
             split_s = None
             if switches:
@@ -110,27 +133,35 @@ def fmt(v):
     return "-" if v is None else f"{v:.1f}"
 
 
-def main():
+def format_table(rows, margin_s):
+    """The lines switch_transient prints: a note, a blank line, the Markdown table."""
+    out = ["p99 (ms) of each raw probe series; static experts: whole run (mean over repetitions); "
+           f"asa: whole run, before / after its last switch ended (+{margin_s} s). Times of "
+           "non-frame samples are spread evenly over the probe (approximation).\n",
+           "| scenario | rep | series | static experts | asa whole | asa before (n) | asa after (n) "
+           "| switches (last done at s) |",
+           "|---|---:|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        st = ", ".join(f"{e} {v:.1f}" for e, v in sorted(r["static_p99"].items(), key=lambda kv: kv[1]))
+        out.append(f"| {r['scenario']} | {r['rep']} | {r['series']} | {st} | {fmt(r['asa_p99'])} | "
+                   f"{fmt(r['asa_before_p99'])} ({r['before_n']}) | {fmt(r['asa_after_p99'])} ({r['after_n']}) | "
+                   f"{' '.join(r['switches']) or 'none'} ({fmt(r['switch_done_s'])}) |")
+    return out
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="a live calibration folder (results.json, agent/)")
     ap.add_argument("--margin-s", type=float, default=1.0,
                     help="seconds after the switch ended still counted as its transient")
     ap.add_argument("--json", help="also write the rows as JSON here")
-    args = ap.parse_args()
-    if not os.path.exists(os.path.join(args.dir, "results.json")):
+    args = ap.parse_args(argv)
+    results_path = os.path.join(args.dir, "results.json")
+    if not os.path.exists(results_path):
         sys.exit(f"{args.dir}: no results.json (not a calibration folder?)")
-    rows = analyse(args.dir, args.margin_s)
-    print("p99 (ms) of each raw probe series; static experts: whole run (mean over repetitions); "
-          f"asa: whole run, before / after its last switch ended (+{args.margin_s} s). Times of "
-          "non-frame samples are spread evenly over the probe (approximation).\n")
-    print("| scenario | rep | series | static experts | asa whole | asa before (n) | asa after (n) "
-          "| switches (last done at s) |")
-    print("|---|---:|---|---|---:|---:|---:|---|")
-    for r in rows:
-        st = ", ".join(f"{e} {v:.1f}" for e, v in sorted(r["static_p99"].items(), key=lambda kv: kv[1]))
-        print(f"| {r['scenario']} | {r['rep']} | {r['series']} | {st} | {fmt(r['asa_p99'])} | "
-              f"{fmt(r['asa_before_p99'])} ({r['before_n']}) | {fmt(r['asa_after_p99'])} ({r['after_n']}) | "
-              f"{' '.join(r['switches']) or 'none'} ({fmt(r['switch_done_s'])}) |")
+    rows = analyse(read_json(results_path), read_decisions(os.path.join(args.dir, "agent")),
+                   args.margin_s)
+    print("\n".join(format_table(rows, args.margin_s)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

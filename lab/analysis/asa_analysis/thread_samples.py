@@ -1,48 +1,48 @@
-#!/usr/bin/env python3
 """Where the mixed load's threads run, from vm_compare --thread-samples.
 
-Usage: thread_samples.py [--intervals] OUT_DIR_OR_FILES...
+Reads the guest's thr-SCHED-ROUND-LOAD.txt files (every 0.5 s during a load: `@ TIME`, each
+sysbench process's command line as `cmd PID ARGS...`, every thread's /proc stat, schedstat and
+wchan; see procfs). The worker threads of `sysbench cpu` are the hogs, those of `sysbench
+fileio` the I/O threads (each process's main thread only waits for them and is left out), and
+the ext4 journal threads (jbd2) are followed too. For each interval between two samples: how
+many I/O threads last ran on each CPU (the placement, e.g. 3+1: three on one CPU, one on the
+other, largest first), and what each part ran and waited in it.
 
-Reads the guest's thr-SCHED-ROUND-LOAD.txt files (every 0.5 s during a load: the time, each
-sysbench process's command line, every thread's /proc stat and schedstat). The worker threads
-of `sysbench cpu` are the hogs, those of `sysbench fileio` the I/O threads (each process's
-main thread only waits for them and is left out). For each interval between two samples:
-how many I/O threads last ran on each CPU (the placement, e.g. 3+1: three on one CPU, one on
-the other, largest first), and what each part ran and waited in it.
-
-Per file, one line: the I/O threads' and the hogs' run time (ms per s of wall time, both CPUs
-together: 2000 is everything), how many I/O threads were on each CPU (mean over the
+Prints per file one line: the I/O threads' and the hogs' run time (ms per s of wall time, both
+CPUs together: 2000 is everything), how many I/O threads were on each CPU (mean over the
 intervals: under instruction counting vCPU 1 is the slow one for I/O, see
-2026-11-27-lab-vcpu-asymmetry/), the I/O threads' mean wait per time slice (µs) and their states
-at the samples (R running or runnable, D in I/O, S asleep), the ext4 journal threads' (jbd2)
-run time and wait, and the share of intervals in each placement with each part's run time in
-them; with samples that have wchan lines (since run 103), a second line counts where the I/O
+results/2026-11-27-lab-vcpu0-takes-interrupts-first/), the I/O threads' mean wait per time
+slice (µs) and their states at the samples (R running or runnable, D in I/O, S asleep), the
+jbd2 threads' run time and wait, and the share of intervals in each placement with each part's
+run time in them. With samples that have wchan lines, a second line counts where the I/O
 threads were when not running, as state:wchan (D:jbd2_log_wait_commit: fsync waiting for the
 journal). --intervals adds every interval: its per-CPU counts of I/O threads and hogs (by their
 CPU at its end), the I/O threads' states, and each part's run time and waits.
+
+Usage (from lab/analysis, or with PYTHONPATH=lab/analysis):
+    python -m asa_analysis.thread_samples [--intervals] OUT_DIR_OR_FILES...
 """
+import argparse
 import collections
 import glob
 import os
 import re
-import sys
+
+from .common import read_text
+from .procfs import PROCESSOR, SCHEDSTAT, STAT, STATE, WCHAN, stat_field
 
 NAME = re.compile(r'thr-(.+)-(\d+|warmup)-(\w+)\.txt$')
-STAT = re.compile(r'/proc/(\d+)/task/(\d+)/stat:\d+ \((.*)\) (.*)$')
-SCHEDSTAT = re.compile(r'/proc/(\d+)/task/(\d+)/schedstat:(\d+) (\d+) (\d+)$')
-WCHAN = re.compile(r'/proc/(\d+)/task/(\d+)/wchan:(.*)$')
 
 
-def parse(path):
-    """Samples: [(time, {tid: (pid, cpu, run_ns, wait_ns, slices, state)})],
-    {pid: 'cpu'|'io'|'jbd2'}, and how often a worker thread was seen not running, by
-    (pid, state, wchan)."""
+def parse(text):
+    """A sample file's text: samples [(time, {tid: (pid, cpu, run_ns, wait_ns, slices,
+    state)})], {pid: 'cpu'|'io'|'jbd2'}, and how often a worker thread was seen not running,
+    by (pid, state, wchan)."""
     samples, kinds = [], {}
     waits = collections.Counter()
     cur = None
     stat = {}
-    for line in open(path, errors='replace'):
-        line = line.rstrip('\n')
+    for line in text.split('\n'):
         if line.startswith('@ '):
             cur = {}
             stat = {}
@@ -56,9 +56,8 @@ def parse(path):
         elif cur is not None:
             m = STAT.match(line)
             if m:
-                # Fields after "(comm)" start at field 3 (state); processor is field 39.
-                rest = m.group(4).split()
-                stat[int(m.group(2))] = (int(rest[39 - 3]), rest[0])
+                rest = m.group(4)
+                stat[int(m.group(2))] = (int(stat_field(rest, PROCESSOR)), stat_field(rest, STATE))
                 if m.group(3).startswith('jbd2'):
                     kinds[int(m.group(1))] = 'jbd2'
                 continue
@@ -105,6 +104,7 @@ def intervals(samples, kinds):
 
 
 def placement(per_cpu, ncpu=2):
+    """The I/O threads' placement over the CPUs, largest count first, e.g. '3+1'."""
     counts = sorted((per_cpu.get(c, [0, 0])[0] for c in range(ncpu)), reverse=True)
     return '+'.join(map(str, counts))
 
@@ -112,7 +112,8 @@ def placement(per_cpu, ncpu=2):
 def io_threads_by_cpu(ivs, ncpu=2):
     """The mean number of I/O threads whose last CPU was each CPU, weighted by interval: which
     CPU carries the I/O matters in the lab under instruction counting, where vCPU 0's timer
-    interrupts come on time and vCPU 1's late (../2026-11-27-lab-vcpu-asymmetry/)."""
+    interrupts come on time and vCPU 1's late
+    (results/2026-11-27-lab-vcpu0-takes-interrupts-first/)."""
     total = sum(iv['dt'] for iv in ivs)
     return [sum(iv['dt'] * iv['per_cpu'].get(c, [0, 0])[0] for iv in ivs) / total
             for c in range(ncpu)]
@@ -129,14 +130,17 @@ def wait_per_slice(ivs, kind):
     return sum(iv[kind][1] for iv in ivs) / 1e3 / slices if slices else float('nan')
 
 
-def summarize(path, show_intervals):
-    samples, kinds, not_running = parse(path)
-    ivs = intervals(samples, kinds)
+def file_label(path):
+    """'SCHED rROUND LOAD' of a thr-SCHED-ROUND-LOAD.txt path, else the path."""
     m = NAME.search(os.path.basename(path))
-    label = f'{m.group(1)} r{m.group(2)} {m.group(3)}' if m else path
+    return f'{m.group(1)} r{m.group(2)} {m.group(3)}' if m else path
+
+
+def summarize(label, samples, kinds, not_running, show_intervals=False):
+    """The lines thread_samples prints for one file's parse()."""
+    ivs = intervals(samples, kinds)
     if not ivs:
-        print(f'{label}: no intervals with I/O threads')
-        return
+        return [f'{label}: no intervals with I/O threads']
     groups = collections.defaultdict(list)
     for iv in ivs:
         groups[placement(iv['per_cpu'])].append(iv)
@@ -154,37 +158,45 @@ def summarize(path, show_intervals):
     jbd2 = (f' jbd2 {per_s(ivs, "jbd2"):3.0f} ms/s wait {wait_per_slice(ivs, "jbd2"):5.0f} µs'
             if any(iv['jbd2'][2] for iv in ivs) else '')
     by_cpu = '/'.join(f'{n:.1f}' for n in io_threads_by_cpu(ivs))
-    print(f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io threads '
-          f'on cpu0/cpu1 {by_cpu}, io wait '
-          f'{wait_per_slice(ivs, "io"):5.0f} µs/slice, io states % {state_text}{jbd2} | '
-          + ' | '.join(parts))
+    out = [f'{label:20s} io {per_s(ivs, "io"):4.0f} hog {per_s(ivs, "cpu"):4.0f} ms/s, io threads '
+           f'on cpu0/cpu1 {by_cpu}, io wait '
+           f'{wait_per_slice(ivs, "io"):5.0f} µs/slice, io states % {state_text}{jbd2} | '
+           + ' | '.join(parts)]
     waits = collections.Counter()
     for (pid, state, wchan), n in not_running.items():
         if kinds.get(pid) == 'io':
             waits[f'{state}:{wchan}'] += n
     if waits:
-        print('    I/O threads not running, by state:wchan: '
-              + ', '.join(f'{k} {v}' for k, v in waits.most_common(6)))
+        out.append('    I/O threads not running, by state:wchan: '
+                   + ', '.join(f'{k} {v}' for k, v in waits.most_common(6)))
     if show_intervals:
         for iv in ivs:
             cpus = ' '.join(f'cpu{c}:{v[0]}io/{v[1]}hog' for c, v in sorted(iv['per_cpu'].items()))
             st = ''.join(k * v for k, v in sorted(iv['states'].items()))
-            print(f'    {iv["dt"]:4.2f}s {cpus:28s} io {st:4s} {per_s([iv], "io"):4.0f} '
-                  f'hog {per_s([iv], "cpu"):4.0f} ms/s io wait {wait_per_slice([iv], "io"):5.0f} '
-                  f'jbd2 run {per_s([iv], "jbd2"):3.0f} wait {per_s([iv], "jbd2", 1):3.0f} ms/s')
+            out.append(f'    {iv["dt"]:4.2f}s {cpus:28s} io {st:4s} {per_s([iv], "io"):4.0f} '
+                       f'hog {per_s([iv], "cpu"):4.0f} ms/s io wait '
+                       f'{wait_per_slice([iv], "io"):5.0f} '
+                       f'jbd2 run {per_s([iv], "jbd2"):3.0f} wait {per_s([iv], "jbd2", 1):3.0f} ms/s')
+    return out
 
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith('--')]
-    show = '--intervals' in sys.argv
-    if not args:
-        print(__doc__)
-        sys.exit(2)
+def sample_files(args):
+    """The thr-*.txt files of each folder (sorted) and each file, in argument order."""
     files = []
     for a in args:
         files += sorted(glob.glob(os.path.join(a, 'thr-*.txt'))) if os.path.isdir(a) else [a]
-    for f in files:
-        summarize(f, show)
+    return files
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--intervals', action='store_true', help='also print every interval')
+    parser.add_argument('inputs', nargs='+', metavar='OUT_DIR_OR_FILE',
+                        help='folders with thr-*.txt, or such files')
+    args = parser.parse_args(argv)
+    for path in sample_files(args.inputs):
+        lines = summarize(file_label(path), *parse(read_text(path)), args.intervals)
+        print('\n'.join(lines))
 
 
 if __name__ == '__main__':

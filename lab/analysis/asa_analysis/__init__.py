@@ -1,0 +1,21 @@
+"""ASA's analysis scripts: small readers of the lab's raw output (tracefs traces, vm_compare's
+thread samples and schedstat snapshots, runs.json files, live calibration folders, bpftool
+program stats) that print the tables behind the findings in results/<date>-<question>/.
+
+Every module runs as `python -m asa_analysis.MODULE ARGS` from lab/analysis (or with
+PYTHONPATH=lab/analysis) and has a `main(argv=None)`; its parsing is in pure functions that
+take text or records and return data, and `main` prints. Standard library only.
+"""
+
+MODULES = (
+    'dio_per_cpu',
+    'kthread_waits',
+    'placement_vs_result',
+    'pool_rounds',
+    'progdiff',
+    'switch_transient',
+    'task_states',
+    'thread_samples',
+    'timer_gaps',
+)
+"""The runnable modules (the helpers common, procfs and tracefs_events have no main)."""
