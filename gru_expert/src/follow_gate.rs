@@ -4,8 +4,8 @@
 //! a busy CPU while another may free up first gains nothing). On a saturated machine no CPU is
 //! idle: in the lab, hackbench's usable predictions were followed 1 % of the time (34–60 of
 //! ~5 000 a run), while the inference that made them took a vCPU for ~2 ms a run and cost 6–13 %
-//! of hackbench's throughput against the policy without a model (gru_expert/README.md, runs
-//! 42–45). On light loads 74–100 % of them are followed.
+//! of hackbench's throughput against the policy without a model (lab runs 42–45,
+//! 2026-11-25). On light loads 74–100 % of them are followed.
 //!
 //! [`FollowGate`] reads the BPF side's cumulative counters ([`PlacementCounts`]) over periods
 //! of [`GateConfig::period_ns`]:

@@ -29,7 +29,7 @@ use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Opts {
-    /// Model metadata (TOML, schema asa.gru-model v1) next to its ONNX file
+    /// Model metadata (TOML, schema asa.gru-model v2) next to its ONNX file
     /// [default: /usr/local/share/scx_gru/gru.toml if it exists].
     /// Without a model scx_gru runs in fallback-only mode.
     #[arg(long, env = "GRU_MODEL")]
@@ -44,31 +44,29 @@ struct Opts {
     #[arg(long)]
     no_model: bool,
 
-    /// Time slice in microseconds (the longest one with --slice-min-us).
+    /// Time slice in microseconds (the longest one when --slice-min-us shrinks it).
     #[arg(long, default_value_t = 5000)]
     slice_us: u64,
 
-    /// Shrink the slice with the number of tasks waiting in the shared DSQ,
-    /// slice / (waiting + 1), down to this many microseconds (0: a fixed slice). Default 500:
-    /// in a 6-round lab A/B (gru_expert/README.md, run 10) it brought sysbench cpu 1 thread
-    /// from 0.92 to 0.99 of EEVDF and the mixed load's I/O part from 0.75 to 1.19.
+    /// Shortest slice, in microseconds: the slice shrinks with the number of tasks waiting in
+    /// the shared DSQ, slice / (waiting + 1), down to this (0: a fixed slice).
     #[arg(long, default_value_t = 500)]
     slice_min_us: u64,
 
-    /// A prediction older than this (ms) is ignored by the BPF side.
+    /// A prediction older than this many milliseconds is ignored by the BPF side.
     #[arg(long, default_value_t = 500)]
     prediction_ttl_ms: u64,
 
-    /// Do not predict again for a task within this many ms.
+    /// Do not predict again for a task within this many milliseconds.
     #[arg(long, default_value_t = 20)]
     repredict_ms: u64,
 
-    /// The BPF side sends at most one event per task within this many ms.
+    /// The BPF side sends at most one event per task within this many milliseconds.
     #[arg(long, default_value_t = 10)]
     event_gap_ms: u64,
 
-    /// The BPF side sends no event for a task whose prediction is younger than this (ms;
-    /// below the TTL, so the prediction is refreshed before it goes stale).
+    /// The BPF side sends no event for a task whose prediction is younger than this many
+    /// milliseconds (below the TTL, so the prediction is refreshed before it goes stale).
     #[arg(long, default_value_t = 250)]
     event_refresh_ms: u64,
 
@@ -82,8 +80,7 @@ struct Opts {
     /// least 50 of them (0: never pause); with fewer, while fewer than this percent of at
     /// least 50 wake-ups found an idle CPU. A pause ends early once half the wake-ups of a period
     /// find an idle CPU; otherwise it lasts 1 s, doubling up to 8 s while the probe after each
-    /// one fails. In the lab, saturated loads followed ~1 % (hackbench; its inference cost
-    /// 6-13 % of its throughput), light ones 74-100 %.
+    /// one fails.
     #[arg(long, default_value_t = 10.0)]
     min_followed_pct: f64,
 
@@ -96,21 +93,20 @@ struct Opts {
     min_moved_pct: f64,
 
     /// Keep the events flowing during a pause for busy CPUs (--min-followed-pct), so that the
-    /// task windows are current when inference resumes (the default before 2026-11-26).
-    /// Without it such a pause places tasks as without a model, as a redundant pause does: no
-    /// prediction lookup and no events (hackbench: scx_gru at 1.7 % of a CPU instead of 4.6 %,
-    /// throughput the same, lab run 59).
+    /// task windows are current when inference resumes, at the cost of scx_gru's CPU time.
+    /// Off by default: such a pause places tasks as without a model, as a redundant pause
+    /// does (no prediction lookup and no events).
     #[arg(long)]
     busy_pause_keeps_events: bool,
 
     /// Keep scx_gru's own thread first on its CPU after its slice too, not only when it wakes
-    /// up (the default before 2026-11-26). Without it, a model run that outlasts its slice
-    /// queues by vtime like any task instead of holding the CPU until it is done.
+    /// up. Off by default: a model run that outlasts its slice queues by vtime like any task
+    /// instead of holding the CPU until it is done.
     #[arg(long)]
     usersched_always_first: bool,
 
     /// Most tasks one model run predicts (the runtime's fixed cost per run is most of the
-    /// time of a run: a batch shares it).
+    /// time of a run: a batch shares it); 1 to 4096.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_batch: u64,
 
@@ -122,22 +118,20 @@ struct Opts {
     #[arg(long, default_value = "/run/scx_gru/stats.json")]
     stats_file: PathBuf,
 
-    /// Turn off wakeup preemption. With it (the default since 2026-11-25), a waking task that
-    /// finds no idle CPU and whose deadline is before that of the task running on its previous
-    /// CPU by more than --preempt-margin-us preempts that task (once it has run
-    /// --preempt-min-run-us) instead of waiting in a queue for its slice to end. A
-    /// deadline is vtime + the burst (see --burst-cap-ms): the wakee's burst before it slept,
-    /// the running task's since it woke up. In the lab (gru_expert/README.md, runs 17-18) it
-    /// raised the mixed load's I/O part by a quarter, for a tenth of its CPU part.
+    /// Turn off wakeup preemption (on by default). With it, a waking task that finds no idle
+    /// CPU and whose deadline is before that of the task running on its previous CPU by more
+    /// than --preempt-margin-us preempts that task (once it has run --preempt-min-run-us)
+    /// instead of waiting in a queue for its slice to end. A deadline is vtime + the burst
+    /// (see --burst-cap-ms): the wakee's burst before it slept, the running task's since it
+    /// woke up.
     #[arg(long)]
     no_wakeup_preempt: bool,
 
-    /// Deferred wakeup preemption (0, the default: off): a wake-up that would preempt a CPU hog
-    /// (a task that has not slept for --burst-cap-ms) on its previous CPU but for
-    /// --preempt-min-run-us arms that CPU's timer to preempt the hog once it has run this many
-    /// microseconds (at least --preempt-min-run-us), instead of waiting for the end of its
-    /// slice. In the lab (gru_expert/README.md, runs 72-73) 1000 moved the mixed load from
-    /// 1.13x EEVDF (CPU part) / 0.45x (I/O part) to 0.91x / 1.22x and hackbench 0.97x to 0.90x.
+    /// Deferred wakeup preemption, in microseconds (0, the default: off): a wake-up that would
+    /// preempt a CPU hog (a task that has not slept for --burst-cap-ms) on its previous CPU
+    /// but for --preempt-min-run-us arms that CPU's timer to preempt the hog once it has run
+    /// this long (at least --preempt-min-run-us), instead of waiting for the end of its
+    /// slice.
     #[arg(long, default_value_t = 0)]
     deferred_preempt_us: u64,
 
@@ -147,72 +141,56 @@ struct Opts {
     preempt_margin_us: u64,
 
     /// How long (microseconds) a running task keeps its CPU before a wake-up may preempt it:
-    /// tasks that wake each other after shorter bursts do not cut each other's. Default 2000
-    /// since 2026-11-26: with 250, hackbench ran at 0.67x EEVDF on the fair lab (qemu 10, runs
-    /// 79-81 in gru_expert/README.md), with 2000 at 1.05-1.07x; a lone hog's kworkers still
-    /// preempt it (its slice is longer), while under a queue the shrunken slice ends first.
+    /// tasks that wake each other after shorter bursts do not cut each other's.
     #[arg(long, default_value_t = 2000)]
     preempt_min_run_us: u64,
 
     /// Turn off wakeup preemption for tasks that can run on one CPU only (per-CPU kernel
-    /// threads such as kworkers): without it they wait on their CPU's local queue for the
-    /// running task's slice to end. With it (the default since 2026-11-25) a waking one
-    /// preempts the running task by the same deadline rule as other wake-ups.
+    /// threads such as kworkers; on by default): with it a waking one preempts the running
+    /// task by the same deadline rule as other wake-ups; without it they wait on their CPU's
+    /// local queue for the running task's slice to end.
     #[arg(long)]
     no_pinned_preempt: bool,
 
-    /// A waking kernel thread (the ext4 journal's jbd2, a kworker) whose deadline is clearly
-    /// before that of a CPU hog (a task that has not slept for --burst-cap-ms) running on its
-    /// CPU preempts the hog once the hog has run this many microseconds, instead of
-    /// --preempt-min-run-us: at once if it has, else by the CPU's timer. 0 (the default) turns
-    /// this off. The load's tasks wait on kernel threads: on the mixed load the I/O threads'
-    /// fsync() waits for jbd2, whose mean wait for a CPU ranged from 105 to 2973 us over
-    /// scx_gru's rounds without it (EEVDF: 525-605 us), and the I/O part with it from 1.18 to
-    /// 0.86x EEVDF; with 1000 it waited 94-212 us in runs 98-100, with cpu1, io8 and hackbench
-    /// unchanged, but three of run 101's ten rounds still fell to 0.45-0.74x on the I/O part
-    /// (lab runs 97-101, gru_expert/README.md).
+    /// Kernel-thread preemption, in microseconds (0, the default: off): a waking kernel thread
+    /// (the ext4 journal's jbd2, a kworker) whose deadline is clearly before that of a CPU hog
+    /// (a task that has not slept for --burst-cap-ms) running on its CPU preempts the hog once
+    /// the hog has run this long, instead of --preempt-min-run-us: at once if it has, else by
+    /// the CPU's timer: kernel threads that other tasks wait on (the journal, for fsync()) do
+    /// not wait out a hog's slice.
     #[arg(long, default_value_t = 0)]
     kthread_preempt_us: u64,
 
     /// The shared DSQ and the wake queues are ordered by a deadline, vtime + the vtime a task
-    /// used since it last woke up, capped at this many ms: tasks that sleep after short bursts
-    /// (I/O) go ahead of tasks that run without sleeping. 0: ordered by vtime alone (the
-    /// default before 2026-11-25). Every task's vtime is kept within one slice of the global
-    /// vtime, so a cap above the slice makes the burst a priority class: with 40 (the default
-    /// from 2026-11-25 to run 87) the mixed load's CPU hogs got 16-17 % of the CPUs against
-    /// 52-53 % under EEVDF (run 84, traced), with 5 50-51 %.
+    /// used since it last woke up, capped at this many milliseconds: tasks that sleep after
+    /// short bursts (I/O) go ahead of tasks that run without sleeping. 0: ordered by vtime
+    /// alone. The default, 5, is the default slice. Every task's vtime is kept within one
+    /// slice of the global vtime, so a cap above the slice makes the burst a priority class
+    /// (tasks that have not slept for the slice wait behind every task that just woke);
+    /// scx_gru warns then.
     #[arg(long, default_value_t = 5)]
     burst_cap_ms: u64,
 
     /// A CPU taking work from the shared DSQ prefers, among its first 4 tasks, one that last
     /// ran on it if its deadline is within this many microseconds (vtime) of the head's:
-    /// fewer migrations, the head delayed by at most the window. 0 (the default): off, the
-    /// head always. 1000 was the default from 2026-11-25 (run 24, real-time emulation: a
-    /// quarter fewer migrations on the mixed load, its I/O part 0.81 -> 0.87x EEVDF within
-    /// ±13-40 % scatter); under instruction counting (runs 70-71) it cost io8 3 % (0.94 against
-    /// 0.97x EEVDF) and gained nothing on any load. The lab models no caches, which is what
-    /// keeping a task on its CPU is for: measure it on hardware before turning it on.
+    /// fewer migrations (warmer caches), the head delayed by at most the window. 0 (the
+    /// default): off, the head always.
     #[arg(long, default_value_t = 0)]
     dispatch_affinity_us: u64,
 
-    /// Turn off the wake queues: every task that waits for a CPU waits in the shared DSQ.
-    /// With them (the default since 2026-11-26), a wake-up that finds no idle CPU waits in its
-    /// CPU's own deadline-ordered queue, and runs there unless a CPU with nothing else to run
-    /// takes it: fewer moves of tasks between CPUs' run queues. They need Linux 6.19 or later
+    /// Turn off the wake queues (on by default): every task that waits for a CPU waits in the
+    /// shared DSQ. With them, a wake-up that finds no idle CPU waits in its CPU's own
+    /// deadline-ordered queue, and runs there unless a CPU with nothing else to run takes it:
+    /// fewer moves of tasks between CPUs' run queues. They need Linux 6.19 or later
     /// (`scx_bpf_dsq_peek`): on an older kernel scx_gru turns them off and logs why.
     #[arg(long)]
     no_wake_queues: bool,
 
-    /// Wake-queue balance: a wake-up whose CPU's wake queue holds at least this many tasks
-    /// more than another CPU's (one other CPU the task may use, drawn at random) waits in that
-    /// CPU's queue instead, if the task running there has a later deadline by more than the
-    /// preemption margin (a CPU hog). 0 (the default): off, a wake-up waits where it last ran,
-    /// and another CPU takes it only when it has nothing else to run; beside CPU hogs, I/O
-    /// threads then stay on the CPU they started on (85-89 % of the mixed load's I/O runs on
-    /// CPU 0 in the lab, run 84), where EEVDF's load balancer spreads them, and the mixed
-    /// load's split between its parts changed from round to round (runs 89-90, 95). With 2
-    /// the split was the same in every round of runs 90-92, and not over 10 rounds of run 96
-    /// (two states, the I/O part 0.75 x EEVDF), so it is off.
+    /// Wake-queue balance, in tasks: a wake-up whose CPU's wake queue holds at least this many
+    /// tasks more than another CPU's (one other CPU the task may use, drawn at random) waits
+    /// in that CPU's queue instead, if the task running there has a later deadline by more
+    /// than the preemption margin (a CPU hog). 0 (the default): off, a wake-up waits where it
+    /// last ran, and another CPU takes it only when it has nothing else to run.
     #[arg(long, default_value_t = 0)]
     wake_balance: u32,
 
@@ -226,7 +204,7 @@ struct Opts {
     #[arg(long)]
     check_model: bool,
 
-    /// Exit debug dump buffer length (0: default).
+    /// Exit debug dump buffer length, in bytes (0, the default: the kernel's default).
     #[arg(long, default_value_t = 0)]
     exit_dump_len: u32,
 }
@@ -327,7 +305,8 @@ fn bpf_counters(bss: &asa_gru_expert::bpf_skel::types::bss, wake_cpus: usize) ->
 /// Why `--burst-cap-ms` would make the deadline a priority class, if it does: every task's
 /// vtime is kept within one slice of the global vtime, so a burst capped above the slice puts
 /// every task that has not slept for the slice behind every task that just woke, whatever
-/// either has run (run 84: the mixed load's CPU hogs got 16-17 % of the CPUs with 40 ms).
+/// either has run (in the lab, the mixed load's CPU hogs got 16-17 % of the CPUs with 40 ms,
+/// against 52-53 % under EEVDF).
 fn burst_cap_warning(burst_cap_ms: u64, slice_us: u64) -> Option<String> {
     (burst_cap_ms.saturating_mul(1000) > slice_us).then(|| {
         format!(
