@@ -21,7 +21,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use asa_agent::perception::{BpfMode, Sampler, SchemaFile};
+use asa_agent::perception::{BpfMode, SampleCost, Sampler, SchemaFile};
 
 const CHILD_ENV: &str = "ASA_PERCEPTION_BENCH_HZ";
 
@@ -78,6 +78,64 @@ fn workload_overhead() {
     }
 }
 
+/// Every tick's cost by part, for the per-part p50 / p99 line.
+#[derive(Default)]
+struct Parts {
+    files: [Vec<f64>; 6],
+    parse: Vec<f64>,
+    scan: Vec<f64>,
+    processes: Vec<f64>,
+    bpf: Vec<f64>,
+    features: Vec<f64>,
+}
+
+impl Parts {
+    fn add(&mut self, cost: &SampleCost) {
+        for (all, us) in self.files.iter_mut().zip(cost.procfs.files_us) {
+            all.push(us);
+        }
+        self.parse.push(cost.procfs.parse_us);
+        if cost.procfs.processes > 0 {
+            self.scan.push(cost.procfs.scan_us);
+            self.processes.push(cost.procfs.processes as f64);
+        }
+        self.bpf.push(cost.bpf_us);
+        self.features.push(cost.features_us);
+    }
+
+    fn print(mut self) {
+        const FILES: [&str; 6] = [
+            "stat",
+            "meminfo",
+            "diskstats",
+            "net/dev",
+            "net/snmp",
+            "loadavg",
+        ];
+        let mut line = String::from("      by part, p50 / p99 us:");
+        let mut part = |name: &str, v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            line += &format!(
+                " {name} {:.0}/{:.0};",
+                percentile(v, 0.5),
+                percentile(v, 0.99)
+            );
+        };
+        for (name, v) in FILES.iter().zip(self.files.iter_mut()) {
+            part(name, v);
+        }
+        part("parse", &mut self.parse);
+        part("process scan", &mut self.scan);
+        part("bpf read", &mut self.bpf);
+        part("features", &mut self.features);
+        self.processes.sort_by(|a, b| a.total_cmp(b));
+        println!(
+            "{line} processes scanned p50 {:.0}",
+            percentile(&self.processes, 0.5)
+        );
+    }
+}
+
 fn cpu_seconds() -> f64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
@@ -122,6 +180,7 @@ fn child(hz: f64, seconds: f64) {
     let start = Instant::now();
     let mut next = start + interval;
     let mut tick_us = Vec::new();
+    let mut parts = Parts::default();
     while next <= start + Duration::from_secs_f64(seconds) {
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
@@ -129,6 +188,7 @@ fn child(hz: f64, seconds: f64) {
         let t = Instant::now();
         std::hint::black_box(sampler.sample().expect("sample"));
         tick_us.push(t.elapsed().as_secs_f64() * 1e6);
+        parts.add(&sampler.last_cost());
         next += interval;
     }
     let wall = start.elapsed().as_secs_f64();
@@ -161,6 +221,7 @@ fn child(hz: f64, seconds: f64) {
         tick_us.last().copied().unwrap_or(f64::NAN),
         peak_rss_mb(),
     );
+    parts.print();
     if stats_fd >= 0 {
         unsafe { libc::close(stats_fd) };
     }

@@ -46,6 +46,9 @@ pub struct TickCost {
     pub infer_us: f64,
     /// Vote and policy.
     pub decide_us: f64,
+    /// Perception by part (procfs files, process scan, BPF counters, features).
+    #[serde(default)]
+    pub perception: crate::perception::SampleCost,
 }
 
 impl TickCost {
@@ -293,6 +296,7 @@ impl DecisionEngine {
                 sample_us: us(t0, t1),
                 infer_us: us(t1, t2),
                 decide_us: us(t2, t3),
+                perception: self.sampler.last_cost(),
             },
             features: self.feature_log.as_ref().map(|names| {
                 names

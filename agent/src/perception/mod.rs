@@ -21,6 +21,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
+pub use procfs_source::ReadCost;
 pub use record::{record, RecordArgs};
 pub use schema::{FeatureSource, SchemaFile};
 
@@ -60,6 +61,18 @@ pub enum BpfMode {
     Auto,
     /// Do not load it (BPF features are missing).
     Off,
+}
+
+/// Where one [`Sampler::sample`] spent its time (µs of wall time), for the decision log and
+/// the perception benchmark.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SampleCost {
+    /// The procfs part, by file, parse and process scan.
+    pub procfs: ReadCost,
+    /// Reading the BPF counters (one per-CPU array lookup).
+    pub bpf_us: f64,
+    /// Computing the features from the readings.
+    pub features_us: f64,
 }
 
 /// One tick's feature vector.
@@ -106,6 +119,7 @@ impl Sample {
 
 /// The perception sampler: call [`Sampler::sample`] once per tick.
 pub struct Sampler {
+    last_cost: SampleCost,
     schema: SchemaFile,
     position: HashMap<&'static str, usize>,
     procfs: ProcReader,
@@ -154,6 +168,7 @@ impl Sampler {
             None => None,
         };
         Ok(Sampler {
+            last_cost: SampleCost::default(),
             schema,
             position,
             procfs,
@@ -168,6 +183,11 @@ impl Sampler {
     /// The schema the samples follow.
     pub fn schema(&self) -> &SchemaFile {
         &self.schema
+    }
+
+    /// Where the last [`Sampler::sample`] spent its time.
+    pub fn last_cost(&self) -> SampleCost {
+        self.last_cost
     }
 
     /// Whether the BPF features are being measured.
@@ -188,6 +208,7 @@ impl Sampler {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         let current = self.procfs.snapshot()?;
+        let features_started = Instant::now();
         let n = self.schema.features.len();
         let mut values = vec![f64::NAN; n];
         let mut missing = vec![true; n];
@@ -200,6 +221,8 @@ impl Sampler {
         };
         procfs_source::procfs_features(&self.previous_proc, &current, &mut emit);
         let dt = current.at_s - self.previous_proc.at_s;
+        let bpf_started = Instant::now();
+        let mut bpf_us = 0.0;
         if let Some(probe) = &self.probe {
             match probe.read() {
                 Ok(now) => {
@@ -215,7 +238,13 @@ impl Sampler {
                 }
                 Err(_) => self.previous_bpf = None,
             }
+            bpf_us = bpf_started.elapsed().as_secs_f64() * 1e6;
         }
+        self.last_cost = SampleCost {
+            procfs: self.procfs.last_cost(),
+            bpf_us,
+            features_us: features_started.elapsed().as_secs_f64() * 1e6 - bpf_us,
+        };
         self.previous_proc = current;
         log::trace!("perception tick took {:?}", started.elapsed());
         Ok(Sample {

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 
 use super::processes::{ProcessScanner, ProcessTick};
 use super::snapshot::{DiskFilter, ProcSnapshot, ProcTexts};
@@ -17,6 +18,28 @@ use super::snapshot::{DiskFilter, ProcSnapshot, ProcTexts};
 /// and `top_proc_cpu_share` is averaged over the scan interval. 0.9 s, not 1 s, so a 1 Hz
 /// sampler whose ticks jitter early still scans every tick.
 pub const PROCESS_SCAN_MIN_INTERVAL_S: f64 = 0.9;
+
+/// What one [`ProcReader::snapshot`] took, in µs of wall time, by part: each system file's
+/// read, the parse of them all, and the per-process scan (0 on ticks that reuse the last scan).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadCost {
+    /// Reading /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp and
+    /// /proc/loadavg, in that order.
+    pub files_us: [f64; 6],
+    /// Parsing the system files into the snapshot.
+    pub parse_us: f64,
+    /// The per-process scan.
+    pub scan_us: f64,
+    /// Processes the scan saw (0 when this tick reused the last scan).
+    pub processes: u64,
+}
+
+impl ReadCost {
+    /// The system files' reads together.
+    pub fn files_total_us(&self) -> f64 {
+        self.files_us.iter().sum()
+    }
+}
 
 /// Reads the system-wide /proc files into reused buffers.
 pub struct ProcReader {
@@ -29,6 +52,7 @@ pub struct ProcReader {
     last_scan: Option<(f64, ProcessTick)>,
     warned: HashSet<&'static str>,
     epoch: Instant,
+    last_cost: ReadCost,
 }
 
 /// The files of [`ProcReader`], in buffer order.
@@ -93,6 +117,7 @@ impl ProcReader {
             last_scan: None,
             warned: HashSet::new(),
             epoch: Instant::now(),
+            last_cost: ReadCost::default(),
         }
     }
 
@@ -100,8 +125,10 @@ impl ProcReader {
     /// cannot be read or parsed leaves its features missing, with one warning per file.
     pub fn snapshot(&mut self) -> Result<ProcSnapshot> {
         let at_s = self.epoch.elapsed().as_secs_f64();
+        let mut cost = ReadCost::default();
         let mut readable = [false; 6];
         for (i, name) in SYSTEM_FILES.iter().enumerate() {
+            let started = Instant::now();
             let kept = match &self.files[i] {
                 Some(file) => pread_file(file, &mut self.buffers[i], false).is_ok(),
                 None => false,
@@ -116,6 +143,7 @@ impl ProcReader {
                     Ok(())
                 })
             };
+            cost.files_us[i] = micros(started);
             match read {
                 Ok(()) => readable[i] = std::str::from_utf8(&self.buffers[i]).is_ok(),
                 Err(e) if i == 0 => {
@@ -128,7 +156,7 @@ impl ProcReader {
             Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => {
                 Some(tick)
             }
-            previous => match self.scanner.scan(&self.root) {
+            previous => match self.timed_scan(&mut cost) {
                 Ok(mut tick) => {
                     tick.interval_s = previous.map(|(t, _)| at_s - t).unwrap_or(0.0);
                     self.last_scan = Some((at_s, tick));
@@ -147,6 +175,7 @@ impl ProcReader {
         let text = |i: usize| {
             readable[i].then(|| std::str::from_utf8(&self.buffers[i]).unwrap_or_default())
         };
+        let parse_started = Instant::now();
         let snapshot = ProcSnapshot::parse(
             &ProcTexts {
                 stat: text(0),
@@ -160,6 +189,8 @@ impl ProcReader {
             processes,
             at_s,
         )?;
+        cost.parse_us = micros(parse_started);
+        self.last_cost = cost;
         for (group, reason) in &snapshot.unavailable {
             if self.warned.insert(group) {
                 log::warn!("perception: {group} unusable ({reason}); its features are missing");
@@ -167,6 +198,27 @@ impl ProcReader {
         }
         Ok(snapshot)
     }
+}
+
+impl ProcReader {
+    /// What the last [`ProcReader::snapshot`] took, by part.
+    pub fn last_cost(&self) -> ReadCost {
+        self.last_cost
+    }
+
+    /// The process scan, with its time and process count put into `cost`.
+    fn timed_scan(&mut self, cost: &mut ReadCost) -> Result<ProcessTick> {
+        let started = Instant::now();
+        let tick = self.scanner.scan(&self.root);
+        cost.scan_us = micros(started);
+        cost.processes = tick.as_ref().map_or(0, |t| t.count);
+        tick
+    }
+}
+
+/// Microseconds since `started`.
+fn micros(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e6
 }
 
 impl Default for ProcReader {
