@@ -9,7 +9,6 @@
 /* log2 buckets of nanoseconds: bucket i holds [2^i, 2^(i+1)) ns, bucket 0 also 0..1 ns;
  * the last bucket (2^31 ns, about 2.1 s) also holds everything longer. Power of two. */
 #define PERCEPTION_LATENCY_BUCKETS 32
-#define PERCEPTION_MAX_QUEUED_TASKS 16384
 
 struct perception_counters {
 	u64 switches;

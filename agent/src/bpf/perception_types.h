@@ -38,6 +38,17 @@ typedef _Bool bool;
 enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+/* map_flags (UAPI) */
+enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+
+/* bpf_task_storage_get() flags (UAPI) */
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 
 /* map update flags (UAPI) */
