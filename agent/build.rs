@@ -1,5 +1,6 @@
-//! Build script: compiles the perception BPF program (src/bpf/perception.bpf.c) and generates
-//! its libbpf-rs skeleton into OUT_DIR (included by src/perception/bpf.rs).
+//! Build script: compiles the perception BPF programs (src/bpf/perception.bpf.c and
+//! src/bpf/task_scan.bpf.c) and generates their libbpf-rs skeletons into OUT_DIR (included by
+//! src/perception/bpf.rs and src/perception/task_scan.rs).
 //!
 //! Offline and reproducible: the program needs no vmlinux.h (see src/bpf/perception_types.h,
 //! CO-RE relocations resolve kernel offsets at load time); the libbpf headers come from
@@ -11,7 +12,12 @@ use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SOURCE: &str = "src/bpf/perception.bpf.c";
+/// The BPF programs and the skeleton each one gets: the scheduler counters (tracepoints) and
+/// the per-process scan (a task iterator), separate objects so either can fail to load alone.
+const SOURCES: [(&str, &str); 2] = [
+    ("src/bpf/perception.bpf.c", "perception.skel.rs"),
+    ("src/bpf/task_scan.bpf.c", "task_scan.skel.rs"),
+];
 
 fn bpf_clang() -> PathBuf {
     if let Some(clang) = env::var_os("BPF_CLANG") {
@@ -25,20 +31,21 @@ fn bpf_clang() -> PathBuf {
 }
 
 fn main() {
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
-        .join("perception.skel.rs");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let clang = bpf_clang();
-    SkeletonBuilder::new()
-        .source(SOURCE)
-        .clang(&clang)
-        .clang_args(["-Wall", "-Isrc/bpf"])
-        .build_and_generate(&out)
-        .unwrap_or_else(|e| {
-            panic!(
-                "build the perception BPF program {SOURCE} with {}: {e:#} (set BPF_CLANG to a clang with the bpf target)",
-                clang.display()
-            )
-        });
+    for (source, skeleton) in SOURCES {
+        SkeletonBuilder::new()
+            .source(source)
+            .clang(&clang)
+            .clang_args(["-Wall", "-Isrc/bpf"])
+            .build_and_generate(out_dir.join(skeleton))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "build the BPF program {source} with {}: {e:#} (set BPF_CLANG to a clang with the bpf target)",
+                    clang.display()
+                )
+            });
+    }
     println!("cargo:rerun-if-changed=src/bpf");
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
 }

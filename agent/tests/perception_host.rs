@@ -317,3 +317,79 @@ fn oversubscription_moves_the_run_queue_features() {
         "spinners must be preempted: {involuntary}/s"
     );
 }
+
+/// The BPF task iterator gives each process the accounting /proc/<pid>/stat prints: the same
+/// processes, threads, CPU time (to a few clock ticks: the two reads are not at one instant),
+/// minor faults and resident set, for this test process after three threads spun.
+#[test]
+fn the_bpf_task_scan_agrees_with_proc_pid_stat() {
+    use asa_agent::perception::procfs_source::processes::{ProcessStat, StatFiles};
+    use asa_agent::perception::task_scan::TaskScan;
+    use std::collections::HashMap;
+
+    assert!(is_root(), "run the perception host tests as root (BPF)");
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut scan = TaskScan::load().expect("the task iterator loads as root");
+    let spinners: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let until = Instant::now() + Duration::from_millis(300);
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(350));
+    let (mut from_bpf, mut io) = (Vec::new(), HashMap::new());
+    scan.read(&mut from_bpf, &mut io).expect("a walk");
+    let mut from_proc = Vec::new();
+    StatFiles::default()
+        .read_all(std::path::Path::new("/proc"), &mut from_proc)
+        .expect("/proc scan");
+    for s in spinners {
+        s.join().unwrap();
+    }
+
+    let by_pid = |v: &[ProcessStat]| v.iter().map(|p| (p.pid, *p)).collect::<HashMap<_, _>>();
+    let (bpf, proc) = (by_pid(&from_bpf), by_pid(&from_proc));
+    assert!(
+        (bpf.len() as i64 - proc.len() as i64).abs() <= 5,
+        "processes: {} from BPF, {} from /proc",
+        bpf.len(),
+        proc.len()
+    );
+    let me = std::process::id() as i32;
+    let (b, p) = (bpf[&me], proc[&me]);
+    assert_eq!(b.threads, p.threads, "threads of this process");
+    assert!(
+        p.cpu_ticks >= 80 && b.cpu_ticks.abs_diff(p.cpu_ticks) <= 3,
+        "CPU ticks of this process: {} from BPF, {} from /proc",
+        b.cpu_ticks,
+        p.cpu_ticks
+    );
+    assert!(
+        b.minflt.abs_diff(p.minflt) <= 10.max(p.minflt / 20),
+        "minor faults: {} from BPF, {} from /proc",
+        b.minflt,
+        p.minflt
+    );
+    assert!(
+        b.rss_bytes.abs_diff(p.rss_bytes) <= p.rss_bytes / 10,
+        "resident set: {} from BPF, {} from /proc",
+        b.rss_bytes,
+        p.rss_bytes
+    );
+    let same_threads = proc
+        .iter()
+        .filter(|(pid, p)| bpf.get(pid).is_some_and(|b| b.threads == p.threads))
+        .count();
+    assert!(
+        same_threads * 100 >= proc.len() * 95,
+        "threads agree for {same_threads} of {} processes",
+        proc.len()
+    );
+    assert!(io[&me] > 0, "this process has read and written something");
+}

@@ -58,9 +58,60 @@ enum {
 	BPF_EXIST = 2,
 };
 
-/* Only the field the program reads; offset relocated by CO-RE at load time. */
+/*
+ * Only the fields the programs read; offsets relocated by CO-RE at load time.
+ * task_scan.bpf.c reads the per-process accounting that /proc/<pid>/stat and
+ * /proc/<pid>/io print: a process's CPU time, minor faults and I/O are the
+ * exited threads' totals in signal_struct plus each live thread's own.
+ */
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct task_io_accounting {
+	__u64 rchar;
+	__u64 wchar;
+} __attribute__((preserve_access_index));
+
+struct percpu_counter {
+	__s64 count;
+} __attribute__((preserve_access_index));
+
+/* enum mm_counter_type: MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES */
+struct mm_struct {
+	struct percpu_counter rss_stat[4];
+} __attribute__((preserve_access_index));
+
+struct signal_struct {
+	int nr_threads;
+	__u64 sum_sched_runtime;
+	unsigned long min_flt;
+	struct task_io_accounting ioac;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
+	int tgid;
+	unsigned long min_flt;
+	__u64 start_boottime;
+	struct sched_entity se;
+	struct task_io_accounting ioac;
+	struct signal_struct *signal;
+	struct mm_struct *mm;
+	struct task_struct *group_leader;
+} __attribute__((preserve_access_index));
+
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 #endif

@@ -4,6 +4,8 @@
 //! - [`schema`]: the feature schema file, loaded and validated, and the check of a model's
 //!   schema against it;
 //! - [`procfs_source`]: CPU, memory, disk, network and process features from /proc;
+//! - [`task_scan`]: the process scan as one BPF task iterator walk (the procfs scan's source
+//!   when BPF is available);
 //! - [`bpf`]: scheduler features (switches, migrations, wakeups, wakeup-to-run latency,
 //!   run-queue wait) from a BPF program on the sched tracepoints;
 //! - [`record`]: `asa record`, labelled samples to a Parquet (or CSV) file.
@@ -15,6 +17,7 @@ pub mod bpf;
 pub mod procfs_source;
 pub mod record;
 pub mod schema;
+pub mod task_scan;
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -162,6 +165,14 @@ impl Sampler {
             },
         };
         let mut procfs = ProcReader::new();
+        if mode == BpfMode::Auto {
+            match task_scan::TaskScan::load() {
+                Ok(scan) => procfs.use_task_scan(scan),
+                Err(e) => log::info!(
+                    "perception: the BPF task scan is unavailable, the process scan reads /proc/<pid>/stat: {e:#}"
+                ),
+            }
+        }
         let previous_proc = procfs.snapshot()?;
         let previous_bpf = match &probe {
             Some(p) => Some(p.read()?),
@@ -188,6 +199,11 @@ impl Sampler {
     /// Where the last [`Sampler::sample`] spent its time.
     pub fn last_cost(&self) -> SampleCost {
         self.last_cost
+    }
+
+    /// Whether the process scan uses the BPF task iterator (else /proc/<pid>/stat).
+    pub fn task_scan_active(&self) -> bool {
+        self.procfs.uses_task_scan()
     }
 
     /// Whether the BPF features are being measured.

@@ -60,81 +60,53 @@ pub const IO_NEW_READS_PER_SCAN: usize = 8;
 /// closed per scan), well inside the default limit of 1024 open files.
 pub const MAX_OPEN_STAT_FILES: usize = 512;
 
-/// Scans /proc/<pid>/stat once per tick and remembers each process's CPU time for the next
-/// scan (keyed by pid and start time, so a reused pid is not mistaken for the old process).
-///
-/// The stat files stay open between scans and are re-read from offset 0 (procfs formats them
-/// afresh on every read): a scan costs one pread per process instead of open + read + close
-/// and the path walk, which is most of the agent's own CPU time in an emulated guest. A file
-/// of a process that exited fails to read (ESRCH) and is reopened by path, which finds the
-/// process now holding the pid, if any.
-pub struct ProcessScanner {
-    /// (pid, start time) → (CPU ticks, minor faults, threads) at the previous scan.
-    previous: HashMap<(i32, u64), (u64, u64, u64)>,
-    current: HashMap<(i32, u64), (u64, u64, u64)>,
-    /// (pid, start time) → rchar + wchar at the previous scan, for the busiest and newest
-    /// processes.
-    io_previous: HashMap<(i32, u64), u64>,
-    io_current: HashMap<(i32, u64), u64>,
-    /// This scan's processes that used CPU since the previous scan.
-    busy: Vec<BusyProcess>,
-    /// (pid, start time) of the processes first seen in this scan.
-    fresh: Vec<(i32, u64)>,
+/// One process's cumulative accounting at one scan, whatever read it (its
+/// `/proc/<pid>/stat`, or the BPF task iterator of [`crate::perception::task_scan`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessStat {
+    /// Process id (thread-group id).
+    pub pid: i32,
+    /// Start time, in any unit that is fixed for the process's life: with the pid, the key
+    /// that tells a reused pid from the old process.
+    pub start: u64,
+    /// User + system CPU time of all its threads, clock ticks.
+    pub cpu_ticks: u64,
+    /// Minor page faults of all its threads.
+    pub minflt: u64,
+    /// Live threads.
+    pub threads: u64,
+    /// Resident set, bytes.
+    pub rss_bytes: u64,
+}
+
+/// The /proc/<pid>/stat files of every process, kept open between scans and re-read from
+/// offset 0 (procfs formats them afresh on every read): a scan costs one pread per process
+/// instead of open + read + close and the path walk. A file of a process that exited fails to
+/// read (ESRCH) and is reopened by path, which finds the process now holding the pid, if any.
+pub struct StatFiles {
     /// pid → (its open stat file, the scan that last saw the pid).
     open: HashMap<i32, (File, u64)>,
     scans: u64,
     buffer: Vec<u8>,
     page_size: u64,
-    /// A process left out of the rankings (busiest, second-busiest, most I/O, largest RSS):
-    /// the sampling process itself, so the agent does not describe its own work.
-    ignored_pid: Option<i32>,
 }
 
-impl Default for ProcessScanner {
+impl Default for StatFiles {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ProcessScanner {
-    /// A scanner with no history (the first scan reports top CPU 0).
-    pub fn new() -> Self {
-        ProcessScanner {
-            previous: HashMap::new(),
-            current: HashMap::new(),
-            io_previous: HashMap::new(),
-            io_current: HashMap::new(),
-            busy: Vec::new(),
-            fresh: Vec::new(),
+        StatFiles {
             open: HashMap::new(),
             scans: 0,
             buffer: Vec::with_capacity(8192),
             page_size: procfs::page_size(),
-            ignored_pid: None,
         }
     }
+}
 
-    /// A scanner that counts process `pid` but leaves it out of the per-process features
-    /// (busiest, second-busiest, most I/O, largest RSS). The sampler passes its own process:
-    /// live, the agent (`asa run`, with ONNX Runtime loaded) would otherwise be the largest
-    /// process and rank among the busiest, which it never was in the recordings (`asa record`
-    /// samples from its own, leaner process).
-    pub fn ignoring(pid: i32) -> Self {
-        ProcessScanner {
-            ignored_pid: Some(pid),
-            ..Self::new()
-        }
-    }
-
-    /// One pass over /proc: counts processes, finds the two largest CPU-time deltas (and those
-    /// processes' threads and minor faults, and the busiest one's I/O), the process with the
-    /// most I/O among those whose I/O is known, and the largest RSS. Processes that vanish
-    /// mid-scan are skipped.
-    pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
-        let mut tick = ProcessTick::default();
-        self.current.clear();
-        self.busy.clear();
-        self.fresh.clear();
+impl StatFiles {
+    /// One pass over `proc_root`: every process's [`ProcessStat`] into `out` (cleared first).
+    /// Processes that vanish mid-scan are skipped.
+    pub fn read_all(&mut self, proc_root: &Path, out: &mut Vec<ProcessStat>) -> Result<()> {
+        out.clear();
         self.scans += 1;
         let scan = self.scans;
         let entries = std::fs::read_dir(proc_root)
@@ -172,30 +144,133 @@ impl ProcessScanner {
             let Ok(stat) = procfs::process::Stat::from_read(&self.buffer[..]) else {
                 continue;
             };
+            out.push(ProcessStat {
+                pid,
+                start: stat.starttime,
+                cpu_ticks: stat.utime + stat.stime,
+                minflt: stat.minflt,
+                threads: stat.num_threads.max(0) as u64,
+                rss_bytes: stat.rss * self.page_size,
+            });
+        }
+        self.open.retain(|_, (_, seen)| *seen == scan);
+        Ok(())
+    }
+}
+
+/// rchar + wchar of `/proc/<pid>/io` under `proc_root` (None when unreadable).
+pub fn proc_io_bytes(proc_root: &Path, pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("io")).ok()?;
+    io_bytes(&text)
+}
+
+/// Ranks each scan's processes against the previous scan (keyed by pid and start time, so a
+/// reused pid is not mistaken for the old process): the busiest and second-busiest by CPU time
+/// since then, the largest resident set, and the most I/O among the processes whose I/O was
+/// read at both scans (the busiest and newest of each: [`IO_READS_PER_SCAN`],
+/// [`IO_NEW_READS_PER_SCAN`]). [`ProcessScanner::scan`] reads /proc itself;
+/// [`ProcessScanner::rank`] takes the processes from any source.
+pub struct ProcessScanner {
+    /// (pid, start time) → (CPU ticks, minor faults, threads) at the previous scan.
+    previous: HashMap<(i32, u64), (u64, u64, u64)>,
+    current: HashMap<(i32, u64), (u64, u64, u64)>,
+    /// (pid, start time) → rchar + wchar at the previous scan, for the busiest and newest
+    /// processes.
+    io_previous: HashMap<(i32, u64), u64>,
+    io_current: HashMap<(i32, u64), u64>,
+    /// This scan's processes that used CPU since the previous scan.
+    busy: Vec<BusyProcess>,
+    /// (pid, start time) of the processes first seen in this scan.
+    fresh: Vec<(i32, u64)>,
+    /// The procfs source of [`ProcessScanner::scan`].
+    files: StatFiles,
+    stats: Vec<ProcessStat>,
+    /// A process left out of the rankings (busiest, second-busiest, most I/O, largest RSS):
+    /// the sampling process itself, so the agent does not describe its own work.
+    ignored_pid: Option<i32>,
+}
+
+impl Default for ProcessScanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProcessScanner {
+    /// A scanner with no history (the first scan reports top CPU 0).
+    pub fn new() -> Self {
+        ProcessScanner {
+            previous: HashMap::new(),
+            current: HashMap::new(),
+            io_previous: HashMap::new(),
+            io_current: HashMap::new(),
+            busy: Vec::new(),
+            fresh: Vec::new(),
+            files: StatFiles::default(),
+            stats: Vec::new(),
+            ignored_pid: None,
+        }
+    }
+
+    /// A scanner that counts process `pid` but leaves it out of the per-process features
+    /// (busiest, second-busiest, most I/O, largest RSS). The sampler passes its own process:
+    /// live, the agent (`asa run`, with ONNX Runtime loaded) would otherwise be the largest
+    /// process and rank among the busiest, which it never was in the recordings (`asa record`
+    /// samples from its own, leaner process).
+    pub fn ignoring(pid: i32) -> Self {
+        ProcessScanner {
+            ignored_pid: Some(pid),
+            ..Self::new()
+        }
+    }
+
+    /// One pass over /proc (every /proc/<pid>/stat, and /proc/<pid>/io of the candidates for
+    /// the I/O features), ranked by [`ProcessScanner::rank`].
+    pub fn scan(&mut self, proc_root: &Path) -> Result<ProcessTick> {
+        let mut stats = std::mem::take(&mut self.stats);
+        let read = self.files.read_all(proc_root, &mut stats);
+        let tick = read.map(|()| self.rank(&stats, |pid| proc_io_bytes(proc_root, pid)));
+        self.stats = stats;
+        tick
+    }
+
+    /// Ranks one scan's processes: counts them, finds the two largest CPU-time deltas since the
+    /// previous scan (and those processes' threads and minor faults, and the busiest one's
+    /// I/O), the process with the most I/O among those whose I/O is known, and the largest
+    /// RSS. `io_bytes(pid)` gives a process's rchar + wchar; it is asked only for the busiest
+    /// and the newest processes, whose I/O the next scan compares against.
+    pub fn rank(
+        &mut self,
+        processes: &[ProcessStat],
+        mut io_bytes: impl FnMut(i32) -> Option<u64>,
+    ) -> ProcessTick {
+        let mut tick = ProcessTick::default();
+        self.current.clear();
+        self.busy.clear();
+        self.fresh.clear();
+        for stat in processes {
             tick.count += 1;
-            if Some(pid) == self.ignored_pid {
+            if Some(stat.pid) == self.ignored_pid {
                 continue;
             }
-            let cpu = stat.utime + stat.stime;
-            let key = (pid, stat.starttime);
-            let threads = stat.num_threads.max(0) as u64;
+            let key = (stat.pid, stat.start);
             if let Some(&(cpu_before, minflt_before, _)) = self.previous.get(&key) {
-                let used = cpu.saturating_sub(cpu_before);
+                let used = stat.cpu_ticks.saturating_sub(cpu_before);
                 if used > 0 {
                     self.busy.push(BusyProcess {
                         cpu_ticks: used,
                         key,
-                        threads,
+                        threads: stat.threads,
                         minflt: stat.minflt.saturating_sub(minflt_before),
                     });
                 }
             } else {
                 self.fresh.push(key);
             }
-            self.current.insert(key, (cpu, stat.minflt, threads));
-            tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss * self.page_size);
+            self.current
+                .insert(key, (stat.cpu_ticks, stat.minflt, stat.threads));
+            tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss_bytes);
         }
-        self.open.retain(|_, (_, seen)| *seen == scan);
         std::mem::swap(&mut self.previous, &mut self.current);
 
         // The busiest first (ties: lowest pid).
@@ -207,24 +282,16 @@ impl ProcessScanner {
             tick.second_minflt = second.minflt;
         }
 
-        // /proc/<pid>/io of the busiest and the newest processes; a delta for those read last
-        // time too.
+        // The I/O of the busiest and the newest processes; a delta for those read last time
+        // too.
         self.io_current.clear();
         // The newest first-seen processes (highest start time).
         self.fresh
             .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        let mut path = proc_root.to_path_buf();
         let busiest = self.busy.iter().take(IO_READS_PER_SCAN);
         let newest = self.fresh.iter().take(IO_NEW_READS_PER_SCAN);
         for (pid, start) in busiest.map(|b| b.key).chain(newest.copied()) {
-            path.push(pid.to_string());
-            path.push("io");
-            let bytes = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|text| io_bytes(&text));
-            path.pop();
-            path.pop();
-            if let Some(bytes) = bytes {
+            if let Some(bytes) = io_bytes(pid) {
                 self.io_current.insert((pid, start), bytes);
             }
         }
@@ -252,7 +319,7 @@ impl ProcessScanner {
             tick.io_top_threads = self.previous.get(&key).map_or(0, |v| v.2);
         }
         std::mem::swap(&mut self.io_previous, &mut self.io_current);
-        Ok(tick)
+        tick
     }
 }
 
@@ -436,7 +503,11 @@ mod tests {
         write_stat(root.path(), 12, (1000, 0), 5000, 7); // +100 for the new process
         let third = scanner.scan(root.path()).unwrap();
         assert_eq!(third.top_cpu_ticks, 100);
-        assert_eq!(scanner.open.len(), 3, "the three stat files stay open");
+        assert_eq!(
+            scanner.files.open.len(),
+            3,
+            "the three stat files stay open"
+        );
 
         // pid 11 exits, 14 starts: the exited one's file is closed, the new one read.
         std::fs::remove_dir_all(root.path().join("11")).unwrap();
@@ -445,7 +516,7 @@ mod tests {
         let fourth = scanner.scan(root.path()).unwrap();
         assert_eq!(fourth.count, 3);
         assert_eq!(fourth.top_cpu_ticks, 5);
-        let mut open: Vec<i32> = scanner.open.keys().copied().collect();
+        let mut open: Vec<i32> = scanner.files.open.keys().copied().collect();
         open.sort();
         assert_eq!(open, vec![10, 12, 14]);
     }
@@ -462,7 +533,7 @@ mod tests {
         let child_pid = child.id() as i32;
         let first = scanner.scan(Path::new("/proc")).unwrap();
         assert!(first.count >= 2, "{first:?}");
-        assert!(scanner.open.contains_key(&child_pid));
+        assert!(scanner.files.open.contains_key(&child_pid));
         let me = std::process::id() as i32;
         let key = *scanner.previous.keys().find(|(pid, _)| *pid == me).unwrap();
         let before = scanner.previous[&key].0;
@@ -479,7 +550,7 @@ mod tests {
             scanner.previous[&key].0
         );
         assert!(
-            !scanner.open.contains_key(&child_pid),
+            !scanner.files.open.contains_key(&child_pid),
             "exited child still open"
         );
     }

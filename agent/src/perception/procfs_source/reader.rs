@@ -10,8 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::processes::{ProcessScanner, ProcessTick};
+use super::processes::{ProcessScanner, ProcessStat, ProcessTick};
 use super::snapshot::{DiskFilter, ProcSnapshot, ProcTexts};
+use crate::perception::task_scan::TaskScan;
 
 /// The per-process scan (one read of every /proc/<pid>/stat, the dominant cost of a tick) runs
 /// at most about once per second: at faster ticks the process features are held between scans
@@ -32,6 +33,9 @@ pub struct ReadCost {
     pub scan_us: f64,
     /// Processes the scan saw (0 when this tick reused the last scan).
     pub processes: u64,
+    /// Whether the scan came from the BPF task iterator (else from /proc/<pid>/stat).
+    #[serde(default)]
+    pub task_iter: bool,
 }
 
 impl ReadCost {
@@ -53,6 +57,10 @@ pub struct ProcReader {
     warned: HashSet<&'static str>,
     epoch: Instant,
     last_cost: ReadCost,
+    /// The process scan's BPF source, when loaded ([`ProcReader::use_task_scan`]).
+    task_scan: Option<TaskScan>,
+    task_stats: Vec<ProcessStat>,
+    task_io: std::collections::HashMap<i32, u64>,
 }
 
 /// The files of [`ProcReader`], in buffer order.
@@ -118,6 +126,9 @@ impl ProcReader {
             warned: HashSet::new(),
             epoch: Instant::now(),
             last_cost: ReadCost::default(),
+            task_scan: None,
+            task_stats: Vec::new(),
+            task_io: Default::default(),
         }
     }
 
@@ -206,10 +217,40 @@ impl ProcReader {
         self.last_cost
     }
 
-    /// The process scan, with its time and process count put into `cost`.
+    /// Takes the per-process accounting from the BPF task iterator instead of reading every
+    /// /proc/<pid>/stat (the same [`ProcessTick`], at a fraction of the cost). Should a walk
+    /// fail later, the reader warns once and goes back to /proc.
+    pub fn use_task_scan(&mut self, scan: TaskScan) {
+        self.task_scan = Some(scan);
+    }
+
+    /// Whether the process scan uses the BPF task iterator.
+    pub fn uses_task_scan(&self) -> bool {
+        self.task_scan.is_some()
+    }
+
+    /// The process scan, with its time, source and process count put into `cost`.
     fn timed_scan(&mut self, cost: &mut ReadCost) -> Result<ProcessTick> {
         let started = Instant::now();
-        let tick = self.scanner.scan(&self.root);
+        let tick = match self.task_scan.as_mut() {
+            Some(scan) => match scan.read(&mut self.task_stats, &mut self.task_io) {
+                Ok(()) => {
+                    cost.task_iter = true;
+                    let io = &self.task_io;
+                    Ok(self
+                        .scanner
+                        .rank(&self.task_stats, |pid| io.get(&pid).copied()))
+                }
+                Err(e) => {
+                    log::warn!(
+                        "perception: the BPF task scan failed, reading /proc/<pid>/stat from now on: {e:#}"
+                    );
+                    self.task_scan = None;
+                    self.scanner.scan(&self.root)
+                }
+            },
+            None => self.scanner.scan(&self.root),
+        };
         cost.scan_us = micros(started);
         cost.processes = tick.as_ref().map_or(0, |t| t.count);
         tick

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The record task_scan.bpf.c writes for every thread, read by
+ * agent/src/perception/task_scan.rs (`TaskRecord`; keep both in sync: 2 u32, then 10 u64).
+ */
+#ifndef ASA_TASK_SCAN_H
+#define ASA_TASK_SCAN_H
+
+struct task_scan_record {
+	__u32 tgid;
+	__u32 pid;
+	/* this thread's own accounting */
+	__u64 runtime_ns;	/* se.sum_exec_runtime */
+	__u64 min_flt;
+	__u64 io_bytes;		/* ioac.rchar + ioac.wchar */
+	/* the process's, filled on the thread-group leader only (else 0) */
+	__u64 exited_runtime_ns;	/* signal->sum_sched_runtime */
+	__u64 exited_min_flt;		/* signal->min_flt */
+	__u64 exited_io_bytes;		/* signal->ioac.rchar + wchar */
+	__u64 threads;			/* signal->nr_threads */
+	__u64 start_boottime_ns;
+	__u64 rss_pages;		/* file + anon + shmem pages, as get_mm_rss() */
+	__u64 leader;			/* 1 on the thread-group leader */
+};
+
+#endif
