@@ -16,6 +16,7 @@ MODULES = (
     'switch_transient',
     'task_states',
     'thread_samples',
+    'tick_cost',
     'timer_gaps',
 )
 """The runnable modules (the helpers common, procfs and tracefs_events have no main)."""
