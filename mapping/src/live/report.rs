@@ -1,0 +1,173 @@
+//! The live summary as Markdown.
+
+use asa_scenarios::runner::ResultSet;
+
+use super::summary::LiveSummary;
+use super::trace::PhaseTrace;
+use super::AGENT_DRY_RUN;
+
+fn pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{:.1}%", v * 100.0))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// The markdown report of stage 3.
+pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> String {
+    let mut out = String::from("# Mapping calibration, stage 3 (live)\n\n");
+    let o = &set.options;
+    out.push_str(&format!(
+        "Machine: {} · {} CPUs · kernel {}. Runs: {} scenario(s) × ({} + `asa run`), {} rep(s), \
+         {:.0} s probe, {:.0} s settle. {table_note}\n\n",
+        set.machine.cpu_model,
+        set.machine.cpus,
+        set.machine.kernel,
+        set.scenarios.len(),
+        summary.experts.join(", "),
+        o.reps,
+        o.duration.as_secs_f64(),
+        o.settle.as_secs_f64(),
+    ));
+    let wl = summary.vs_baseline;
+    out.push_str(&format!(
+        "**`asa run` against {}**: {} wins, {} ties, {} losses (win rate {}); Top-1 {}, Top-3 {} \
+         among the static experts plus the agent; agent / static oracle {}. Phased scenarios \
+         where the agent beat the static oracle: {}.\n\n(The paper: 86.4% wins, 45.4% Top-1, \
+         78.9% Top-3.)\n\n",
+        summary.baseline,
+        wl.wins,
+        wl.ties,
+        wl.losses,
+        pct(wl.rate()),
+        pct(summary.top1),
+        pct(summary.top3),
+        summary
+            .oracle_ratio
+            .map(|r| format!("{r:.3}"))
+            .unwrap_or("n/a".into()),
+        if summary.phased_wins.is_empty() {
+            "none".to_string()
+        } else {
+            summary.phased_wins.join(", ")
+        }
+    ));
+    if let (Some(d), Some(a)) = (summary.dry_run_vs_baseline, summary.agent_vs_dry_run) {
+        out.push_str(&format!(
+            "**The agent's own cost** (`asa run --dry-run`: it perceives and decides, the machine \
+             stays on EEVDF) against {}: {} wins, {} ties, {} losses, mean score difference {}. \
+             **What switching is worth**: `asa run` against the dry run: {} wins, {} ties, {} \
+             losses.\n\n",
+            summary.baseline,
+            d.wins,
+            d.ties,
+            d.losses,
+            summary
+                .dry_run_mean_gain
+                .map(|g| format!("{g:+.3}"))
+                .unwrap_or("n/a".into()),
+            a.wins,
+            a.ties,
+            a.losses
+        ));
+    }
+    let dry = summary
+        .scenarios
+        .iter()
+        .any(|s| s.means.contains_key(AGENT_DRY_RUN));
+    out.push_str("| scenario |");
+    for e in &summary.experts {
+        out.push_str(&format!(" {e} |"));
+    }
+    if dry {
+        out.push_str(" asa dry run |");
+    }
+    out.push_str(" static oracle | asa run | asa / oracle | rank | agent switched to |\n|---|");
+    for _ in &summary.experts {
+        out.push_str("---:|");
+    }
+    if dry {
+        out.push_str("---:|");
+    }
+    out.push_str("---|---:|---:|---:|---|\n");
+    for s in &summary.scenarios {
+        out.push_str(&format!(
+            "| {}{} |",
+            s.scenario,
+            if s.phased { " (phased)" } else { "" }
+        ));
+        for e in &summary.experts {
+            out.push_str(&format!(
+                " {} |",
+                s.means
+                    .get(e)
+                    .map(|m| format!("{m:.3}"))
+                    .unwrap_or("–".into())
+            ));
+        }
+        if dry {
+            out.push_str(&format!(
+                " {} |",
+                s.means
+                    .get(AGENT_DRY_RUN)
+                    .map(|m| format!("{m:.3}"))
+                    .unwrap_or("–".into())
+            ));
+        }
+        let switched: Vec<String> = s
+            .traces
+            .iter()
+            .map(|t| {
+                if t.switches.is_empty() {
+                    "(stayed)".to_string()
+                } else {
+                    t.switches.join(" → ")
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            " {} | {} | {} | {} | {} |\n",
+            s.oracle
+                .as_ref()
+                .map(|(e, m)| format!("{e} {m:.3}"))
+                .unwrap_or("–".into()),
+            s.agent.map(|m| format!("{m:.3}")).unwrap_or("–".into()),
+            match (s.agent, &s.oracle) {
+                (Some(a), Some((_, o))) if *o > 0.0 => format!("{:.3}", a / o),
+                _ => "–".into(),
+            },
+            s.agent_rank
+                .map(|r| (r + 1).to_string())
+                .unwrap_or("–".into()),
+            switched.join("; ")
+        ));
+    }
+    out.push_str(&phase_section(summary));
+    out
+}
+
+/// The agent's runs of phased scenarios, phase by phase: what it voted while each load ran and
+/// when it switched (empty when no run has phase times).
+fn phase_section(summary: &LiveSummary) -> String {
+    let mut lines = Vec::new();
+    for s in &summary.scenarios {
+        for (i, t) in s.traces.iter().enumerate() {
+            if t.phases.is_empty() {
+                continue;
+            }
+            let phases: Vec<String> = t.phases.iter().map(PhaseTrace::summary).collect();
+            lines.push(format!(
+                "- {} run {}: {}\n",
+                s.scenario,
+                i + 1,
+                phases.join("; ")
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n**The agent phase by phase** (ticks voted while each phase's load ran, the first \
+         tick of a phase left out; switches timed from the phase's start):\n\n{}",
+        lines.concat()
+    )
+}

@@ -1,0 +1,180 @@
+//! The agent against EEVDF, every static expert and the static oracle, scenario by scenario,
+//! with the paper's measures (win rate, Top-1, Top-3).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::trace::AgentTrace;
+use super::{is_agent, AGENT, AGENT_DRY_RUN};
+
+use anyhow::Result;
+use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
+use asa_scenarios::report::{score_scenario, score_table, win_loss, ScoreTable, WinLoss};
+use asa_scenarios::runner::ResultSet;
+use asa_scenarios::stats;
+use serde::{Deserialize, Serialize};
+
+/// One scenario of the live comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveScenario {
+    /// Scenario name.
+    pub scenario: String,
+    /// Whether its background changes mid-run.
+    pub phased: bool,
+    /// Mean score per expert (the agent included).
+    pub means: BTreeMap<String, f64>,
+    /// The best static expert and its mean score.
+    pub oracle: Option<(String, f64)>,
+    /// The agent's mean score.
+    pub agent: Option<f64>,
+    /// Static experts with a strictly higher mean than the agent.
+    pub agent_rank: Option<usize>,
+    /// What the agent did in each of its runs.
+    pub traces: Vec<AgentTrace>,
+}
+
+/// The live comparison of a result set holding [`AGENT`] runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveSummary {
+    /// The static experts, in run order.
+    pub experts: Vec<String>,
+    /// The baseline (EEVDF).
+    pub baseline: String,
+    /// Per scenario.
+    pub scenarios: Vec<LiveScenario>,
+    /// The agent against the baseline, repetition by repetition.
+    pub vs_baseline: WinLoss,
+    /// Share of scenarios where the agent's mean is the best of the static set plus the agent.
+    pub top1: Option<f64>,
+    /// Share where at most two static experts beat it.
+    pub top3: Option<f64>,
+    /// Mean of agent / static oracle.
+    pub oracle_ratio: Option<f64>,
+    /// Phased scenarios where the agent beat the static oracle.
+    pub phased_wins: Vec<String>,
+    /// `asa run --dry-run` against the baseline (the agent's own cost), when it was run.
+    #[serde(default)]
+    pub dry_run_vs_baseline: Option<WinLoss>,
+    /// `asa run` against `asa run --dry-run` (what the switching is worth), when it was run.
+    #[serde(default)]
+    pub agent_vs_dry_run: Option<WinLoss>,
+    /// Mean over scenarios of dry-run score − baseline score.
+    #[serde(default)]
+    pub dry_run_mean_gain: Option<f64>,
+}
+
+/// Compares the agent with the static experts in `set` (see the module doc). `logs` is the
+/// folder of the agent's decision logs.
+pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<LiveSummary> {
+    let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, "the live result set")?;
+    let traces = AgentTrace::read_dir(logs)?;
+    let mut scored = Vec::new();
+    for result in &set.scenarios {
+        if result.error.is_some() {
+            continue;
+        }
+        scored.push(score_scenario(&catalogue, result)?);
+    }
+    let table: ScoreTable = score_table(&scored);
+    let experts: Vec<String> = set
+        .options
+        .experts
+        .iter()
+        .filter(|e| !is_agent(e))
+        .cloned()
+        .collect();
+    let mut scenarios = Vec::new();
+    let (mut top1, mut top3, mut ranked, mut ratios) = (0, 0, 0, Vec::new());
+    let mut phased_wins = Vec::new();
+    for result in set.scenarios.iter().filter(|r| r.error.is_none()) {
+        let Some(row) = table.get(&result.scenario) else {
+            continue;
+        };
+        let means: BTreeMap<String, f64> = row
+            .iter()
+            .filter_map(|(e, reps)| {
+                let xs: Vec<f64> = reps.iter().flatten().copied().collect();
+                stats::mean(&xs).map(|m| (e.clone(), m))
+            })
+            .collect();
+        let oracle = means
+            .iter()
+            .filter(|(e, _)| !is_agent(e))
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(e, m)| (e.clone(), *m));
+        let agent = means.get(AGENT).copied();
+        let agent_rank = agent.map(|a| {
+            means
+                .iter()
+                .filter(|(e, m)| !is_agent(e) && **m > a)
+                .count()
+        });
+        let phased = catalogue
+            .scenario(&result.scenario)
+            .map(|s| s.is_phased())
+            .unwrap_or(false);
+        if let (Some(a), Some((_, o))) = (agent, &oracle) {
+            ranked += 1;
+            let rank = agent_rank.unwrap_or(usize::MAX);
+            top1 += usize::from(rank == 0);
+            top3 += usize::from(rank < 3);
+            if *o > 0.0 {
+                ratios.push(a / o);
+            }
+            if phased && a > *o {
+                phased_wins.push(result.scenario.clone());
+            }
+        }
+        // Each agent run's log: the newest log started before the run did.
+        let run_traces = result
+            .runs
+            .iter()
+            .filter(|r| r.expert == AGENT)
+            .filter_map(|r| {
+                traces
+                    .range(..=r.started_unix_ms)
+                    .next_back()
+                    .map(|(_, t)| t.clone().with_phases(r))
+            })
+            .collect();
+        scenarios.push(LiveScenario {
+            scenario: result.scenario.clone(),
+            phased,
+            means,
+            oracle,
+            agent,
+            agent_rank,
+            traces: run_traces,
+        });
+    }
+    let share = |n: usize| (ranked > 0).then(|| n as f64 / ranked as f64);
+    let dry = set.options.experts.iter().any(|e| e == AGENT_DRY_RUN);
+    let dry_gains: Vec<f64> = scenarios
+        .iter()
+        .filter_map(|s| Some(s.means.get(AGENT_DRY_RUN)? - s.means.get(baseline)?))
+        .collect();
+    Ok(LiveSummary {
+        experts,
+        baseline: baseline.to_owned(),
+        vs_baseline: win_loss(&table, AGENT, baseline),
+        top1: share(top1),
+        top3: share(top3),
+        oracle_ratio: stats::mean(&ratios),
+        phased_wins,
+        scenarios,
+        dry_run_vs_baseline: dry.then(|| win_loss(&table, AGENT_DRY_RUN, baseline)),
+        agent_vs_dry_run: dry.then(|| win_loss(&table, AGENT, AGENT_DRY_RUN)),
+        dry_run_mean_gain: stats::mean(&dry_gains),
+    })
+}
+
+/// The result set without the agent's runs: the static evidence a table is ranked from.
+pub fn static_runs(set: &ResultSet) -> ResultSet {
+    let mut set = set.clone();
+    set.options.experts.retain(|e| !is_agent(e));
+    for s in &mut set.scenarios {
+        s.runs.retain(|r| !is_agent(&r.expert));
+        s.skipped.retain(|r| !is_agent(&r.expert));
+    }
+    set
+}
