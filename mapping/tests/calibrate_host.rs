@@ -213,9 +213,16 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
     assert_eq!(wl.wins + wl.ties + wl.losses, 1);
     assert_eq!(s.traces.len(), 1);
     assert_eq!(s.traces[0].switches, ["bpfland"]);
+    // One repetition: the verdicts use the default noise floor, and every cell has one run.
+    let noise = summary.noise.as_ref().unwrap();
+    assert_eq!(noise.floor, live::verdict::DEFAULT_NOISE_FLOOR);
+    assert_eq!(s.cells[AGENT].runs, 1);
+    assert!(s.agent_vs_baseline.is_some(), "{summary:#?}");
+    let n = summary.agent_beyond_noise;
+    assert_eq!(n.wins + n.ties + n.losses, 1);
     let md = live::markdown(&summary, &set, "");
     assert!(
-        md.contains("| CAL-GAME |") && md.contains("bpfland"),
+        md.contains("| CAL-GAME |") && md.contains("bpfland") && md.contains("Beyond the noise"),
         "{md}"
     );
 

@@ -18,12 +18,14 @@
 //! - [`switcher`]: runs `asa run` as a column of the scenario runs ([`LiveSwitcher`]);
 //! - [`trace`]: what an agent run did, from its decision log ([`AgentTrace`]);
 //! - [`summary`]: the agent against EEVDF, the static experts and the oracle ([`live_summary`]);
+//! - [`verdict`]: win, tie or loss beyond the measured noise;
 //! - [`report`]: the summary as Markdown ([`markdown`]).
 
 pub mod report;
 pub mod summary;
 pub mod switcher;
 pub mod trace;
+pub mod verdict;
 
 pub use report::markdown;
 pub use summary::{live_summary, static_runs, LiveScenario, LiveSummary};

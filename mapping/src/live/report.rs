@@ -2,9 +2,34 @@
 
 use asa_scenarios::runner::ResultSet;
 
-use super::summary::LiveSummary;
+use super::summary::{LiveScenario, LiveSummary};
 use super::trace::PhaseTrace;
+use super::verdict::Verdict;
+use super::AGENT;
 use super::AGENT_DRY_RUN;
+
+/// A cell as `mean ± spread` (the spread only for cells run more than once).
+fn cell_text(s: &LiveScenario, expert: &str) -> String {
+    match s.cells.get(expert) {
+        Some(c) if c.runs >= 2 => format!("{:.3} ± {:.3}", c.mean, c.spread),
+        Some(c) => format!("{:.3}", c.mean),
+        None => s
+            .means
+            .get(expert)
+            .map(|m| format!("{m:.3}"))
+            .unwrap_or("–".into()),
+    }
+}
+
+/// A mark for a verdict against the baseline: ▲ beyond the noise above, ▼ below, = within.
+fn verdict_mark(v: Option<Verdict>) -> &'static str {
+    match v {
+        Some(Verdict::Win) => " ▲",
+        Some(Verdict::Loss) => " ▼",
+        Some(Verdict::Tie) => " =",
+        None => "",
+    }
+}
 
 fn pct(x: Option<f64>) -> String {
     x.map(|v| format!("{:.1}%", v * 100.0))
@@ -50,6 +75,37 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             summary.phased_wins.join(", ")
         }
     ));
+    if let Some(noise) = &summary.noise {
+        let n = summary.agent_beyond_noise;
+        out.push_str(&format!(
+            "**Beyond the noise** (floor {:.3}: {}; a difference counts when larger than max(floor, \
+             2 standard errors)): `asa run` against {} {} wins, {} ties, {} losses per scenario \
+             (win rate {}); mean gain {}; phased scenarios above the static oracle: {}.{}\n\n",
+            noise.floor,
+            noise.source,
+            summary.baseline,
+            n.wins,
+            n.ties,
+            n.losses,
+            pct(n.win_rate()),
+            summary
+                .mean_gain_vs_baseline
+                .map(|g| format!("{:+.1}%", g * 100.0))
+                .unwrap_or("n/a".into()),
+            if summary.phased_wins_beyond_noise.is_empty() {
+                "none".to_string()
+            } else {
+                summary.phased_wins_beyond_noise.join(", ")
+            },
+            summary
+                .dry_run_beyond_noise
+                .map(|d| format!(
+                    " The dry run against {}: {} wins, {} ties, {} losses.",
+                    summary.baseline, d.wins, d.ties, d.losses
+                ))
+                .unwrap_or_default(),
+        ));
+    }
     if let (Some(d), Some(a)) = (summary.dry_run_vs_baseline, summary.agent_vs_dry_run) {
         out.push_str(&format!(
             "**The agent's own cost** (`asa run --dry-run`: it perceives and decides, the machine \
@@ -95,21 +151,13 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             if s.phased { " (phased)" } else { "" }
         ));
         for e in &summary.experts {
-            out.push_str(&format!(
-                " {} |",
-                s.means
-                    .get(e)
-                    .map(|m| format!("{m:.3}"))
-                    .unwrap_or("–".into())
-            ));
+            out.push_str(&format!(" {} |", cell_text(s, e)));
         }
         if dry {
             out.push_str(&format!(
-                " {} |",
-                s.means
-                    .get(AGENT_DRY_RUN)
-                    .map(|m| format!("{m:.3}"))
-                    .unwrap_or("–".into())
+                " {}{} |",
+                cell_text(s, AGENT_DRY_RUN),
+                verdict_mark(s.dry_run_vs_baseline)
             ));
         }
         let switched: Vec<String> = s
@@ -129,7 +177,11 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
                 .as_ref()
                 .map(|(e, m)| format!("{e} {m:.3}"))
                 .unwrap_or("–".into()),
-            s.agent.map(|m| format!("{m:.3}")).unwrap_or("–".into()),
+            format!(
+                "{}{}",
+                cell_text(s, AGENT),
+                verdict_mark(s.agent_vs_baseline)
+            ),
             match (s.agent, &s.oracle) {
                 (Some(a), Some((_, o))) if *o > 0.0 => format!("{:.3}", a / o),
                 _ => "–".into(),
@@ -138,6 +190,13 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
                 .map(|r| (r + 1).to_string())
                 .unwrap_or("–".into()),
             switched.join("; ")
+        ));
+    }
+    if summary.noise.is_some() {
+        out.push_str(&format!(
+            "\nCells: mean ± spread over the repetitions. Against {}: ▲ better beyond the noise, \
+             ▼ worse beyond it, = within it.\n",
+            summary.baseline
         ));
     }
     out.push_str(&phase_section(summary));

@@ -4,15 +4,17 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::trace::AgentTrace;
-use super::{is_agent, AGENT, AGENT_DRY_RUN};
-
 use anyhow::Result;
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::report::{score_scenario, score_table, win_loss, ScoreTable, WinLoss};
 use asa_scenarios::runner::ResultSet;
 use asa_scenarios::stats;
 use serde::{Deserialize, Serialize};
+
+use super::trace::AgentTrace;
+use super::verdict::{self, Verdict, VerdictCount};
+use super::{is_agent, AGENT, AGENT_DRY_RUN};
+use crate::calibrate::{CellStats, NoiseEstimate};
 
 /// One scenario of the live comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +33,18 @@ pub struct LiveScenario {
     pub agent_rank: Option<usize>,
     /// What the agent did in each of its runs.
     pub traces: Vec<AgentTrace>,
+    /// Mean, spread and runs per expert (the agent included).
+    #[serde(default)]
+    pub cells: BTreeMap<String, CellStats>,
+    /// The agent against the baseline, beyond the noise.
+    #[serde(default)]
+    pub agent_vs_baseline: Option<Verdict>,
+    /// The dry run against the baseline, beyond the noise.
+    #[serde(default)]
+    pub dry_run_vs_baseline: Option<Verdict>,
+    /// The agent against the static oracle, beyond the noise.
+    #[serde(default)]
+    pub agent_vs_oracle: Option<Verdict>,
 }
 
 /// The live comparison of a result set holding [`AGENT`] runs.
@@ -61,6 +75,21 @@ pub struct LiveSummary {
     /// Mean over scenarios of dry-run score − baseline score.
     #[serde(default)]
     pub dry_run_mean_gain: Option<f64>,
+    /// The noise floor the verdicts use.
+    #[serde(default)]
+    pub noise: Option<NoiseEstimate>,
+    /// The agent against the baseline, one verdict per scenario, beyond the noise.
+    #[serde(default)]
+    pub agent_beyond_noise: VerdictCount,
+    /// The dry run against the baseline, one verdict per scenario, beyond the noise.
+    #[serde(default)]
+    pub dry_run_beyond_noise: Option<VerdictCount>,
+    /// Mean over scenarios of (agent − baseline) / baseline.
+    #[serde(default)]
+    pub mean_gain_vs_baseline: Option<f64>,
+    /// Phased scenarios where the agent beat the static oracle beyond the noise.
+    #[serde(default)]
+    pub phased_wins_beyond_noise: Vec<String>,
 }
 
 /// Compares the agent with the static experts in `set` (see the module doc). `logs` is the
@@ -95,6 +124,13 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
             .filter_map(|(e, reps)| {
                 let xs: Vec<f64> = reps.iter().flatten().copied().collect();
                 stats::mean(&xs).map(|m| (e.clone(), m))
+            })
+            .collect();
+        let cells: BTreeMap<String, CellStats> = row
+            .iter()
+            .filter_map(|(e, reps)| {
+                let xs: Vec<f64> = reps.iter().flatten().copied().collect();
+                verdict::cell(e, &xs).map(|c| (e.clone(), c))
             })
             .collect();
         let oracle = means
@@ -145,7 +181,53 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
             agent,
             agent_rank,
             traces: run_traces,
+            cells,
+            agent_vs_baseline: None,
+            dry_run_vs_baseline: None,
+            agent_vs_oracle: None,
         });
+    }
+    let noise = verdict::noise_floor(
+        scenarios
+            .iter()
+            .flat_map(|s| s.cells.values())
+            .filter(|c| !is_agent(&c.expert)),
+    );
+    let (mut agent_beyond_noise, mut dry_beyond_noise) =
+        (VerdictCount::default(), VerdictCount::default());
+    let (mut gains, mut phased_wins_beyond_noise) = (Vec::new(), Vec::new());
+    for s in &mut scenarios {
+        let base = s.cells.get(baseline).cloned();
+        let vs = |who: &str| {
+            Some(verdict::compare(
+                s.cells.get(who)?,
+                base.as_ref()?,
+                noise.floor,
+            ))
+        };
+        s.agent_vs_baseline = vs(AGENT);
+        s.dry_run_vs_baseline = vs(AGENT_DRY_RUN);
+        s.agent_vs_oracle = match (&s.oracle, s.cells.get(AGENT)) {
+            (Some((o, _)), Some(a)) => s
+                .cells
+                .get(o)
+                .map(|oc| verdict::compare(a, oc, noise.floor)),
+            _ => None,
+        };
+        if let Some(v) = s.agent_vs_baseline {
+            agent_beyond_noise.add(v);
+        }
+        if let Some(v) = s.dry_run_vs_baseline {
+            dry_beyond_noise.add(v);
+        }
+        if let (Some(a), Some(b)) = (s.cells.get(AGENT), &base) {
+            if b.mean > 0.0 {
+                gains.push((a.mean - b.mean) / b.mean);
+            }
+        }
+        if s.phased && s.agent_vs_oracle == Some(Verdict::Win) {
+            phased_wins_beyond_noise.push(s.scenario.clone());
+        }
     }
     let share = |n: usize| (ranked > 0).then(|| n as f64 / ranked as f64);
     let dry = set.options.experts.iter().any(|e| e == AGENT_DRY_RUN);
@@ -165,6 +247,11 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
         dry_run_vs_baseline: dry.then(|| win_loss(&table, AGENT_DRY_RUN, baseline)),
         agent_vs_dry_run: dry.then(|| win_loss(&table, AGENT, AGENT_DRY_RUN)),
         dry_run_mean_gain: stats::mean(&dry_gains),
+        noise: Some(noise),
+        agent_beyond_noise,
+        dry_run_beyond_noise: dry.then_some(dry_beyond_noise),
+        mean_gain_vs_baseline: stats::mean(&gains),
+        phased_wins_beyond_noise,
     })
 }
 

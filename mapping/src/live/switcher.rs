@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{is_agent, AGENT_DRY_RUN};
-
 use anyhow::{bail, Context, Result};
 use asa_experts::sched_ext::DEFAULT_SYSFS_ROOT;
 use asa_experts::Supervisor;
 use asa_scenarios::runner::{ExpertSwitcher, SupervisorSwitcher};
 use log::{info, warn};
+
+use super::{is_agent, AGENT_DRY_RUN};
 
 /// How to start the agent for a live run.
 #[derive(Debug, Clone)]
