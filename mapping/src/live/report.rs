@@ -172,16 +172,13 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             })
             .collect();
         out.push_str(&format!(
-            " {} | {} | {} | {} | {} |\n",
+            " {} | {}{} | {} | {} | {} |\n",
             s.oracle
                 .as_ref()
                 .map(|(e, m)| format!("{e} {m:.3}"))
                 .unwrap_or("–".into()),
-            format!(
-                "{}{}",
-                cell_text(s, AGENT),
-                verdict_mark(s.agent_vs_baseline)
-            ),
+            cell_text(s, AGENT),
+            verdict_mark(s.agent_vs_baseline),
             match (s.agent, &s.oracle) {
                 (Some(a), Some((_, o))) if *o > 0.0 => format!("{:.3}", a / o),
                 _ => "–".into(),
