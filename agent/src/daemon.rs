@@ -135,6 +135,8 @@ pub struct PolicySection {
     pub min_support: Option<f64>,
     /// Switching penalty horizon: how long a recognised class is expected to last (s).
     pub horizon_s: Option<f64>,
+    /// Consecutive unsure ticks after which the agent returns to the table's default expert.
+    pub fallback_after_ticks: Option<u32>,
 }
 
 impl ConfigFile {
@@ -242,6 +244,9 @@ impl RunSettings {
                 Some(h) => Duration::from_secs_f64(h),
                 None => defaults.horizon,
             },
+            fallback_after_ticks: p
+                .fallback_after_ticks
+                .unwrap_or(defaults.fallback_after_ticks),
         };
         policy
             .voting
@@ -561,6 +566,7 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
         Reason::WithinNoise { .. } => "within_noise",
         Reason::Switch => "switch",
         Reason::SwitchNetOfCost { .. } => "switch_net_of_cost",
+        Reason::Fallback { .. } => "fallback",
     };
     (
         record.decision.voted_class.clone(),

@@ -480,6 +480,12 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
         e.mapping,
         if e.bpf { "" } else { ", no BPF features" }
     );
+    if let Some(default) = &e.default_expert {
+        println!(
+            "default:     {default} (the table's best over all classes: run at start and after {} unsure ticks)",
+            e.policy.fallback_after_ticks
+        );
+    }
     let line = |what: &str, r: &asa_agent::decision::engine::TickRecord| {
         let outcome = serde_json::to_value(&r.outcome)
             .ok()

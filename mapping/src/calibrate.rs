@@ -348,15 +348,17 @@ pub fn prototype(
             kept_baseline,
         });
     }
-    let table = MappingTable {
+    let mut table = MappingTable {
         schema: MAPPING_SCHEMA.to_string(),
         version: MAPPING_VERSION,
         source: "prototype".to_string(),
         created,
+        default_expert: None,
         machine: Some(machine),
         classes: table_classes,
         switches: Vec::new(),
     };
+    table.default_expert = table.overall_best().map(|(expert, _)| expert);
     // The same checks a loaded file gets.
     let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
     Ok(Prototype {
@@ -705,6 +707,7 @@ mod tests {
             version: MAPPING_VERSION,
             source: "prototype".into(),
             created: "2026-11-22T00:00:00Z".into(),
+            default_expert: None,
             machine: Some(MachineFingerprint {
                 cpu_model: "test".into(),
                 cores: 2,

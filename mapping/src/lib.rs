@@ -196,6 +196,11 @@ pub struct MappingTable {
     pub source: String,
     /// When it was made (ISO 8601 date or date-time, UTC).
     pub created: String,
+    /// The expert the agent runs when it starts and whenever its vote is not confident: the
+    /// one with the best mean score over the table's classes ([`MappingTable::overall_best`];
+    /// calibration writes it). Absent: the agent starts on, and keeps, what runs (EEVDF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_expert: Option<String>,
     /// The machine it was calibrated on; absent for a hand-written table.
     #[serde(default)]
     pub machine: Option<MachineFingerprint>,
@@ -364,6 +369,16 @@ impl MappingTable {
                 }
             }
         }
+        if let Some(expert) = &self.default_expert {
+            if !experts.contains(&expert.as_str()) {
+                return Err(MappingError::UnknownExpert {
+                    origin: origin.to_string(),
+                    class: "default_expert".into(),
+                    expert: expert.clone(),
+                    known: experts.join(", "),
+                });
+            }
+        }
         for sw in &self.switches {
             for expert in [&sw.from, &sw.to] {
                 if !experts.contains(&expert.as_str()) {
@@ -391,6 +406,32 @@ impl MappingTable {
     ) -> Result<Vec<String>, MappingError> {
         let catalogue = asa_experts::Catalogue::builtin();
         self.validate(origin, &catalogue.names(), classes)
+    }
+
+    /// The expert with the best mean score over the classes that rank it, among those ranked
+    /// in every class (so no expert wins on a class it was never measured in), with that mean;
+    /// ties go to the expert ranked first in the first class. None for a table without classes.
+    pub fn overall_best(&self) -> Option<(String, f64)> {
+        let first = self.classes.first()?;
+        let mut best: Option<(String, f64)> = None;
+        for candidate in &first.ranked {
+            let scores: Option<Vec<f64>> = self
+                .classes
+                .iter()
+                .map(|c| {
+                    c.ranked
+                        .iter()
+                        .find(|r| r.expert == candidate.expert)
+                        .map(|r| r.score)
+                })
+                .collect();
+            let Some(scores) = scores else { continue };
+            let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+            if best.as_ref().is_none_or(|(_, b)| mean > *b) {
+                best = Some((candidate.expert.clone(), mean));
+            }
+        }
+        best
     }
 
     /// The table as TOML text (what `asa calibrate` writes).
@@ -586,6 +627,40 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
         let text = table(TWO_CLASSES).replace("asa.mapping", "asa.experts");
         let err = MappingTable::parse(&text, "t").unwrap_err();
         assert!(err.to_string().contains("asa.experts v1"), "{err}");
+    }
+
+    /// Only an expert ranked in every class can be the overall best: bpfland leads the first
+    /// class but is unmeasured in the second, so eevdf (mean 0.55) is it.
+    #[test]
+    fn the_overall_best_is_ranked_in_every_class() {
+        let t = MappingTable::parse(&table(TWO_CLASSES), "t").unwrap();
+        let (expert, mean) = t.overall_best().unwrap();
+        assert_eq!(expert, "eevdf");
+        assert!((mean - 0.55).abs() < 1e-12);
+        let both = TWO_CLASSES.replace(
+            r#"ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]"#,
+            r#"ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }, { expert = "bpfland", score = 0.45, spread = 0.0, runs = 0 }]"#,
+        );
+        let t = MappingTable::parse(&table(&both), "t").unwrap();
+        assert_eq!(t.overall_best().unwrap().0, "bpfland"); // (0.8 + 0.45) / 2 > 0.55
+    }
+
+    #[test]
+    fn a_default_expert_must_be_in_the_catalogue() {
+        let text = table(TWO_CLASSES).replace(
+            "created = \"2026-11-22\"",
+            "created = \"2026-11-22\"\ndefault_expert = \"nope\"",
+        );
+        let t = MappingTable::parse(&text, "t").unwrap();
+        assert_eq!(t.default_expert.as_deref(), Some("nope"));
+        let err = t.validate("t", &EXPERTS, &CLASSES).unwrap_err();
+        assert!(
+            matches!(&err, MappingError::UnknownExpert { expert, class, .. } if expert == "nope" && class == "default_expert"),
+            "{err}"
+        );
+        let t = MappingTable::parse(&text.replace("nope", "bpfland"), "t").unwrap();
+        t.validate("t", &EXPERTS, &CLASSES).unwrap();
+        assert!(t.to_toml().unwrap().contains("default_expert = \"bpfland\""));
     }
 
     #[test]

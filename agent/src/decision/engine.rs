@@ -105,6 +105,10 @@ pub struct EngineInfo {
     pub policy: PolicyConfig,
     /// `--dry-run`: decide and log, never switch.
     pub dry_run: bool,
+    /// The table's default expert, run at start-up and when the vote stays unsure (None: the
+    /// table names none, or it is not usable here).
+    #[serde(default)]
+    pub default_expert: Option<String>,
 }
 
 /// Where the decision engine's inputs come from.
@@ -239,6 +243,7 @@ impl DecisionEngine {
             bpf: sampler.bpf_active(),
             policy: config,
             dry_run,
+            default_expert: policy.fallback_expert().map(str::to_string),
         };
         Ok(Self {
             sampler,

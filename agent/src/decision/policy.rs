@@ -44,6 +44,15 @@ fn default_horizon() -> Duration {
     DEFAULT_HORIZON
 }
 
+/// Default number of consecutive unsure ticks (no vote, or one not confident) after which the
+/// policy returns to the table's default expert: 6, one voting window, so a phase change (two
+/// or three unsure ticks before the new class is clear) goes straight to the new class's expert.
+pub const DEFAULT_FALLBACK_AFTER_TICKS: u32 = 6;
+
+fn default_fallback_after() -> u32 {
+    DEFAULT_FALLBACK_AFTER_TICKS
+}
+
 /// Parameters of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -59,6 +68,10 @@ pub struct PolicyConfig {
     /// score gain over this long against the switch's cost.
     #[serde(default = "default_horizon")]
     pub horizon: Duration,
+    /// Consecutive unsure ticks after which the policy returns to the table's default expert
+    /// (before the first confident vote it does at once).
+    #[serde(default = "default_fallback_after")]
+    pub fallback_after_ticks: u32,
 }
 
 impl Default for PolicyConfig {
@@ -69,6 +82,7 @@ impl Default for PolicyConfig {
             min_margin: DEFAULT_MIN_MARGIN,
             min_support: DEFAULT_MIN_SUPPORT,
             horizon: DEFAULT_HORIZON,
+            fallback_after_ticks: DEFAULT_FALLBACK_AFTER_TICKS,
         }
     }
 }
@@ -152,6 +166,14 @@ pub enum Reason {
     },
     /// A confident vote for a class whose expert is not running, outside the cooldown.
     Switch,
+    /// The vote has been unsure (no vote, or not confident) since the agent started, or for
+    /// [`PolicyConfig::fallback_after_ticks`] ticks: the policy returns to the table's default
+    /// expert, the best over all classes. Such a switch does not start the cooldown, so the
+    /// first confident vote is followed at once.
+    Fallback {
+        /// Consecutive unsure ticks.
+        unsure_ticks: u32,
+    },
 }
 
 /// One tick's decision, for the log (one JSON line) and `asa status`.
@@ -219,6 +241,10 @@ impl DecisionRecord {
                 "switch from {}",
                 self.current_expert.as_deref().unwrap_or("(unknown)")
             ),
+            Reason::Fallback { unsure_ticks } => format!(
+                "switch from {} to the table's default expert: no confident vote for {unsure_ticks} tick(s)",
+                self.current_expert.as_deref().unwrap_or("(unknown)")
+            ),
             Reason::SwitchNetOfCost {
                 preferred,
                 preferred_net,
@@ -260,6 +286,12 @@ pub struct Policy {
     current_expert: Option<String>,
     last_switch: Option<Duration>,
     tick: u64,
+    /// The table's default expert, when usable here.
+    fallback: Option<String>,
+    /// Consecutive ticks without a confident vote.
+    unsure_ticks: u32,
+    /// Whether any vote has been confident since the policy started.
+    confident_seen: bool,
 }
 
 impl Policy {
@@ -351,7 +383,16 @@ impl Policy {
             current_expert,
             last_switch: None,
             tick: 0,
+            fallback: mapping.default_expert.clone().filter(|e| usable(e)),
+            unsure_ticks: 0,
+            confident_seen: false,
         })
+    }
+
+    /// The table's default expert, run at start-up and when the vote stays unsure (None: the
+    /// table names none, or it is not usable here).
+    pub fn fallback_expert(&self) -> Option<&str> {
+        self.fallback.as_deref()
     }
 
     /// The parameters.
@@ -544,6 +585,19 @@ impl Policy {
         } else {
             (Action::Switch, switch_reason)
         };
+        let unsure = matches!(reason, Reason::NoDecision | Reason::NotConfident { .. });
+        self.unsure_ticks = if unsure { self.unsure_ticks + 1 } else { 0 };
+        self.confident_seen |= !unsure;
+        let (target, action, reason) = match self.fallback_due(now) {
+            Some(fallback) if unsure => (
+                Some(fallback),
+                Action::Switch,
+                Reason::Fallback {
+                    unsure_ticks: self.unsure_ticks,
+                },
+            ),
+            _ => (target, action, reason),
+        };
         let record = DecisionRecord {
             schema: DECISION_SCHEMA.to_string(),
             version: DECISION_VERSION,
@@ -571,9 +625,25 @@ impl Policy {
         };
         if record.action == Action::Switch {
             self.current_expert = target;
-            self.last_switch = Some(now);
+            if !matches!(record.reason, Reason::Fallback { .. }) {
+                self.last_switch = Some(now);
+            }
         }
         record
+    }
+
+    /// The default expert, when an unsure vote should go back to it now: it is usable and not
+    /// running, the vote has been unsure since the start or for `fallback_after_ticks` ticks,
+    /// and no cooldown runs.
+    fn fallback_due(&self, now: Duration) -> Option<String> {
+        let fallback = self.fallback.as_ref()?;
+        let long_enough =
+            !self.confident_seen || self.unsure_ticks >= self.config.fallback_after_ticks;
+        let cooling = self
+            .last_switch
+            .is_some_and(|at| now < at + self.config.cooldown);
+        (Some(fallback) != self.current_expert.as_ref() && long_enough && !cooling)
+            .then(|| fallback.clone())
     }
 }
 
@@ -627,6 +697,95 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
 
     fn at(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    /// TABLE naming bpfland as the default expert (the best over all classes).
+    fn policy_with_default(cooldown_s: u64, fallback_after_ticks: u32) -> Policy {
+        let text = TABLE.replace(
+            "created = \"2026-11-22\"",
+            "created = \"2026-11-22\"\ndefault_expert = \"bpfland\"",
+        );
+        let table = MappingTable::parse(&text, "test").unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let config = PolicyConfig {
+            cooldown: Duration::from_secs(cooldown_s),
+            fallback_after_ticks,
+            ..PolicyConfig::default()
+        };
+        Policy::new(config, classes, &table, |_| true, Some("eevdf".into())).unwrap()
+    }
+
+    /// Before any confident vote the agent runs the table's default expert, from the first
+    /// tick, and that switch starts no cooldown: the first confident vote is followed at once.
+    #[test]
+    fn starts_on_the_default_expert_and_follows_the_first_confident_vote() {
+        let mut p = policy_with_default(15, 6);
+        assert_eq!(p.fallback_expert(), Some("bpfland"));
+        let r1 = p.on_tick(at(1), &BUSY).unwrap();
+        assert_eq!(r1.action, Action::Switch);
+        assert_eq!(r1.reason, Reason::Fallback { unsure_ticks: 1 });
+        assert_eq!(r1.target_expert.as_deref(), Some("bpfland"));
+        assert!(r1.summary().contains("default expert"), "{}", r1.summary());
+        assert_eq!(p.current_expert(), Some("bpfland"));
+        assert_eq!(p.on_tick(at(2), &BUSY).unwrap().action, Action::Stay);
+        let r3 = p.on_tick(at(3), &BUSY).unwrap();
+        assert_eq!((r3.action, r3.reason), (Action::Switch, Reason::Switch));
+        assert_eq!(p.current_expert(), Some("lavd"));
+    }
+
+    /// After a confident switch, an unsure vote goes back to the default expert only after
+    /// `fallback_after_ticks` unsure ticks and outside the cooldown; a phase change, whose
+    /// vote is unsure for a tick or two, goes straight to the new class's expert.
+    #[test]
+    fn a_lasting_unsure_vote_returns_to_the_default_expert() {
+        let mut p = policy_with_default(0, 4);
+        for s in 1..=6 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        let mut fell_back_at = None;
+        for s in 7..=20 {
+            let r = p.on_tick(at(s), &UNSURE).unwrap();
+            if r.action == Action::Switch {
+                assert!(matches!(r.reason, Reason::Fallback { unsure_ticks } if unsure_ticks >= 4));
+                fell_back_at = Some(s);
+                break;
+            }
+        }
+        let at_s = fell_back_at.expect("falls back while the vote stays unsure");
+        assert_eq!(p.current_expert(), Some("bpfland"));
+        // The busy window decays first: the vote is unsure from a few ticks in, then 4 more.
+        assert!((10..=16).contains(&at_s), "fell back at t = {at_s}");
+    }
+
+    #[test]
+    fn an_unsure_vote_waits_for_the_cooldown_before_falling_back() {
+        let mut p = policy_with_default(30, 1);
+        for s in 1..=3 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd")); // switched at t = 3: cooling until 33
+        for s in 4..=32 {
+            let r = p.on_tick(at(s), &UNSURE).unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {}", r.summary());
+        }
+        let r = p.on_tick(at(33), &UNSURE).unwrap();
+        assert!(
+            matches!(r.reason, Reason::Fallback { .. }),
+            "{}",
+            r.summary()
+        );
+    }
+
+    #[test]
+    fn without_a_default_expert_an_unsure_vote_keeps_what_runs() {
+        let mut p = policy(0, "");
+        assert_eq!(p.fallback_expert(), None);
+        for s in 1..=20 {
+            let r = p.on_tick(at(s), &UNSURE).unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {}", r.summary());
+        }
+        assert_eq!(p.current_expert(), Some("eevdf"));
     }
 
     /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:
