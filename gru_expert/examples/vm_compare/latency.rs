@@ -11,7 +11,7 @@
 //! hackbench's 160 processes, and the instrument must not depend on the scheduler measured.
 
 use anyhow::{ensure, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Shell functions of the guest script: `lat_start CSV` starts the recorder (if `LAT=1`) and
 /// waits for its BPF probes to attach; `lat_mark FILE` appends the wall clock in ms;
@@ -35,7 +35,7 @@ const P99: &str = "sched_wakeup_latency_p99_us";
 const WAKEUPS: &str = "sched_wakeups_per_s";
 
 /// Wakeup-to-run latency during one load: over the 1 s ticks wholly inside it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct WakeLatency {
     /// Ticks inside the load.
     pub ticks: usize,
@@ -89,7 +89,7 @@ pub fn from_record(csv: &str, start_ms: u64, end_ms: u64) -> Result<WakeLatency>
         "the wakeup latency is missing in the recording (did the BPF probes load?)"
     );
     // (rows is not empty, so neither median is None.)
-    let median = |v: Vec<f64>| super::median(v).unwrap_or(f64::NAN);
+    let median = |v: Vec<f64>| crate::runs::median(v).unwrap_or(f64::NAN);
     Ok(WakeLatency {
         ticks: rows.len(),
         wakeups_per_s: rows.iter().map(|r| r.2).sum::<f64>() / rows.len() as f64,

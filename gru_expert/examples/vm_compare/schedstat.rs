@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The guest shell function that writes a snapshot to the file `$1`: `/proc/schedstat`, the
 /// local timer interrupts' line of `/proc/interrupts`, then every thread's `stat` and
@@ -38,7 +38,7 @@ pub const SNAPSHOT_SHELL: &str = r#"schedstat() {
 const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Run time, wait and time slices, summed over CPUs or tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delays {
     /// Time tasks ran, ns.
     pub run_ns: u64,
@@ -82,7 +82,8 @@ struct Snapshot {
 
 /// The waits of one load: every task (the CPUs' totals), and kernel threads, together and by
 /// group (`kworker/u4:2-events` → `kworker`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)] // (runs.json of older guests lacks timer_irqs)
 pub struct LoadDelays {
     /// Every task that ran during the load.
     pub all: Delays,
@@ -92,8 +93,8 @@ pub struct LoadDelays {
     pub kthread_groups: BTreeMap<String, Delays>,
     /// The CPUs the run times are summed over.
     pub nr_cpus: u32,
-    /// Local timer interrupts during the load, by CPU (empty when a snapshot has none, as
-    /// before 2026-11-27, or the CPUs differ).
+    /// Local timer interrupts during the load, by CPU (empty when a snapshot has none, from
+    /// an older guest, or the CPUs differ).
     pub timer_irqs: Vec<u64>,
 }
 
