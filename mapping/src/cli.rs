@@ -12,7 +12,7 @@ use log::info;
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
 use crate::live;
 use crate::overhead::{self, MidRunSwitcher};
-use crate::{MachineFingerprint, MappingTable};
+use crate::MappingTable;
 
 /// Calibration stages (ASA paper §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -180,7 +180,7 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     } else {
         load_results(&args.from_results)?
     };
-    let machine = MachineFingerprint::of(&sets[0].machine, &experts);
+    let machine = crate::machine_fingerprint(&sets[0].machine, &experts);
     let opts = PrototypeOptions {
         baseline: args.baseline.clone(),
         noise_floor: args.noise_floor,
@@ -374,7 +374,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
         }
     }
     sets.push(live::static_runs(&set));
-    let machine = MachineFingerprint::of(&set.machine, &catalogue);
+    let machine = crate::machine_fingerprint(&set.machine, &catalogue);
     let opts = PrototypeOptions {
         baseline: args.baseline.clone(),
         noise_floor: args.noise_floor,

@@ -36,30 +36,7 @@ pub fn parse_switch(name: &str) -> Option<(&str, &str)> {
     name.split_once(SWITCH_MARK)
 }
 
-/// The measured cost of one ordered switch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwitchCost {
-    /// Expert switched from.
-    pub from: String,
-    /// Expert switched to.
-    pub to: String,
-    /// Mean UX score lost by one switch in a run of `run_s` seconds: mean over repetitions of
-    /// (score(from) + score(to)) / 2 − score(from>to). Negative values are kept (a switch that
-    /// measured as a gain is noise or a real benefit; the decision treats it as free).
-    pub score_cost: f64,
-    /// Sample standard deviation of the per-repetition costs.
-    pub spread: f64,
-    /// Repetitions (over every scenario) behind it.
-    pub runs: u32,
-    /// Probe duration of the runs, seconds (the cost is per switch in a run this long).
-    pub run_s: f64,
-    /// Median time the switch took, seconds (from starting `to` to `to` scheduling, the old
-    /// expert's stop included): the gain of `to` only starts after it, so the decision counts
-    /// the horizon minus this. Absent in tables written before it was measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub switch_s: Option<f64>,
-}
+pub use asa_mapping_table::SwitchCost;
 
 /// The file in a stage 2 folder where every mid-run switch's duration is appended (one JSON
 /// object per line: `pair`, `switch_s`, `in_run`), so a resumed calibration keeps them.

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 use asa_mapping::calibrate::{self, CalibrationPlan, PrototypeOptions};
-use asa_mapping::MachineFingerprint;
 use asa_scenarios::ExpertSwitcher;
 
 mod common;
@@ -135,7 +134,8 @@ fn calibration_ranks_the_better_scheduler_first_and_resumes() {
     .unwrap_err();
     assert!(format!("{err:#}").contains("other options"), "{err:#}");
 
-    let machine = MachineFingerprint::of(&set.machine, &asa_experts::Catalogue::builtin());
+    let machine =
+        asa_mapping::machine_fingerprint(&set.machine, &asa_experts::Catalogue::builtin());
     let proto = calibrate::prototype(
         std::slice::from_ref(&set),
         machine,
@@ -228,7 +228,8 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
 
     let statics = live::static_runs(&set);
     assert_eq!(statics.options.experts, ["eevdf", "hog"]);
-    let machine = MachineFingerprint::of(&set.machine, &asa_experts::Catalogue::builtin());
+    let machine =
+        asa_mapping::machine_fingerprint(&set.machine, &asa_experts::Catalogue::builtin());
     let proto = calibrate::prototype(
         std::slice::from_ref(&set),
         machine,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use asa_experts::Catalogue;
-use asa_mapping::MappingTable;
+use asa_mapping_table::MappingTable;
 use serde::{Deserialize, Serialize};
 
 use super::classifier::{ModelInfo, OrtRuntime, WorkloadClassifier};

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
-use asa_mapping::MappingTable;
+use asa_mapping_table::MappingTable;
 use serde::{Deserialize, Serialize};
 
 use super::voting::{TimeWeightedVoter, Vote, VotingConfig};
