@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
+use asa_scenarios::progress::Progress;
 use asa_scenarios::report::score_scenario;
 use asa_scenarios::runner::{run_scenario, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult};
 use asa_scenarios::stats;
@@ -457,7 +458,7 @@ pub fn run_or_resume(
     let mut options = set.options.clone();
     options.work_dir = plan.work_dir.clone();
     options.cooldown = plan.cooldown;
-    let total = plan.scenarios.len();
+    let progress = Progress::new(plan.scenarios.len());
     for (i, name) in plan.scenarios.iter().enumerate() {
         if set
             .scenarios
@@ -469,8 +470,8 @@ pub fn run_or_resume(
         set.scenarios.retain(|r| &r.scenario != name);
         let spec = catalogue.scenario(name)?;
         info!(
-            "calibration scenario {}/{total}: {name} — {}",
-            i + 1,
+            "calibration scenario {}: {name} — {}",
+            progress.line(i + 1),
             spec.title
         );
         // Each scenario starts at another expert (and the agent's modes), so none always

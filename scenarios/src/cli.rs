@@ -11,6 +11,7 @@ use log::{error, info};
 
 use crate::catalogue::{Catalogue, ScenarioSpec};
 use crate::dataset::{find_recorder, FeatureRecorder, RecorderConfig};
+use crate::progress::Progress;
 use crate::runner::{
     prepare_scenario, run_one, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
     NoObserver, ResultSet, RunObserver, RunOptions, RunOutcome, ScenarioResult, SkippedRun,
@@ -364,10 +365,15 @@ fn run_interleaved(
     results_path: &Path,
     keep_going: bool,
 ) -> Result<Vec<String>> {
-    let total = selected.len();
+    let progress = Progress::new(selected.len());
     let mut failed = Vec::new();
     for (i, s) in selected.iter().enumerate() {
-        info!("scenario {}/{total}: {} — {}", i + 1, s.name, s.title);
+        info!(
+            "scenario {}: {} — {}",
+            progress.line(i + 1),
+            s.name,
+            s.title
+        );
         // Each scenario starts at another expert (`RunOptions::rotation`).
         let opts = RunOptions {
             rotation: i,
@@ -412,7 +418,7 @@ fn run_by_expert(
         .extend(selected.iter().map(|s| empty_result(s)));
     let mut prepared = std::collections::BTreeSet::new();
     let mut failed = Vec::new();
-    let total = selected.len() * opts.experts.len() * opts.reps as usize;
+    let progress = Progress::new(selected.len() * opts.experts.len() * opts.reps as usize);
     let mut index = 0;
     for rep in 0..opts.reps {
         for expert in &opts.experts {
@@ -435,7 +441,8 @@ fn run_by_expert(
                     continue;
                 }
                 info!(
-                    "run {index}/{total}: {expert}, rep {}, scenario {} — {}",
+                    "run {}: {expert}, rep {}, scenario {} — {}",
+                    progress.line(index),
                     rep + 1,
                     s.name,
                     s.title

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod dataset;
 pub mod loads;
 pub mod probes;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod score;
