@@ -37,6 +37,19 @@ pub enum Outcome {
     SwitchFailed,
 }
 
+/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Per-tick cost in microseconds (wall clock on the decision thread).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct TickCost {
@@ -49,6 +62,11 @@ pub struct TickCost {
     /// Perception by part (procfs files, process scan, BPF counters, features).
     #[serde(default)]
     pub perception: crate::perception::SampleCost,
+    /// CPU time the decision thread used for the tick (perception, inference and decision),
+    /// µs: the agent's own cost, without the time it waited for a CPU (which the wall-clock
+    /// parts include on a busy machine).
+    #[serde(default)]
+    pub cpu_us: f64,
 }
 
 impl TickCost {
@@ -278,6 +296,7 @@ impl DecisionEngine {
     /// or, when the policy says switch, [`Outcome::Switched`] until the caller says otherwise.
     pub fn tick(&mut self, now: Duration) -> Result<TickRecord> {
         let t0 = Instant::now();
+        let cpu0 = thread_cpu_time();
         let sample = self.sampler.sample().context("perception sample")?;
         let t1 = Instant::now();
         let features = sample.to_f32();
@@ -302,6 +321,7 @@ impl DecisionEngine {
                 infer_us: us(t1, t2),
                 decide_us: us(t2, t3),
                 perception: self.sampler.last_cost(),
+                cpu_us: (thread_cpu_time() - cpu0).as_secs_f64() * 1e6,
             },
             features: self.feature_log.as_ref().map(|names| {
                 names

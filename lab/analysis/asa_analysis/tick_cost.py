@@ -42,6 +42,8 @@ def tick_parts(record):
         'inference': cost.get('infer_us', 0.0) / 1e3,
         'decision': cost.get('decide_us', 0.0) / 1e3,
     }
+    if 'cpu_us' in cost:
+        parts['tick CPU time'] = cost['cpu_us'] / 1e3
     perception = cost.get('perception')
     if perception:
         procfs = perception.get('procfs', {})

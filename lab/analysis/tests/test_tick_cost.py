@@ -58,3 +58,11 @@ def test_main_without_logs_says_so(tmp_path):
         assert 'no decision-log' in str(e)
     else:
         raise AssertionError('expected SystemExit')
+
+
+def test_the_tick_cpu_time_is_reported_where_the_log_has_it():
+    rec = json.loads(line(5000, 1000, 0))
+    rec['cost']['cpu_us'] = 2500
+    values = tick_cost.collect(['\n'.join([line(0, 0, 0), json.dumps(rec)])])
+    assert values['tick CPU time'] == [2.5]
+    assert values['tick'] == [6.0]
