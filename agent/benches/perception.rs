@@ -21,6 +21,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use asa_agent::perception::procfs_source::SYSTEM_FILES;
 use asa_agent::perception::{BpfMode, SampleCost, Sampler, SchemaFile};
 
 const CHILD_ENV: &str = "ASA_PERCEPTION_BENCH_HZ";
@@ -104,14 +105,6 @@ impl Parts {
     }
 
     fn print(mut self) {
-        const FILES: [&str; 6] = [
-            "stat",
-            "meminfo",
-            "diskstats",
-            "net/dev",
-            "net/snmp",
-            "loadavg",
-        ];
         let mut line = String::from("      by part, p50 / p99 us:");
         let mut part = |name: &str, v: &mut Vec<f64>| {
             v.sort_by(|a, b| a.total_cmp(b));
@@ -121,7 +114,7 @@ impl Parts {
                 percentile(v, 0.99)
             );
         };
-        for (name, v) in FILES.iter().zip(self.files.iter_mut()) {
+        for (name, v) in SYSTEM_FILES.iter().zip(self.files.iter_mut()) {
             part(name, v);
         }
         part("parse", &mut self.parse);

@@ -28,7 +28,7 @@ pub use features::{
 pub use processes::{
     ProcessScanner, ProcessTick, IO_NEW_READS_PER_SCAN, IO_READS_PER_SCAN, MAX_OPEN_STAT_FILES,
 };
-pub use reader::{ProcReader, ReadCost, PROCESS_SCAN_MIN_INTERVAL_S};
+pub use reader::{ProcReader, ReadCost, PROCESS_SCAN_MIN_INTERVAL_S, SYSTEM_FILES};
 pub use snapshot::{
     CpuTicks, DiskFilter, DiskTotals, MemTotals, NetDevTotals, ProcSnapshot, ProcTexts,
     TcpUdpTotals,

@@ -63,8 +63,8 @@ pub struct ProcReader {
     task_io: std::collections::HashMap<i32, u64>,
 }
 
-/// The files of [`ProcReader`], in buffer order.
-const SYSTEM_FILES: [&str; 6] = [
+/// The system files [`ProcReader`] reads, in the order of [`ReadCost::files_us`].
+pub const SYSTEM_FILES: [&str; 6] = [
     "stat",
     "meminfo",
     "diskstats",
