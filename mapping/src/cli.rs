@@ -361,7 +361,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     let mut switcher = live::LiveSwitcher::new(make_supervisor, launcher);
     let set = calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?;
     drop(switcher);
-    let summary = live::live_summary(&set, &args.baseline, &logs)?;
+    let summary = live::live_summary(&set, &args.baseline, &logs, Some(&start_table))?;
 
     // Refinement: the static runs of this session, plus earlier result sets of this machine.
     let mut sets = load_results(&args.from_results)?;

@@ -203,7 +203,7 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
         "{\"voted_class\":\"xz_compress\",\"target_expert\":\"bpfland\",\"outcome\":\"switched\"}\n",
     )
     .unwrap();
-    let summary = live::live_summary(&set, "eevdf", &logs).unwrap();
+    let summary = live::live_summary(&set, "eevdf", &logs, None).unwrap();
     assert_eq!(summary.experts, ["eevdf", "hog"]);
     let s = &summary.scenarios[0];
     assert_eq!(s.oracle.as_ref().unwrap().0, "eevdf", "{summary:#?}");

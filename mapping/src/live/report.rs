@@ -221,9 +221,19 @@ fn phase_section(summary: &LiveSummary) -> String {
     if lines.is_empty() {
         return String::new();
     }
+    let (mapped, never) = summary.phases_mapped;
+    let reach = match summary.phase_reach_median_s {
+        Some(m) if mapped > 0 => format!(
+            " Time from a phase's start to its mapped expert running: median {m:.1} s over {} \
+             phase(s); {never} of {mapped} never ran it.",
+            mapped - never
+        ),
+        _ if mapped > 0 => format!(" The mapped expert never ran in any of {mapped} phase(s)."),
+        _ => String::new(),
+    };
     format!(
         "\n**The agent phase by phase** (ticks voted while each phase's load ran, the first \
-         tick of a phase left out; switches timed from the phase's start):\n\n{}",
+         tick of a phase left out; switches timed from the phase's start).{reach}\n\n{}",
         lines.concat()
     )
 }

@@ -11,10 +11,11 @@ use asa_scenarios::runner::ResultSet;
 use asa_scenarios::stats;
 use serde::{Deserialize, Serialize};
 
-use super::trace::AgentTrace;
+use super::trace::{AgentTrace, PhaseTrace};
 use super::verdict::{self, Verdict, VerdictCount};
 use super::{is_agent, AGENT, AGENT_DRY_RUN};
 use crate::calibrate::{CellStats, NoiseEstimate};
+use crate::MappingTable;
 
 /// One scenario of the live comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,11 +91,28 @@ pub struct LiveSummary {
     /// Phased scenarios where the agent beat the static oracle beyond the noise.
     #[serde(default)]
     pub phased_wins_beyond_noise: Vec<String>,
+    /// Over the phases of the phased scenarios' agent runs with a mapped expert: the median
+    /// seconds from the phase's start until that expert ran, over the phases where it did.
+    #[serde(default)]
+    pub phase_reach_median_s: Option<f64>,
+    /// Phases with a mapped expert, and how many of them never ran it.
+    #[serde(default)]
+    pub phases_mapped: (u32, u32),
 }
 
 /// Compares the agent with the static experts in `set` (see the module doc). `logs` is the
-/// folder of the agent's decision logs.
-pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<LiveSummary> {
+/// folder of the agent's decision logs; `table`, the table under test, gives each phase's
+/// mapped expert (for the time the agent took to run it).
+pub fn live_summary(
+    set: &ResultSet,
+    baseline: &str,
+    logs: &Path,
+    table: Option<&MappingTable>,
+) -> Result<LiveSummary> {
+    let mapped = |load: &str| -> Option<String> {
+        let class = table?.class(load)?;
+        class.ranked.first().map(|r| r.expert.clone())
+    };
     let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, "the live result set")?;
     let traces = AgentTrace::read_dir(logs)?;
     let mut scored = Vec::new();
@@ -170,7 +188,7 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
                 traces
                     .range(..=r.started_unix_ms)
                     .next_back()
-                    .map(|(_, t)| t.clone().with_phases(r))
+                    .map(|(_, t)| t.clone().with_phases(r, &mapped))
             })
             .collect();
         scenarios.push(LiveScenario {
@@ -229,6 +247,13 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
             phased_wins_beyond_noise.push(s.scenario.clone());
         }
     }
+    let phases: Vec<&PhaseTrace> = scenarios
+        .iter()
+        .flat_map(|s| s.traces.iter().flat_map(|t| t.phases.iter()))
+        .filter(|p| p.mapped.is_some())
+        .collect();
+    let reached: Vec<f64> = phases.iter().filter_map(|p| p.reached_s).collect();
+    let phases_mapped = (phases.len() as u32, (phases.len() - reached.len()) as u32);
     let share = |n: usize| (ranked > 0).then(|| n as f64 / ranked as f64);
     let dry = set.options.experts.iter().any(|e| e == AGENT_DRY_RUN);
     let dry_gains: Vec<f64> = scenarios
@@ -252,6 +277,8 @@ pub fn live_summary(set: &ResultSet, baseline: &str, logs: &Path) -> Result<Live
         dry_run_beyond_noise: dry.then_some(dry_beyond_noise),
         mean_gain_vs_baseline: stats::mean(&gains),
         phased_wins_beyond_noise,
+        phase_reach_median_s: stats::median(&reached),
+        phases_mapped,
     })
 }
 

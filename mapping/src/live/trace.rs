@@ -35,6 +35,8 @@ struct TickMark {
     unix_ms: u64,
     voted: Option<String>,
     switched_to: Option<String>,
+    /// The expert running before the tick's decision.
+    current: Option<String>,
 }
 
 /// What the agent did during one phase of a run.
@@ -47,6 +49,13 @@ pub struct PhaseTrace {
     pub voted: BTreeMap<String, u32>,
     /// Successful switches during the phase: the expert and the seconds since the phase began.
     pub switches: Vec<(String, f64)>,
+    /// The expert the table under test maps the phase's load to (its first-ranked one).
+    #[serde(default)]
+    pub mapped: Option<String>,
+    /// Seconds from the phase's start until the mapped expert ran: 0 when it already ran,
+    /// None when it never did during the phase (or nothing is mapped).
+    #[serde(default)]
+    pub reached_s: Option<f64>,
 }
 
 impl PhaseTrace {
@@ -69,6 +78,12 @@ impl PhaseTrace {
         );
         for (expert, after) in &self.switches {
             line.push_str(&format!(", → {expert} at +{after:.1} s"));
+        }
+        if let Some(mapped) = &self.mapped {
+            match self.reached_s {
+                Some(s) => line.push_str(&format!(" (mapped {mapped} running at +{s:.1} s)")),
+                None => line.push_str(&format!(" (mapped {mapped} never ran)")),
+            }
         }
         line
     }
@@ -107,6 +122,7 @@ impl AgentTrace {
                     unix_ms,
                     voted,
                     switched_to,
+                    current: v["current_expert"].as_str().map(str::to_owned),
                 });
             }
         }
@@ -114,8 +130,9 @@ impl AgentTrace {
     }
 
     /// This trace split by the phases of `run` (see [`AgentTrace::phases`]); unchanged when the
-    /// run has a single phase or its phase times were not recorded.
-    pub fn with_phases(mut self, run: &RunRecord) -> Self {
+    /// run has a single phase or its phase times were not recorded. `mapped(load)` is the
+    /// expert the table under test gives a phase's load, for [`PhaseTrace::reached_s`].
+    pub fn with_phases(mut self, run: &RunRecord, mapped: &dyn Fn(&str) -> Option<String>) -> Self {
         if run.phases.len() < 2
             || run
                 .phases
@@ -147,14 +164,45 @@ impl AgentTrace {
                         Some((expert.clone(), after_s))
                     })
                     .collect();
+                let mapped = mapped(&phase.load);
+                let reached_s = mapped
+                    .as_ref()
+                    .and_then(|m| self.reached(m, phase.started_unix_ms, phase.ended_unix_ms));
                 PhaseTrace {
                     load: phase.load.clone(),
                     voted,
                     switches,
+                    mapped,
+                    reached_s,
                 }
             })
             .collect();
         self
+    }
+
+    /// Seconds from `start` (ms since the epoch) until `expert` ran, within [start, end]: 0 when
+    /// it ran at the start (the last switch before it, else the first tick's running expert).
+    fn reached(&self, expert: &str, start: u64, end: u64) -> Option<f64> {
+        let at_start = self
+            .marks
+            .iter()
+            .filter(|m| m.unix_ms <= start)
+            .filter_map(|m| m.switched_to.as_deref())
+            .next_back()
+            .or_else(|| {
+                self.marks
+                    .iter()
+                    .find(|m| m.unix_ms > start)
+                    .and_then(|m| m.current.as_deref())
+            });
+        if at_start == Some(expert) {
+            return Some(0.0);
+        }
+        self.marks
+            .iter()
+            .filter(|m| m.unix_ms > start && m.unix_ms <= end)
+            .find(|m| m.switched_to.as_deref() == Some(expert))
+            .map(|m| (m.unix_ms - start) as f64 / 1000.0)
     }
 
     /// The agent's logs in `dir`, by the time each agent run started (ms since the epoch).
@@ -214,11 +262,15 @@ mod tests {
             .unwrap()
         };
         let trace = AgentTrace::read(&log).unwrap();
-        let phased = trace.clone().with_phases(&run(&format!(
-            "{},{}",
-            phase("idle", 1000, 4000),
-            phase("xz_compress", 4000, 7000)
-        )));
+        let unmapped = |_: &str| None;
+        let phased = trace.clone().with_phases(
+            &run(&format!(
+                "{},{}",
+                phase("idle", 1000, 4000),
+                phase("xz_compress", 4000, 7000)
+            )),
+            &unmapped,
+        );
         assert_eq!(phased.phases.len(), 2);
         let (idle, xz) = (&phased.phases[0], &phased.phases[1]);
         assert_eq!(idle.load, "idle");
@@ -235,14 +287,70 @@ mod tests {
         // A single phase, or phases without times (older results): no split.
         let single = trace
             .clone()
-            .with_phases(&run(&phase("xz_compress", 1000, 7000)));
+            .with_phases(&run(&phase("xz_compress", 1000, 7000)), &unmapped);
         assert!(single.phases.is_empty());
-        let untimed = trace.with_phases(&run(&format!(
-            "{},{}",
-            phase("idle", 0, 0),
-            phase("xz_compress", 0, 0)
-        )));
+        let untimed = trace.with_phases(
+            &run(&format!(
+                "{},{}",
+                phase("idle", 0, 0),
+                phase("xz_compress", 0, 0)
+            )),
+            &unmapped,
+        );
         assert!(untimed.phases.is_empty());
+    }
+
+    /// The time to the mapped expert is 0 when it ran when the phase began, the time of the
+    /// switch to it otherwise, and unknown when it never ran in the phase.
+    #[test]
+    fn each_phase_gives_the_time_until_its_mapped_expert_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-900.jsonl");
+        let tick = |ms: u64, current: &str, target: &str, outcome: &str| {
+            format!(
+                r#"{{"unix_ms":{ms},"voted_class":null,"current_expert":"{current}","target_expert":"{target}","outcome":"{outcome}"}}"#
+            )
+        };
+        let lines = [
+            tick(1500, "eevdf", "bpfland", "switched"), // idle phase: bpfland from +0.5 s
+            tick(2500, "bpfland", "bpfland", "stay"),
+            tick(4500, "bpfland", "bpfland", "stay"), // xz phase: maps to bpfland, running
+            tick(7500, "bpfland", "lavd", "switched"), // S phase: lavd at +0.5 s
+            tick(9500, "lavd", "lavd", "stay"),       // last phase: rusty never runs
+        ];
+        std::fs::write(&log, lines.join("\n")).unwrap();
+        let phases = [
+            ("idle", 1000, 4000),
+            ("xz_compress", 4000, 7000),
+            ("kernel_build", 7000, 9000),
+            ("disk_io", 9000, 10000),
+        ]
+        .map(|(load, from, to)| {
+            format!(
+                r#"{{"load":"{load}","planned_s":3.0,"output":null,"started_unix_ms":{from},"ended_unix_ms":{to}}}"#
+            )
+        })
+        .join(",");
+        let run: RunRecord = serde_json::from_str(&format!(
+            r#"{{"expert":"asa","rep":0,"pinned":"asa","started_unix_ms":900,
+            "probe":{{"kind":"game","elapsed_s":9.0,"summary":{{}},"samples":{{}}}},
+            "phases":[{phases}],"valid":true}}"#
+        ))
+        .unwrap();
+        let mapped = |load: &str| {
+            Some(
+                match load {
+                    "idle" | "xz_compress" => "bpfland",
+                    "kernel_build" => "lavd",
+                    _ => "rusty",
+                }
+                .to_string(),
+            )
+        };
+        let t = AgentTrace::read(&log).unwrap().with_phases(&run, &mapped);
+        let reached: Vec<Option<f64>> = t.phases.iter().map(|p| p.reached_s).collect();
+        assert_eq!(reached, [Some(0.5), Some(0.0), Some(0.5), None]);
+        assert!(t.phases[3].summary().ends_with("(mapped rusty never ran)"));
     }
 
     #[test]
