@@ -3,7 +3,7 @@
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 
-.PHONY: demo test setup kernel bench-switch scenarios-full
+.PHONY: demo test setup kernel bench-switch scenarios-full live-eval
 
 setup:
 	lab/setup.sh
@@ -41,3 +41,14 @@ SCENARIOS_OUT ?= results/$(shell date -u +%F)-scenarios-every-expert
 scenarios-full: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	scenarios/lab/full-run.sh $(SCENARIOS_OUT)
+
+# Long run, not in CI: the live evaluation of `asa run` against every static expert and its own
+# dry run, on the calibration's 8 scenarios (4 phased), 2 repetitions in rotated order, 60 s
+# runs with phases of at least 30 s, release binaries; about 150 minutes. Writes
+# results/<date>-agent-live-eval/ (live.md: verdicts beyond the measured noise).
+LIVE_EVAL_OUT ?= results/$(shell date -u +%F)-agent-live-eval
+LIVE_EVAL_TABLE ?= results/2026-11-25-agent-live-vs-static/mapping.toml
+live-eval: setup
+	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
+	DURATION=60 MIN_PHASE=30 REPS=2 TIMEOUT=10800 mapping/lab/live-run.sh $(LIVE_EVAL_OUT) \
+	  $(LIVE_EVAL_TABLE) classifier/models/lab/classifier.onnx

@@ -8,7 +8,8 @@
 #   mapping/lab/live-run.sh OUT_DIR TABLE MODEL
 #
 # Settings (environment): SCENARIOS (default P1,P2,P3,P4,S1,S10,S19,S25), EXPERTS
-# (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / SETTLE / COOLDOWN (seconds), REPS,
+# (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / MIN_PHASE / SETTLE / COOLDOWN (seconds;
+# MIN_PHASE lengthens a phased scenario so its shortest phase lasts that long), REPS,
 # AGENT_COOLDOWN (s), AGENT_NICE (the agent's decision thread, default 0), EXPERT_NICE (the
 # experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
 # (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
@@ -20,6 +21,7 @@ SCENARIOS=${SCENARIOS:-P1,P2,P3,P4,S1,S10,S19,S25}
 EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty}
 CLASSES=${CLASSES:-load}
 DURATION=${DURATION:-20}
+MIN_PHASE=${MIN_PHASE:-0}
 SETTLE=${SETTLE:-2}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
@@ -40,7 +42,7 @@ GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN --agent-nice $AGENT_NICE --classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
-  --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
+  --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm live --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" \

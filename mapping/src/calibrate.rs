@@ -381,6 +381,8 @@ pub struct CalibrationPlan {
     pub reps: u32,
     /// Probe duration.
     pub duration: Duration,
+    /// Shortest phase ([`RunOptions::min_phase`]).
+    pub min_phase: Duration,
     /// Load start before the probe.
     pub settle: Duration,
     /// Pause after each run.
@@ -447,6 +449,7 @@ pub fn run_or_resume(
             reps: plan.reps,
             rotation: 0,
             duration: plan.duration,
+            min_phase: plan.min_phase,
             settle: plan.settle,
             cooldown: plan.cooldown,
             work_dir: plan.work_dir.clone(),

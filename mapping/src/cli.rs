@@ -53,6 +53,10 @@ pub struct CalibrateArgs {
     /// Probe duration per run (s).
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
+    /// Shortest phase (s): a scenario whose phases would be shorter at --duration runs longer
+    /// (0: every scenario runs --duration).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_phase: f64,
     /// Load start before the probe (s).
     #[arg(long, default_value_t = 2.0)]
     pub settle: f64,
@@ -509,6 +513,7 @@ fn plan(args: &CalibrateArgs, experts: Vec<String>) -> Result<(CalibrationPlan, 
         experts,
         reps: args.reps,
         duration: secs(args.duration, "duration")?,
+        min_phase: secs(args.min_phase, "min-phase")?,
         settle: secs(args.settle, "settle")?,
         cooldown: secs(args.cooldown, "cooldown")?,
         work_dir: args

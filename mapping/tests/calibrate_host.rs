@@ -80,6 +80,7 @@ fn plan(scenarios: &[&str], reps: u32, work: &std::path::Path) -> CalibrationPla
         experts: vec!["eevdf".into(), "hog".into()],
         reps,
         duration: Duration::from_secs(2),
+        min_phase: Duration::ZERO,
         settle: Duration::from_millis(300),
         cooldown: Duration::from_millis(100),
         work_dir: work.to_owned(),

@@ -101,6 +101,10 @@ pub struct RunArgs {
     /// Probe duration per run in seconds (split over the phases).
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
+    /// Shortest phase in seconds: a scenario whose phases would be shorter at --duration runs
+    /// longer (0: every scenario runs --duration).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_phase: f64,
     /// Seconds the background load runs before the probe starts.
     #[arg(long, default_value_t = 2.0)]
     pub settle: f64,
@@ -244,6 +248,8 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
     }
     let valid_times = args.duration.is_finite()
         && args.duration > 0.0
+        && args.min_phase.is_finite()
+        && args.min_phase >= 0.0
         && args.settle.is_finite()
         && args.settle >= 0.0
         && args.cooldown.is_finite()
@@ -269,6 +275,7 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
         reps: args.reps,
         rotation: 0,
         duration: Duration::from_secs_f64(args.duration),
+        min_phase: Duration::from_secs_f64(args.min_phase),
         settle: Duration::from_secs_f64(args.settle),
         cooldown: Duration::from_secs_f64(args.cooldown),
         work_dir,

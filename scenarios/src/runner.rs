@@ -137,6 +137,10 @@ pub struct RunOptions {
     pub rotation: usize,
     /// Probe duration, split over the phases.
     pub duration: Duration,
+    /// Shortest phase: a scenario whose phases would be shorter at [`RunOptions::duration`]
+    /// runs longer, so its shortest phase lasts this long (0: every scenario runs `duration`).
+    #[serde(default)]
+    pub min_phase: Duration,
     /// Time the first load runs before the probe starts.
     pub settle: Duration,
     /// Pause after each run (loads stopped), so one run's tail does not leak into the next.
@@ -397,6 +401,17 @@ pub enum RunOutcome {
     Skipped(SkippedRun),
 }
 
+/// How long a scenario's probe runs: [`RunOptions::duration`], or longer when its shortest
+/// phase would be shorter than [`RunOptions::min_phase`].
+pub fn scenario_duration(opts: &RunOptions, phases: &[crate::catalogue::PhaseSpec]) -> Duration {
+    let total: f64 = phases.iter().map(|p| p.share).sum();
+    let shortest = phases.iter().map(|p| p.share).fold(f64::INFINITY, f64::min);
+    if opts.min_phase.is_zero() || !(shortest > 0.0 && total > 0.0) {
+        return opts.duration;
+    }
+    opts.duration.max(opts.min_phase.mul_f64(total / shortest))
+}
+
 /// Run one scenario for every expert and repetition in `opts`.
 pub fn run_scenario(
     catalogue: &Catalogue,
@@ -513,10 +528,11 @@ fn measure(
     let probe = &catalogue.probes[&scenario.probe];
     let phases = scenario.phases();
     let total_share: f64 = phases.iter().map(|p| p.share).sum();
+    let duration = scenario_duration(opts, &phases);
     let started_unix_ms = now_ms();
     let t0 = Instant::now();
     let mut records = Vec::new();
-    let phase_len = |share: f64| opts.duration.mul_f64(share / total_share);
+    let phase_len = |share: f64| duration.mul_f64(share / total_share);
     let start_phase = |i: usize| -> Result<Option<RunningLoad>> {
         let p = &phases[i];
         if p.load == IDLE {
@@ -539,7 +555,7 @@ fn measure(
     std::thread::sleep(opts.settle);
     let stop = Arc::new(AtomicBool::new(false));
     let settings = probe.settings.clone();
-    let (duration, work) = (opts.duration, opts.work_unit);
+    let work = opts.work_unit;
     let stop_p = stop.clone();
     let probe_started_unix_ms = now_ms();
     let probe_thread = std::thread::Builder::new()
@@ -624,7 +640,56 @@ fn measure(
 
 #[cfg(test)]
 mod tests {
-    use super::run_order;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::{run_order, scenario_duration, RunOptions};
+
+    fn phase(load: &str, share: f64) -> crate::catalogue::PhaseSpec {
+        crate::catalogue::PhaseSpec {
+            load: load.into(),
+            share,
+        }
+    }
+
+    /// P1's phases (shares 1, 2, 1) at 60 s would last 15, 30 and 15 s; with a 30 s minimum the
+    /// scenario runs 120 s. A single-load scenario runs max(duration, min_phase).
+    #[test]
+    fn a_minimum_phase_lengthens_only_the_scenarios_that_need_it() {
+        let opts = |duration_s: u64, min_phase_s: u64| RunOptions {
+            experts: vec!["eevdf".into()],
+            reps: 1,
+            rotation: 0,
+            duration: Duration::from_secs(duration_s),
+            min_phase: Duration::from_secs(min_phase_s),
+            settle: Duration::ZERO,
+            cooldown: Duration::ZERO,
+            work_dir: PathBuf::new(),
+            work_unit: crate::work::WorkUnit::calibrate_with(2, 1.0),
+        };
+        let p1 = [
+            phase("idle", 1.0),
+            phase("kernel_build", 2.0),
+            phase("network", 1.0),
+        ];
+        let s1 = [phase("archive_extract", 1.0)];
+        assert_eq!(
+            scenario_duration(&opts(60, 30), &p1),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            scenario_duration(&opts(60, 30), &s1),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            scenario_duration(&opts(60, 0), &p1),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            scenario_duration(&opts(20, 30), &s1),
+            Duration::from_secs(30)
+        );
+    }
 
     #[test]
     fn run_order_rotates_and_wraps() {

@@ -383,7 +383,7 @@ impl Policy {
             current_expert,
             last_switch: None,
             tick: 0,
-            fallback: mapping.default_expert.clone().filter(|e| usable(e)),
+            fallback: mapping.default_expert().filter(|e| usable(e)),
             unsure_ticks: 0,
             confident_seen: false,
         })

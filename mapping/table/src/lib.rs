@@ -400,15 +400,20 @@ impl MappingTable {
         self.validate(origin, &catalogue.names(), classes)
     }
 
-    /// The expert with the best mean score over the classes that rank it, among those ranked
-    /// in every class (so no expert wins on a class it was never measured in), with that mean;
-    /// ties go to the expert ranked first in the first class. None for a table without classes.
+    /// The expert with the best mean score over the classes that compare experts (those ranking
+    /// two or more: a class measured under one expert says nothing about the others), among
+    /// the experts ranked in every such class, with that mean; ties go to the expert ranked
+    /// first in the first such class. None when no class ranks two experts.
     pub fn overall_best(&self) -> Option<(String, f64)> {
-        let first = self.classes.first()?;
+        let compared: Vec<&ClassMapping> = self
+            .classes
+            .iter()
+            .filter(|c| c.ranked.len() >= 2)
+            .collect();
+        let first = compared.first()?;
         let mut best: Option<(String, f64)> = None;
         for candidate in &first.ranked {
-            let scores: Option<Vec<f64>> = self
-                .classes
+            let scores: Option<Vec<f64>> = compared
                 .iter()
                 .map(|c| {
                     c.ranked
@@ -424,6 +429,18 @@ impl MappingTable {
             }
         }
         best
+    }
+
+    /// The expert the agent runs at start-up and when its vote is unsure: the stated
+    /// `default_expert`, else, for a calibrated table, its [`MappingTable::overall_best`]
+    /// (tables calibrated before the field existed); None for a hand-written table that names
+    /// none.
+    pub fn default_expert(&self) -> Option<String> {
+        self.default_expert.clone().or_else(|| {
+            (self.source != "hand-written")
+                .then(|| self.overall_best().map(|(expert, _)| expert))
+                .flatten()
+        })
     }
 
     /// The table as TOML text (what `asa calibrate` writes).
@@ -621,20 +638,35 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
         assert!(err.to_string().contains("asa.experts v1"), "{err}");
     }
 
-    /// Only an expert ranked in every class can be the overall best: bpfland leads the first
-    /// class but is unmeasured in the second, so eevdf (mean 0.55) is it.
+    /// A class ranking one expert compares nothing and is left out: in TWO_CLASSES only the
+    /// first class counts, where bpfland leads. Once the second ranks two experts, an expert
+    /// must be ranked in both.
     #[test]
-    fn the_overall_best_is_ranked_in_every_class() {
+    fn the_overall_best_is_ranked_in_every_class_that_compares() {
         let t = MappingTable::parse(&table(TWO_CLASSES), "t").unwrap();
         let (expert, mean) = t.overall_best().unwrap();
-        assert_eq!(expert, "eevdf");
-        assert!((mean - 0.55).abs() < 1e-12);
+        assert_eq!(expert, "bpfland");
+        assert!((mean - 0.8).abs() < 1e-12);
         let both = TWO_CLASSES.replace(
             r#"ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]"#,
             r#"ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }, { expert = "bpfland", score = 0.45, spread = 0.0, runs = 0 }]"#,
         );
         let t = MappingTable::parse(&table(&both), "t").unwrap();
         assert_eq!(t.overall_best().unwrap().0, "bpfland"); // (0.8 + 0.45) / 2 > 0.55
+        let eevdf_better = both.replace("score = 0.45", "score = 0.2");
+        let t = MappingTable::parse(&table(&eevdf_better), "t").unwrap();
+        assert_eq!(t.overall_best().unwrap().0, "eevdf"); // 0.55 > (0.8 + 0.2) / 2
+    }
+
+    #[test]
+    fn a_calibrated_table_without_a_default_expert_uses_its_overall_best() {
+        let hand = MappingTable::parse(&table(TWO_CLASSES), "t").unwrap();
+        assert_eq!(hand.default_expert(), None);
+        let mut calibrated = hand.clone();
+        calibrated.source = "live".into();
+        assert_eq!(calibrated.default_expert().as_deref(), Some("bpfland"));
+        calibrated.default_expert = Some("eevdf".into());
+        assert_eq!(calibrated.default_expert().as_deref(), Some("eevdf"));
     }
 
     #[test]

@@ -480,6 +480,7 @@ mod tests {
             reps: 1,
             rotation: 0,
             duration: Duration::from_millis(2400),
+            min_phase: Duration::ZERO,
             settle: Duration::from_millis(300),
             cooldown: Duration::ZERO,
             work_dir: work.path().to_owned(),
