@@ -1,5 +1,5 @@
 # The two things to run on a fresh machine (each installs what it needs first):
-#   make demo   boot the lab VM and show ASA pinning an expert under a workload
+#   make demo   boot the lab VM and show asa run switching experts on its own, then asa pin gru
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 
@@ -12,7 +12,7 @@ kernel: setup
 	$(CARGO) run --quiet -p asa-lab -- kernel
 
 demo: setup
-	$(CARGO) build --release -p asa-agent -p asa-lab
+	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-gru-expert
 	target/release/asa-lab demo
 
 test: kernel

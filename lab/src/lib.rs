@@ -11,6 +11,7 @@
 //! # anyhow::Ok(())
 //! ```
 
+pub mod demo;
 pub mod image;
 pub mod kernel;
 pub mod rootfs;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use asa_lab::{GuestRun, Kernel, Lab};
+use asa_lab::{demo, GuestRun, Kernel, Lab};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -65,14 +65,12 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// The demo: boot the VM, pin an expert, run a small workload under it, restore EEVDF.
+    /// The demo: boot the VM, let `asa run` recognise an idle machine, then xz, then idle
+    /// again and switch on its own; pin the GRU expert under a load; end on EEVDF.
     Demo {
         /// The `asa` binary (default: next to asa-lab).
         #[arg(long)]
         asa: Option<PathBuf>,
-        /// Expert to pin.
-        #[arg(long, default_value = "bpfland")]
-        expert: String,
     },
     /// Benchmark: switch time of every ordered pair of experts, in one VM run.
     BenchSwitch {
@@ -141,32 +139,6 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// What the demo runs in the guest.
-fn demo_script(expert: &str) -> String {
-    format!(
-        r#"set -u
-step() {{ echo; echo "=== $*"; }}
-step "kernel $(uname -r), sched_ext state: $(cat /sys/kernel/sched_ext/state)"
-asa experts
-step "asa pin {expert}  (foreground supervisor, in the background of this shell)"
-asa pin {expert} &
-PIN=$!
-asa status --wait-for {expert} --timeout 90 || exit 1
-step "workload under {expert}: stress-ng, 2 CPU hogs + 4 pipe ping-pong pairs, 10 s"
-stress-ng --cpu 2 --pipe 4 --timeout 10s --metrics-brief 2>&1 | grep -v '^stress-ng: info: .*dispatching'
-rc=$?
-step "status after the workload"
-asa status
-step "Ctrl-C (SIGINT) to asa pin: it stops {expert} and restores EEVDF"
-kill -INT $PIN
-wait $PIN
-step "sched_ext state: $(cat /sys/kernel/sched_ext/state)"
-asa status
-exit $rc
-"#
-    )
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -249,18 +221,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(exit_code(outcome.exit_code))
         }
-        Command::Demo { asa, expert } => {
+        Command::Demo { asa } => {
             let lab = Lab::new()?;
             eprintln!(
                 "asa-lab: booting {} under qemu (TCG, 2 vCPUs)",
                 lab.kernel.release
             );
-            let mut run = GuestRun::new("demo", &demo_script(&expert)).with_asa(&asa_binary(&asa)?);
-            run.experts = vec![expert];
-            run.host_tools = vec!["stress-ng".into()];
-            run.vm.timeout = Duration::from_secs(300);
+            let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../classifier/models/default/classifier.onnx");
+            if !model.is_file() {
+                bail!("the default classifier {} is missing", model.display());
+            }
+            // The gru expert brings ONNX Runtime into the guest; the agent's classifier uses it.
+            let script = demo::script("/lab/classifier.onnx", asa_lab::GRU_GUEST_ORT_LIB);
+            let mut run = GuestRun::new("demo", &script).with_asa(&asa_binary(&asa)?);
+            run.experts = ["bpfland", "lavd", "rusty", "gru"].map(String::from).into();
+            run.host_tools = vec!["stress-ng".into(), "xz".into()];
+            run.files
+                .push((model, PathBuf::from("/lab/classifier.onnx")));
+            run.vm.timeout = Duration::from_secs(420);
             run.vm.echo_console = true;
             let outcome = lab.run(&run)?;
+            println!("\n=== what the agent did (its decision log)\n");
+            match outcome.read_out(demo::DECISION_LOG) {
+                Ok(log) => print!("{}", demo::summary(&log)),
+                Err(e) => println!("no decision log: {e:#}"),
+            }
             eprintln!(
                 "asa-lab: demo finished with status {} (boot {:.1} s, whole run {:.1} s)",
                 outcome.exit_code,

@@ -1,0 +1,177 @@
+//! `make demo` (`asa-lab demo`): the agent doing its main job in the lab VM. `asa run` watches
+//! an idle machine, then `xz` compressing, then idle again, and switches on its own (the
+//! default classifier knows `idle` and `xz_compress`; the default table maps xz to bpfland);
+//! `asa status` shows what it sees and decides at each step. Then `asa pin gru` runs our
+//! learned scheduler under a load, and the machine goes back to EEVDF. Afterwards
+//! [`summary`] turns the agent's decision log into a short table of what it did and when.
+
+use std::fmt::Write as _;
+
+/// Where the guest writes the agent's decision log (under /lab/out, copied back).
+pub const DECISION_LOG: &str = "decisions.jsonl";
+
+/// The guest script. `model` and `onnxruntime` are the guest paths of the classifier and of
+/// ONNX Runtime's library.
+pub fn script(model: &str, onnxruntime: &str) -> String {
+    format!(
+        r#"set -u
+step() {{ echo; echo "=== $*"; }}
+step "kernel $(uname -r), sched_ext state: $(cat /sys/kernel/sched_ext/state)"
+asa experts
+seq 1 3000000 > /tmp/corpus
+step "asa run: the agent, with the default classifier (idle, xz_compress) and table"
+asa run --model {model} --onnxruntime {onnxruntime} --cooldown-s 5 \
+  --decision-log /lab/out/{DECISION_LOG} &
+AGENT=$!
+sleep 12
+step "idle for 12 s: what the agent sees and decides"
+asa status
+step "xz -9 on two threads for 30 s: the agent should recognise xz_compress and switch"
+end=$(( $(date +%s) + 30 ))
+( while [ $(date +%s) -lt $end ]; do xz -9 -T2 -c /tmp/corpus > /dev/null; done ) &
+XZ=$!
+sleep 15
+asa status
+wait $XZ
+step "idle again for 20 s: the agent goes back to the idle class's expert"
+sleep 20
+asa status
+step "SIGTERM to asa run: it restores EEVDF"
+kill -TERM $AGENT
+wait $AGENT
+step "asa pin gru: our learned scheduler under stress-ng (2 CPU hogs, 2 context-switch pairs)"
+asa pin gru &
+PIN=$!
+asa status --wait-for gru --timeout 120 || exit 1
+stress-ng --cpu 2 --switch 2 --timeout 10s --metrics-brief 2>&1 | grep -v 'dispatching'
+asa status
+kill -INT $PIN
+wait $PIN
+step "sched_ext state: $(cat /sys/kernel/sched_ext/state)"
+"#
+    )
+}
+
+/// One tick of the decision log, as far as the summary needs it.
+#[derive(Debug, Clone, PartialEq)]
+struct Tick {
+    at_s: f64,
+    voted: Option<String>,
+    current: Option<String>,
+    target: Option<String>,
+    outcome: String,
+    detail: Option<String>,
+}
+
+fn parse_tick(line: &str) -> Option<Tick> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let text = |k: &str| v[k].as_str().map(str::to_string);
+    Some(Tick {
+        at_s: v["at_s"].as_f64()?,
+        voted: text("voted_class"),
+        current: text("current_expert"),
+        target: text("target_expert"),
+        outcome: text("outcome").unwrap_or_default(),
+        detail: text("detail"),
+    })
+}
+
+/// The decision log (JSON lines of `asa run --decision-log`) as a short Markdown summary: one
+/// row per stretch of ticks with the same voted class and expert, then every switch with its
+/// time and how long it took.
+pub fn summary(log: &str) -> String {
+    let ticks: Vec<Tick> = log.lines().filter_map(parse_tick).collect();
+    if ticks.is_empty() {
+        return "The agent logged no tick.\n".to_string();
+    }
+    let mut out = String::from(
+        "| from s | to s | ticks | voted class | expert running |\n|---:|---:|---:|---|---|\n",
+    );
+    let mut start = 0;
+    for i in 1..=ticks.len() {
+        let same = i < ticks.len()
+            && ticks[i].voted == ticks[start].voted
+            && ticks[i].current == ticks[start].current;
+        if !same {
+            let (a, b) = (&ticks[start], &ticks[i - 1]);
+            let _ = writeln!(
+                out,
+                "| {:.0} | {:.0} | {} | {} | {} |",
+                a.at_s,
+                b.at_s,
+                i - start,
+                a.voted.as_deref().unwrap_or("(none yet)"),
+                a.current.as_deref().unwrap_or("?"),
+            );
+            start = i;
+        }
+    }
+    let switches: Vec<&Tick> = ticks
+        .iter()
+        .filter(|t| t.outcome == "switched" || t.outcome == "switch_failed")
+        .collect();
+    if switches.is_empty() {
+        out.push_str("\nNo switch.\n");
+    }
+    for t in switches {
+        let _ = writeln!(
+            out,
+            "\n- at {:.0} s: {} → {} ({}){}",
+            t.at_s,
+            t.current.as_deref().unwrap_or("?"),
+            t.target.as_deref().unwrap_or("?"),
+            t.voted.as_deref().unwrap_or("no confident vote"),
+            match (&t.outcome[..], &t.detail) {
+                ("switch_failed", Some(d)) => format!(": FAILED, {d}"),
+                (_, Some(d)) => format!(": {d}"),
+                _ => String::new(),
+            }
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(at_s: f64, voted: &str, current: &str, target: &str, outcome: &str) -> String {
+        format!(
+            r#"{{"at_s":{at_s},"voted_class":{voted},"current_expert":"{current}","target_expert":"{target}","outcome":"{outcome}","detail":null}}"#
+        )
+    }
+
+    #[test]
+    fn the_summary_groups_ticks_by_class_and_expert_and_lists_the_switches() {
+        let log = [
+            line(1.0, "null", "eevdf", "eevdf", "stay"),
+            line(2.0, r#""idle""#, "eevdf", "eevdf", "stay"),
+            line(3.0, r#""idle""#, "eevdf", "eevdf", "stay"),
+            line(4.0, r#""xz_compress""#, "eevdf", "bpfland", "switched"),
+            line(5.0, r#""xz_compress""#, "bpfland", "bpfland", "stay"),
+        ]
+        .join("\n");
+        let s = summary(&log);
+        assert!(s.contains("| 1 | 1 | 1 | (none yet) | eevdf |"), "{s}");
+        assert!(s.contains("| 2 | 3 | 2 | idle | eevdf |"), "{s}");
+        assert!(s.contains("| 4 | 4 | 1 | xz_compress | eevdf |"), "{s}");
+        assert!(s.contains("| 5 | 5 | 1 | xz_compress | bpfland |"), "{s}");
+        assert!(s.contains("- at 4 s: eevdf → bpfland (xz_compress)"), "{s}");
+    }
+
+    #[test]
+    fn an_empty_or_broken_log_says_so() {
+        assert_eq!(summary(""), "The agent logged no tick.\n");
+        assert_eq!(summary("not json\n"), "The agent logged no tick.\n");
+        assert!(summary(&line(1.0, "null", "eevdf", "eevdf", "stay")).contains("No switch."));
+    }
+
+    #[test]
+    fn the_script_runs_the_agent_then_pins_gru_and_ends_on_eevdf() {
+        let s = script("/lab/m.onnx", "/lab/ort.so");
+        assert!(s.contains("asa run --model /lab/m.onnx --onnxruntime /lab/ort.so"));
+        assert!(s.contains(&format!("--decision-log /lab/out/{DECISION_LOG}")));
+        assert!(s.find("asa run").unwrap() < s.find("asa pin gru").unwrap());
+        assert!(s.contains("kill -TERM $AGENT") && s.contains("kill -INT $PIN"));
+    }
+}
