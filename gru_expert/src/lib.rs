@@ -33,5 +33,6 @@ pub mod floor_skel {
 pub mod features;
 pub mod follow_gate;
 pub mod inference;
+pub mod metrics;
 pub mod model;
 pub mod stats;

@@ -150,6 +150,54 @@ pub struct BpfCounters {
 }
 
 impl BpfCounters {
+    /// The counters of the BPF scheduler's .bss; `wake_cpus` is how many CPUs' wake-queue
+    /// counts to copy (0 without `--wake-balance`, which alone keeps them).
+    pub fn from_bss(bss: &crate::bpf_skel::types::bss, wake_cpus: usize) -> Self {
+        Self {
+            nr_events: bss.nr_events,
+            nr_ringbuf_drops: bss.nr_ringbuf_drops,
+            nr_events_fresh: bss.nr_events_fresh,
+            nr_events_gap: bss.nr_events_gap,
+            nr_ringbuf_wakeups: bss.nr_ringbuf_wakeups,
+            nr_pred_applied: bss.nr_pred_applied,
+            nr_pred_applied_select: bss.nr_pred_applied_select,
+            nr_pred_moved: bss.nr_pred_moved,
+            nr_pred_missing: bss.nr_pred_missing,
+            nr_pred_stale: bss.nr_pred_stale,
+            nr_pred_disallowed: bss.nr_pred_disallowed,
+            nr_pred_busy: bss.nr_pred_busy,
+            nr_pred_prev_idle: bss.nr_pred_prev_idle,
+            nr_pred_ignored: bss.nr_pred_ignored,
+            nr_pred_paused: bss.nr_pred_paused,
+            nr_direct_idle: bss.nr_direct_idle,
+            nr_shared_enqueued: bss.nr_shared_enqueued,
+            nr_pinned_local: bss.nr_pinned_local,
+            nr_usersched_local: bss.nr_usersched_local,
+            nr_usersched_queued: bss.nr_usersched_queued,
+            nr_wakeup_preempts: bss.nr_wakeup_preempts,
+            nr_pinned_preempts: bss.nr_pinned_preempts,
+            nr_deferred_preempts: bss.nr_deferred_preempts,
+            nr_timer_preempts: bss.nr_timer_preempts,
+            nr_kthread_preempts: bss.nr_kthread_preempts,
+            nr_slices_shortened: bss.nr_slices_shortened,
+            nr_burst_keyed: bss.nr_burst_keyed,
+            nr_select_no_idle: bss.nr_select_no_idle,
+            nr_dispatch_affine: bss.nr_dispatch_affine,
+            nr_prev_kept: bss.nr_prev_kept,
+            nr_wake_queued: bss.nr_wake_queued,
+            nr_wake_stolen: bss.nr_wake_stolen,
+            nr_wake_balanced: bss.nr_wake_balanced,
+            nr_hint_shared: bss.nr_hint_shared,
+            nr_hint_wake: bss.nr_hint_wake,
+            nr_hint_wake_by_cpu: bss.nr_hint_wake_cpu[..wake_cpus.min(bss.nr_hint_wake_cpu.len())]
+                .to_vec(),
+            nr_waits_short: bss.nr_waits_short,
+            wait_ns_short: bss.wait_ns_short,
+            nr_waits_long: bss.nr_waits_long,
+            wait_ns_long: bss.wait_ns_long,
+        }
+    }
+
     /// All placements that did not follow a prediction.
     pub fn fallbacks(&self) -> u64 {
         self.nr_pred_missing

@@ -224,6 +224,12 @@ rec stress_hog_rc $?
 cat /sys/kernel/sched_ext/root/events > /lab/out/events-1.txt
 "#;
 
+/// `scx_gru --monitor` for a few seconds next to the running scheduler: its stats server's
+/// lines (SIGTERM from `timeout` ends it).
+const MONITOR: &str = r#"
+timeout 4 scx_gru --monitor 1 > /lab/out/monitor.log 2>&1
+"#;
+
 /// The kernel's sched_ext event counter `name` in the guest's dump `file` of
 /// `/sys/kernel/sched_ext/root/events`.
 fn scx_event(outcome: &VmOutcome, file: &str, name: &str) -> u64 {
@@ -243,13 +249,38 @@ fn vm_gru_without_model_runs_fallback_only() {
     let outcome = run_guest_with(
         "gru-fallback",
         false,
-        &format!("{MANY_TASKS}{HOG_ALONE}"),
+        &format!("{MANY_TASKS}{HOG_ALONE}{MONITOR}"),
         "--preempt-min-run-us 250 --slice-min-us 500 --dispatch-affinity-us 1000 \
-         --deferred-preempt-us 1000 --kthread-preempt-us 100 --wake-balance 1",
+         --deferred-preempt-us 1000 --kthread-preempt-us 100 --wake-balance 1 --stats 1",
     );
     let r = results(&outcome);
     check_lifecycle(&r);
     assert_eq!(r["stress_hog_rc"], "0", "{r:?}");
+    // The stats server: `--stats 1` printed the scheduler's lines into its own log, and
+    // `--monitor 1`, another process, printed them too.
+    let log = outcome.read_out("scx_gru.log").unwrap();
+    assert!(!log.contains("no stats server"), "{log}");
+    // One line a second, not one every two: a request wakes scx_gru's loop, which sleeps up
+    // to a second in its epoll without events (fallback-only).
+    let uptimes: Vec<f64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("[scx_gru] fallback-only up "))
+        .filter_map(|rest| rest.split_once('s')?.0.parse().ok())
+        .collect();
+    let last = uptimes
+        .last()
+        .copied()
+        .unwrap_or_else(|| panic!("no --stats line: {log}"));
+    assert!(
+        uptimes.len() as f64 >= 0.75 * last,
+        "{} --stats lines in {last} s: {log}",
+        uptimes.len()
+    );
+    let monitor = outcome.read_out("monitor.log").unwrap();
+    assert!(
+        monitor.contains("[scx_gru] fallback-only up ") && monitor.contains("wake queued "),
+        "{monitor}"
+    );
     // A hog alone on its CPU keeps it when its slice ends, with scx_gru's slice: left to the
     // kernel it got the default 20 ms one (SCX_EV_REFILL_SLICE_DFL: 145 in these 3 s before
     // gru_dispatch refilled it), and whatever came to that CPU next without preempting waited
