@@ -434,46 +434,30 @@ fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
     }
 }
 
+/// The dry run's control socket: `status` from the shared snapshot, everything else refused.
+/// Each client on its own thread with the bounds of [`control::serve`].
 fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: SchedExt) {
-    std::thread::Builder::new()
-        .name("control-socket".into())
-        .spawn(move || {
-            let me = nix::unistd::geteuid().as_raw();
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let response = match control::peer_uid(&stream) {
-                    Ok(uid) if uid == 0 || uid == me => match control::read_request(&stream) {
-                        Ok(Request::Status) => {
-                            let mut st = status.lock().unwrap().clone();
-                            st.kernel = scx.snapshot().ok();
-                            Response {
-                                ok: true,
-                                error: None,
-                                status: Some(st),
-                                switch: None,
-                            }
-                        }
-                        Ok(_) => refuse("this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin"),
-                        Err(e) => refuse(&format!("{e:#}")),
-                    },
-                    Ok(uid) => refuse(&format!("uid {uid} may not control the agent")),
-                    Err(e) => refuse(&format!("{e:#}")),
-                };
-                if let Err(e) = control::write_response(&stream, &response) {
-                    log::warn!("answering a control request: {e:#}");
+    control::serve(
+        listener,
+        Arc::new(AtomicBool::new(false)),
+        move |request| {
+            match request {
+            Request::Status => {
+                let mut st = status.lock().unwrap().clone();
+                st.kernel = scx.snapshot().ok();
+                Response {
+                    ok: true,
+                    error: None,
+                    status: Some(st),
+                    switch: None,
                 }
             }
-        })
-        .expect("spawning the control socket thread");
-}
-
-fn refuse(error: &str) -> Response {
-    Response {
-        ok: false,
-        error: Some(error.to_string()),
-        status: None,
-        switch: None,
-    }
+            _ => control::refusal(
+                "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin",
+            ),
+        }
+        },
+    );
 }
 
 /// Where the decision loop gets the agent's state from and publishes its decisions.
