@@ -102,6 +102,9 @@ pub struct DecisionStatus {
     pub last: Option<TickRecord>,
     /// The latest tick on which the policy chose to switch (whatever became of it).
     pub last_switch: Option<TickRecord>,
+    /// Experts with failures on record: quarantined ones are skipped by the decision.
+    #[serde(default)]
+    pub quarantine: Vec<crate::decision::quarantine::QuarantineEntry>,
 }
 
 /// The agent's answer.

@@ -29,6 +29,7 @@ use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
 };
 use crate::decision::policy::{PolicyConfig, Reason};
+use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
 use crate::decision::voting::VotingConfig;
 
 /// The config file read when it exists and `--config` is not given.
@@ -135,6 +136,17 @@ pub struct PolicySection {
     pub min_support: Option<f64>,
     /// Switching penalty horizon: how long a recognised class is expected to last (s).
     pub horizon_s: Option<f64>,
+    /// Failures within `quarantine_window_s` that quarantine an expert.
+    pub quarantine_failures: Option<u32>,
+    /// Window in which an expert's failures are counted (s).
+    pub quarantine_window_s: Option<f64>,
+    /// First quarantine (s); it doubles with each failure until the expert has run
+    /// `healthy_after_s`.
+    pub quarantine_base_s: Option<f64>,
+    /// Longest quarantine (s).
+    pub quarantine_max_s: Option<f64>,
+    /// Run time after which an expert's failures and back-off are forgotten (s).
+    pub healthy_after_s: Option<f64>,
 }
 
 impl ConfigFile {
@@ -242,6 +254,25 @@ impl RunSettings {
                 Some(h) => Duration::from_secs_f64(h),
                 None => defaults.horizon,
             },
+            quarantine: {
+                let d = defaults.quarantine;
+                let secs = |key: &str, v: Option<f64>, default: Duration| match v {
+                    Some(v) if !v.is_finite() || v < 0.0 => {
+                        bail!("[policy] {key} must be a number of seconds >= 0 (got {v})")
+                    }
+                    Some(v) => Ok(Duration::from_secs_f64(v)),
+                    None => Ok(default),
+                };
+                let q = QuarantineConfig {
+                    failures: p.quarantine_failures.unwrap_or(d.failures),
+                    window: secs("quarantine_window_s", p.quarantine_window_s, d.window)?,
+                    base: secs("quarantine_base_s", p.quarantine_base_s, d.base)?,
+                    max: secs("quarantine_max_s", p.quarantine_max_s, d.max)?,
+                    healthy_after: secs("healthy_after_s", p.healthy_after_s, d.healthy_after)?,
+                };
+                q.check().context("[policy] in the config file")?;
+                q
+            },
         };
         policy
             .voting
@@ -332,6 +363,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         ticks: 0,
         last: None,
         last_switch: None,
+        quarantine: Vec::new(),
     });
     handle.clone().serve(listener);
     log::info!(
@@ -397,6 +429,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             ticks: 0,
             last: None,
             last_switch: None,
+            quarantine: Vec::new(),
         }),
     }));
     let served = match control::bind(&ctx.socket) {
@@ -474,9 +507,10 @@ impl Sink {
         }
     }
 
-    fn publish(&self, record: &TickRecord) {
+    fn publish(&self, record: &TickRecord, quarantine: Vec<QuarantineEntry>) {
         let update = |d: &mut DecisionStatus| {
             d.ticks += 1;
+            d.quarantine = quarantine;
             d.last = Some(record.clone());
             if record.outcome != Outcome::Stay {
                 d.last_switch = Some(record.clone());
@@ -553,6 +587,17 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
     )
 }
 
+/// Counts a failure of `expert` towards its quarantine, and says so when it starts one.
+fn note_failure(engine: &mut DecisionEngine, expert: &str, now: Duration, why: &str) {
+    match engine.policy_mut().note_expert_failed(expert, now, why) {
+        Some(length) => log::warn!(
+            "{expert} failed again ({why}): quarantined for {:.0} s, the decision skips it meanwhile",
+            length.as_secs_f64()
+        ),
+        None => log::info!("{expert} failed ({why}): counted towards its quarantine"),
+    }
+}
+
 fn decision_loop(
     mut engine: DecisionEngine,
     sink: Sink,
@@ -577,6 +622,7 @@ fn decision_loop(
     let mut last_pinned: Option<String> = None;
     let mut previous_key = None;
     let mut failed_in_a_row = 0u32;
+    let mut last_event_ms: Option<u64> = None;
     loop {
         if sleep_until(next, stop) {
             return Ok(());
@@ -604,15 +650,25 @@ fn decision_loop(
             } else if status.switching_to.is_none()
                 && engine.policy().current_expert() != Some(status.active.expert.as_str())
             {
+                let believed = engine.policy().current_expert().unwrap_or("?").to_string();
                 log::info!(
-                    "the controller reports {} running (the policy believed {}): following it, cooldown restarted",
+                    "the controller reports {} running (the policy believed {believed}): following it, cooldown restarted",
                     status.active.expert,
-                    engine.policy().current_expert().unwrap_or("?")
                 );
+                // The expert the policy believed running is gone without a switch: it exited
+                // or the kernel ejected it (the supervisor's event says which).
+                if status.active.expert == EEVDF && believed != EEVDF && believed != "?" {
+                    let why = match &status.last_event {
+                        Some(ev) if last_event_ms != Some(ev.at_unix_ms) => ev.message.clone(),
+                        _ => format!("{believed} stopped running"),
+                    };
+                    note_failure(&mut engine, &believed, now, &why);
+                }
                 engine
                     .policy_mut()
                     .note_external_switch(&status.active.expert, now);
             }
+            last_event_ms = status.last_event.as_ref().map(|e| e.at_unix_ms);
         }
         let mut record = match engine.tick(now) {
             Ok(r) => {
@@ -673,6 +729,8 @@ fn decision_loop(
                                 after.active.expert,
                                 response.error.as_deref().unwrap_or("?")
                             );
+                            let why = response.error.as_deref().unwrap_or("switch failed");
+                            note_failure(&mut engine, &target, now, why);
                         }
                         engine
                             .policy_mut()
@@ -699,7 +757,7 @@ fn decision_loop(
             log::debug!(target: "asa::decision", "{line}");
         }
         previous_key = Some(key);
-        sink.publish(&record);
+        sink.publish(&record, engine.policy().quarantine_entries(now));
     }
 }
 
@@ -782,6 +840,23 @@ cooldown_s = 30
         };
         let err = RunSettings::merge(&args(), config, None).unwrap_err();
         assert!(format!("{err:#}").contains("[policy]"), "{err:#}");
+        for bad in [
+            "[policy]\nquarantine_failures = 0",
+            "[policy]\nquarantine_base_s = -1",
+            "[policy]\nquarantine_base_s = 100\nquarantine_max_s = 10",
+        ] {
+            let config: ConfigFile = toml::from_str(bad).unwrap();
+            let err = RunSettings::merge(&args(), config, None).unwrap_err();
+            assert!(format!("{err:#}").contains("quarantine"), "{bad}: {err:#}");
+        }
+        let config: ConfigFile =
+            toml::from_str("[policy]\nquarantine_base_s = 20\nquarantine_failures = 3").unwrap();
+        let q = RunSettings::merge(&args(), config, None)
+            .unwrap()
+            .policy
+            .quarantine;
+        assert_eq!((q.base, q.failures), (Duration::from_secs(20), 3));
+        assert_eq!(q.max, QuarantineConfig::default().max);
         let err = toml::from_str::<ConfigFile>("modle = \"x\"").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
     }

@@ -515,6 +515,13 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
     if let Some(r) = &d.last_switch {
         line("last choice:", r);
     }
+    for (i, q) in d.quarantine.iter().enumerate() {
+        println!(
+            "{:<13}{}",
+            if i == 0 { "quarantine:" } else { "" },
+            asa_agent::decision::quarantine::describe(q)
+        );
+    }
 }
 
 #[cfg(test)]
