@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -31,6 +31,8 @@ use crate::decision::engine::{
 use crate::decision::policy::{PolicyConfig, Reason};
 use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
 use crate::decision::voting::VotingConfig;
+use crate::foreign;
+use crate::sd_notify;
 
 /// The config file read when it exists and `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
@@ -89,6 +91,11 @@ pub struct RunArgs {
     /// Stop after this many seconds, as on SIGTERM (benchmarks, tests).
     #[arg(long)]
     pub duration_s: Option<f64>,
+    /// When another tool's sched_ext scheduler is attached at start, ask its owner to stop
+    /// (SIGINT to the one process holding a struct_ops BPF link) instead of only waiting for
+    /// it to go. Never SIGKILL; with no owner or several, the agent waits.
+    #[arg(long)]
+    pub take_over: bool,
 }
 
 /// The config file (all keys optional; relative paths are relative to the file).
@@ -113,6 +120,8 @@ pub struct ConfigFile {
     pub nice: Option<i32>,
     /// Do not load the BPF probe.
     pub no_bpf: Option<bool>,
+    /// Ask a foreign scheduler's owner to stop at start instead of waiting for it.
+    pub take_over: Option<bool>,
     /// Decision parameters.
     #[serde(default)]
     pub policy: PolicySection,
@@ -194,6 +203,8 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// Ask a foreign scheduler's owner to stop at start (else wait for it to go).
+    pub take_over: bool,
     /// The config file read, if any.
     pub config_file: Option<PathBuf>,
 }
@@ -302,6 +313,7 @@ impl RunSettings {
             nice,
             dry_run: args.dry_run,
             duration,
+            take_over: args.take_over || config.take_over.unwrap_or(false),
             config_file,
         })
     }
@@ -345,11 +357,33 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     let scx = SchedExt::system()?;
     // The socket before the supervisor: a second `asa run` is told an agent already serves it.
     let listener = control::bind(&ctx.socket)?;
-    let supervisor = match Supervisor::new(ctx.catalogue.clone(), scx, ctx.supervisor) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&ctx.socket);
-            return Err(e);
+    let heartbeat = Heartbeat::start(stop.clone());
+    sd_notify::notify_or_log("READY=1\nSTATUS=starting");
+    let supervisor = loop {
+        // Another tool's scheduler: wait for it to go (or ask it to, --take-over), answering
+        // `asa status` meanwhile, rather than fail and be restarted by systemd forever.
+        match wait_for_foreign_scheduler(&scx, &listener, &ctx, &settings, &stop, &heartbeat) {
+            Ok(foreign::Waited::Stopped) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                log::info!("stopped while waiting for the foreign scheduler to go");
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                return Err(e);
+            }
+        }
+        match Supervisor::new(ctx.catalogue.clone(), scx.clone(), ctx.supervisor) {
+            Ok(s) => break s,
+            // A foreign scheduler attached between the look and the supervisor's: wait again.
+            Err(e) if matches!(foreign::attached(&scx), Ok(Some(_))) => {
+                log::warn!("{e:#}");
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                return Err(e);
+            }
         }
     };
     let mut controller = Controller::new(
@@ -371,19 +405,21 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         ctx.socket.display(),
         settings.interval.as_millis()
     );
+    sd_notify::notify_or_log("STATUS=deciding");
     let decisions = {
         let stop = stop.clone();
         let sink = Sink::Controller(handle);
         std::thread::Builder::new()
             .name("decision".into())
             .spawn(move || {
-                let result = decision_loop(engine, sink, &settings, &stop);
+                let result = decision_loop(engine, sink, &settings, &stop, &heartbeat);
                 stop.store(true, Ordering::Relaxed);
                 result
             })
             .context("spawning the decision thread")?
     };
     let result = controller.run(&stop);
+    sd_notify::notify_or_log("STOPPING=1\nSTATUS=returning the machine to EEVDF");
     // Dropping the controller drops its job queue: a decision waiting for a switch returns.
     drop(controller);
     let decided = decisions
@@ -447,10 +483,183 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
         "dry run: deciding every {} ms, switching nothing (the kernel runs {current})",
         settings.interval.as_millis()
     );
-    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop);
+    let heartbeat = Heartbeat::start(stop.clone());
+    sd_notify::notify_or_log("READY=1\nSTATUS=dry run: deciding, switching nothing");
+    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop, &heartbeat);
     if served {
         let _ = std::fs::remove_file(&ctx.socket);
     }
+    result
+}
+
+/// How long a switch the decision engine asked for may keep the decision thread (the
+/// controller gives up on a job after 300 s): the watchdog keeps quiet that long.
+const SWITCH_BOUND: Duration = Duration::from_secs(310);
+
+/// The systemd watchdog: a thread sends `WATCHDOG=1` at half the interval systemd asks for,
+/// as long as the decision loop (or the wait for a foreign scheduler) has shown progress within
+/// the interval, or is inside a switch of bounded length. A stuck agent stops pinging and
+/// systemd restarts it. Without a watchdog (not under systemd) beats cost two atomic stores.
+pub struct Heartbeat {
+    origin: Instant,
+    last_ms: AtomicU64,
+    busy_until_ms: AtomicU64,
+}
+
+impl Heartbeat {
+    /// A heartbeat, and the pinging thread when systemd asks for a watchdog; the thread ends
+    /// with `stop`.
+    pub fn start(stop: Arc<AtomicBool>) -> Arc<Self> {
+        let heartbeat = Arc::new(Self {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            busy_until_ms: AtomicU64::new(0),
+        });
+        if let Some(interval) = sd_notify::watchdog_interval() {
+            log::info!(
+                "systemd watchdog: {:.0} s; pinging every {:.0} s while the agent makes progress",
+                interval.as_secs_f64(),
+                interval.as_secs_f64() / 2.0
+            );
+            let hb = heartbeat.clone();
+            let spawned = std::thread::Builder::new()
+                .name("watchdog".into())
+                .spawn(move || {
+                    let mut warned = false;
+                    while !sleep_until(Instant::now() + interval / 2, &stop) {
+                        if hb.alive(interval) {
+                            sd_notify::notify_or_log("WATCHDOG=1");
+                            warned = false;
+                        } else if !warned {
+                            log::error!(
+                                "the decision loop has made no progress for {:.0} s: no watchdog ping (systemd restarts a stuck agent)",
+                                interval.as_secs_f64()
+                            );
+                            warned = true;
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                log::warn!("no watchdog thread: {e}");
+            }
+        }
+        heartbeat
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// The loop made progress now.
+    pub fn beat(&self) {
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The loop waits for something bounded by `bound` (zero: not any more).
+    pub fn busy_for(&self, bound: Duration) {
+        let until = if bound.is_zero() {
+            0
+        } else {
+            self.now_ms() + bound.as_millis() as u64
+        };
+        self.busy_until_ms.store(until, Ordering::Relaxed);
+        self.beat();
+    }
+
+    /// True when the last beat is younger than `within`, or a bounded wait is not over.
+    pub fn alive(&self, within: Duration) -> bool {
+        let now = self.now_ms();
+        now.saturating_sub(self.last_ms.load(Ordering::Relaxed)) < within.as_millis() as u64
+            || now < self.busy_until_ms.load(Ordering::Relaxed)
+    }
+}
+
+/// Before the supervisor: when another tool's scheduler is attached, serve `asa status` (mode
+/// `waiting`) and refuse pins on `listener` while [`foreign::wait_until_gone`] waits (with
+/// `--take-over`, after asking its owner to stop). See [`foreign`].
+fn wait_for_foreign_scheduler(
+    scx: &SchedExt,
+    listener: &UnixListener,
+    ctx: &DaemonContext,
+    settings: &RunSettings,
+    stop: &AtomicBool,
+    heartbeat: &Heartbeat,
+) -> Result<foreign::Waited> {
+    if foreign::attached(scx)?.is_none() {
+        return Ok(foreign::Waited::NotNeeded);
+    }
+    let status = Arc::new(Mutex::new(AgentStatus {
+        pid: std::process::id(),
+        mode: "waiting".into(),
+        active: Active {
+            expert: EEVDF.to_string(),
+            since_unix_ms: unix_ms(SystemTime::now()),
+            pid: None,
+        },
+        pinned: None,
+        switching_to: None,
+        last_switch: None,
+        last_error: None,
+        last_event: None,
+        note: String::new(),
+        kernel: None,
+        consistent: None,
+        decision: None,
+    }));
+    let served_stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let status = status.clone();
+        let scx = scx.clone();
+        control::serve(
+            listener.try_clone().context("cloning the control socket")?,
+            served_stop.clone(),
+            move |request| {
+                match request {
+                Request::Status => {
+                    let mut st = status.lock().unwrap().clone();
+                    st.kernel = scx.snapshot().ok();
+                    Response {
+                        ok: true,
+                        error: None,
+                        status: Some(st),
+                        switch: None,
+                    }
+                }
+                _ => control::refusal(format!(
+                    "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
+                    status.lock().unwrap().note
+                )),
+            }
+            },
+        )
+    };
+    let since = unix_ms(SystemTime::now());
+    let take_over = || foreign::take_over(Path::new("/proc"), foreign::sigint);
+    let result = foreign::wait_until_gone(
+        scx,
+        foreign::POLL,
+        settings
+            .take_over
+            .then_some(&take_over as &dyn Fn() -> foreign::TakeOver),
+        stop,
+        |snap, taken| {
+            let what = foreign::describe(snap);
+            let mut st = status.lock().unwrap();
+            st.note = match taken {
+                Some(t) => format!("{what} is attached, not started by ASA; --take-over: {t}; the agent takes control once it has gone"),
+                None => format!("{what} is attached, not started by ASA; the agent waits for it to go and then takes control (`asa run --take-over` asks its owner to stop)"),
+            };
+            st.last_event = Some(control::TimedEvent {
+                at_unix_ms: since,
+                message: format!("foreign scheduler {what} attached at start"),
+            });
+            sd_notify::notify_or_log(&format!(
+                "STATUS=waiting for the foreign scheduler {what} to go"
+            ));
+        },
+        || heartbeat.beat(),
+    );
+    control::stop_serving(&ctx.socket, &served_stop, server);
     result
 }
 
@@ -603,6 +812,7 @@ fn decision_loop(
     sink: Sink,
     settings: &RunSettings,
     stop: &AtomicBool,
+    heartbeat: &Heartbeat,
 ) -> Result<()> {
     let mut log_file = match &settings.decision_log {
         Some(path) => Some(BufWriter::new(
@@ -624,9 +834,11 @@ fn decision_loop(
     let mut failed_in_a_row = 0u32;
     let mut last_event_ms: Option<u64> = None;
     loop {
+        heartbeat.beat();
         if sleep_until(next, stop) {
             return Ok(());
         }
+        heartbeat.beat();
         if settings.duration.is_some_and(|d| started.elapsed() >= d) {
             log::info!("--duration-s reached: stopping");
             return Ok(());
@@ -709,7 +921,10 @@ fn decision_loop(
                     // new expert the moment it is up, before this thread publishes the outcome.
                     let started = record.clone();
                     handle.update_decision(|d| d.last_switch = Some(started));
+                    // A switch may take minutes (two enable timeouts): the watchdog waits for it.
+                    heartbeat.busy_for(SWITCH_BOUND);
                     let response = handle.decide(&target);
+                    heartbeat.busy_for(Duration::ZERO);
                     let after = handle.status_cached();
                     if response.ok {
                         record.detail = response
