@@ -463,3 +463,65 @@ fn control_socket_serves_status_past_a_silent_client_and_refuses_a_64_mib_line()
     .unwrap();
     assert!(child.wait().unwrap().success());
 }
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`, agent/dist/asa.service) the agent says
+/// READY=1 once it serves, then WATCHDOG=1 at half the interval while its loop makes progress,
+/// (and STOPPING=1 on the way out of `asa run`). Here a test socket plays systemd for a dry run with a 2 s
+/// watchdog: READY first, then a ping about every second.
+#[test]
+fn the_agent_notifies_readiness_and_feeds_the_watchdog() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let notify = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let child = asa()
+        .arg("--socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "200"])
+        .args(["--duration-s", "5", "--onnxruntime"])
+        .arg(ort_library())
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "2000000")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut messages: Vec<(f64, String)> = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = manager.recv(&mut buf) {
+        messages.push((
+            t0.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&buf[..n]).to_string(),
+        ));
+        if t0.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        manager
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{messages:?}");
+    assert!(messages[0].1.starts_with("READY=1"), "{messages:?}");
+    let pings: Vec<f64> = messages
+        .iter()
+        .filter(|(_, m)| m == "WATCHDOG=1")
+        .map(|(t, _)| *t)
+        .collect();
+    assert!(pings.len() >= 3, "{messages:?}");
+    for pair in pings.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            (0.7..1.5).contains(&gap),
+            "pings {gap:.2} s apart: {pings:?}"
+        );
+    }
+}
