@@ -463,6 +463,9 @@ fn print_status(agent: Option<&AgentStatus>) {
         Some(true) => println!("consistent:  yes (the kernel runs what the agent believes)"),
         Some(false) => println!("consistent:  NO (the kernel disagrees with the agent)"),
         None if st.mode == "dry-run" => println!("consistent:  (dry run: nothing is switched)"),
+        None if st.mode == "waiting" => {
+            println!("consistent:  (waiting: another tool's scheduler runs, see the note)")
+        }
         None => println!("consistent:  (switch in progress)"),
     }
 }
