@@ -173,7 +173,7 @@ pub enum Waited {
 }
 
 /// Waits until the kernel is on EEVDF: returns at once when it is; else logs what is
-/// attached, calls `on_change` with it (and again whenever it changes), with `take_over`
+/// attached, calls `on_change` with it (and again whenever another ops name is attached), with `take_over`
 /// asks its owner to leave, and polls every `poll` (calling `on_poll` each time: the watchdog)
 /// until it has gone or `stop` is set.
 pub fn wait_until_gone(
@@ -200,7 +200,8 @@ pub fn wait_until_gone(
         ),
     }
     on_change(&first, taken.as_ref());
-    let mut shown = (first.state, first.ops.clone());
+    // Only a change of scheduler is news (not `enabled` → `disabling` on its way out).
+    let mut shown = first.ops.clone();
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(Waited::Stopped);
@@ -214,9 +215,9 @@ pub fn wait_until_gone(
                 );
                 return Ok(Waited::Gone(t0.elapsed()));
             }
-            Some(snap) if (snap.state, snap.ops.clone()) != shown => {
+            Some(snap) if snap.ops != shown => {
                 log::warn!("still waiting: now {} is attached", describe(&snap));
-                shown = (snap.state, snap.ops.clone());
+                shown = snap.ops.clone();
                 on_change(&snap, None);
             }
             Some(_) => {}
