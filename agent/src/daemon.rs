@@ -1108,6 +1108,59 @@ cooldown_s = 30
         assert_eq!(s.policy, PolicyConfig::default());
     }
 
+    /// The shipped unit (agent/dist/asa.service) keeps what issue 32 asks for: start limits
+    /// with its restarts, notify readiness with a watchdog the agent feeds at half the period,
+    /// and the sandbox settings the VM test rebuilds (vm_hardening.rs reads the capability set
+    /// from the unit itself).
+    #[test]
+    fn the_shipped_unit_has_start_limits_a_watchdog_and_a_sandbox() {
+        let unit = include_str!("../dist/asa.service");
+        let value = |key: &str| {
+            unit.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("{key} is not set"))
+        };
+        let unit_section = unit.split("[Service]").next().unwrap();
+        assert!(unit_section.contains("StartLimitIntervalSec=300"));
+        assert!(unit_section.contains("StartLimitBurst=5"));
+        assert_eq!(value("Restart"), "on-failure");
+        assert_eq!(value("Type"), "notify");
+        assert_eq!(value("NotifyAccess"), "main");
+        let watchdog: u64 = value("WatchdogSec").parse().unwrap();
+        assert!(Duration::from_secs(watchdog) >= Duration::from_secs(30));
+        for (key, want) in [
+            ("NoNewPrivileges", "yes"),
+            ("ProtectSystem", "strict"),
+            ("ProtectHome", "yes"),
+            ("PrivateTmp", "yes"),
+            ("PrivateDevices", "yes"),
+            ("ProtectKernelTunables", "yes"),
+            ("RestrictAddressFamilies", "AF_UNIX AF_NETLINK"),
+            ("SystemCallArchitectures", "native"),
+            (
+                "CapabilityBoundingSet",
+                "CAP_SYS_ADMIN CAP_BPF CAP_PERFMON CAP_SYS_NICE CAP_SYS_PTRACE",
+            ),
+        ] {
+            assert_eq!(value(key), want, "{key}");
+        }
+        // The runtime directories the agent writes (socket, lock) and the decision log's.
+        assert!(value("RuntimeDirectory")
+            .split_whitespace()
+            .any(|d| d == "asa"));
+        assert_eq!(
+            Path::new(control::DEFAULT_SOCKET).parent(),
+            Some(Path::new("/run/asa"))
+        );
+        assert_eq!(value("LogsDirectory"), "asa");
+        // The system-call deny list keeps what the agent and the experts use.
+        let denied = value("SystemCallFilter");
+        assert!(denied.starts_with('~'));
+        for needed in ["@privileged", "@debug", "@resources", "@process"] {
+            assert!(!denied.contains(needed), "{needed} is denied");
+        }
+    }
+
     #[test]
     fn config_paths_are_relative_to_the_file() {
         let dir = tempfile::tempdir().unwrap();

@@ -27,8 +27,21 @@ use asa_lab::{GuestRun, Lab, RootfsSpec};
 use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
 use serde_json::Value;
 
-/// The unit's CapabilityBoundingSet, as setpriv takes it.
-const BOUNDING_SET: &str = "-all,+sys_admin,+bpf,+perfmon,+sys_nice,+sys_ptrace";
+/// The unit's CapabilityBoundingSet (agent/dist/asa.service), as setpriv takes it:
+/// `-all,+sys_admin,+bpf,...`.
+fn bounding_set() -> String {
+    let unit = include_str!("../dist/asa.service");
+    let caps = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("the unit sets CapabilityBoundingSet");
+    let mut set = String::from("-all");
+    for cap in caps.split_whitespace() {
+        let name = cap.strip_prefix("CAP_").expect("CAP_ names");
+        set.push_str(&format!(",+{}", name.to_lowercase()));
+    }
+    set
+}
 
 fn lab_run(name: &str, script: &str, mapping_expert: &'static str) -> (asa_lab::VmOutcome, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -260,7 +273,7 @@ rec final_state $(state)
 cat /run/asa/sandbox-checks >> /lab/out/results
 cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
 "#
-        .replace("__BOUNDING__", BOUNDING_SET)
+        .replace("__BOUNDING__", &bounding_set())
     );
     let (out, console) = lab_run("quarantine", &script, "bpfland");
     let log = |n: &str| out.read_out(n).unwrap_or_default();
