@@ -27,6 +27,23 @@ use asa_lab::{GuestRun, Lab, RootfsSpec};
 use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
 use serde_json::Value;
 
+/// The directories the unit makes writable (RuntimeDirectory=, LogsDirectory=), as paths.
+fn writable_dirs() -> Vec<String> {
+    let unit = include_str!("../dist/asa.service");
+    let mut dirs = Vec::new();
+    for (key, base) in [
+        ("RuntimeDirectory=", "/run"),
+        ("LogsDirectory=", "/var/log"),
+    ] {
+        let names = unit
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("the unit sets {key}"));
+        dirs.extend(names.split_whitespace().map(|n| format!("{base}/{n}")));
+    }
+    dirs
+}
+
 /// The unit's CapabilityBoundingSet (agent/dist/asa.service), as setpriv takes it:
 /// `-all,+sys_admin,+bpf,...`.
 fn bounding_set() -> String {
@@ -203,8 +220,8 @@ decision_log = "/var/log/asa/decisions.jsonl"
 cooldown_s = 5
 quarantine_base_s = 20
 EOF
-mkdir -p /run/asa /run/scx_gru /var/log/asa
-chmod 0700 /run/asa /run/scx_gru /var/log/asa
+mkdir -p __WRITABLE__
+chmod 0700 __WRITABLE__
 # The ejector: SysRq-S (sched_ext back to EEVDF) whenever a scheduler is enabled.
 ( while :; do if [ "$(state)" = enabled ]; then echo S > /proc/sysrq-trigger; echo $(ms) >> /lab/out/ejections; fi; sleep 0.1; done ) &
 E=$!
@@ -215,12 +232,12 @@ cat > /tmp/sandbox.sh <<'EOF'
 set -e
 ro() { mount -o remount,bind,ro "$1"; }
 # ProtectSystem=strict: every mount read-only but the API file systems (below); the unit's
-# writable directories bound on top.
+# writable directories (RuntimeDirectory=, LogsDirectory=) bound on top.
 for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
   case "$m" in /proc|/proc/*|/dev|/dev/*|/sys|/sys/*) ;; *) ro "$m" || true ;; esac
 done
 # (A bind mount copies its source's read-only flag: each is made writable again.)
-for d in /run/asa /run/scx_gru /var/log/asa; do mount --bind "$d" "$d"; mount -o remount,bind,rw "$d"; done
+for d in __WRITABLE__; do mount --bind "$d" "$d"; mount -o remount,bind,rw "$d"; done
 # ProtectKernelTunables (and ProtectControlGroups): /sys, /proc/sys, /proc/sysrq-trigger read-only.
 for m in $(awk '{print $2}' /proc/self/mounts | grep '^/sys' | sort -u); do ro "$m" || true; done
 for p in /proc/sys /proc/sysrq-trigger; do [ -e $p ] && { mount --bind "$p" "$p"; ro "$p"; }; done
@@ -242,7 +259,7 @@ mount -n --move /tmp/.dev /dev
   v=$(cat /proc/sys/kernel/printk_ratelimit)
   echo $v > /proc/sys/kernel/printk_ratelimit 2>/dev/null && echo proc_sys_writable=1 || echo proc_sys_writable=0
   touch /run/asa/probe && echo run_asa_writable=1 || echo run_asa_writable=0
-} > /run/asa/sandbox-checks
+} > /run/asa/sandbox-checks 2>/dev/null
 ulimit -l unlimited || echo "sandbox: could not raise RLIMIT_MEMLOCK" >&2
 exec setpriv --bounding-set=BOUNDING_SET --inh-caps=-all --no-new-privs \
   asa run ARGS --config /lab/asa.toml --duration-s 45
@@ -275,6 +292,7 @@ cat /run/asa/sandbox-checks >> /lab/out/results
 cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
 "#
         .replace("__BOUNDING__", &bounding_set())
+        .replace("__WRITABLE__", &writable_dirs().join(" "))
     );
     let (out, console) = lab_run("quarantine", &script, "bpfland");
     let log = |n: &str| out.read_out(n).unwrap_or_default();
@@ -305,6 +323,19 @@ cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
         "the expert inherits it: {r:?}"
     );
     assert_eq!(r["daemon_exit"], "0", "{daemon}");
+    // Nothing the agent or the expert did was refused by the sandbox (the first lab run found
+    // scx_bpfland needs /run/scx for its stats socket).
+    for denied in [
+        "Read-only file system",
+        "Permission denied",
+        "Operation not permitted",
+    ] {
+        assert!(!daemon.contains(denied), "{denied}: {daemon}");
+    }
+    assert!(
+        daemon.contains("the kernel detached bpfland"),
+        "the failures are the ejections: {daemon}"
+    );
     assert_eq!(r["final_state"], "disabled");
 
     // The quarantine.
