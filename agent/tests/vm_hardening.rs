@@ -283,11 +283,16 @@ D=$!
 wait_socket
 # The agent's (D: unshare, sh and setpriv exec each other) and, once one runs, the expert's
 # capabilities.
-i=0; while [ -z "$(pidof scx_bpfland)" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 rec agent_comm "$(cat /proc/$D/comm)"
 grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/$D/status | tr -d '\t' | sed 's/:/_agent=/' >> /lab/out/results
-X=$(pidof scx_bpfland | tr ' ' '\n' | head -1)
-[ -n "$X" ] && grep -E '^(CapBnd|CapEff)' /proc/$X/status | tr -d '\t' | sed 's/:/_expert=/' >> /lab/out/results
+# The expert lives about a second before the ejector gets it: read its status at once.
+i=0; while [ $i -lt 600 ]; do
+  X=$(pidof scx_bpfland | tr ' ' '\n' | head -1)
+  if [ -n "$X" ] && grep -E '^(CapBnd|CapEff)' /proc/$X/status > /tmp/expert_caps 2>/dev/null; then
+    tr -d '\t' < /tmp/expert_caps | sed 's/:/_expert=/' >> /lab/out/results; break
+  fi
+  sleep 0.05; i=$((i+1))
+done
 # The first quarantine, as `asa status` shows it.
 i=0; while [ $i -lt 60 ]; do
   asa status > /lab/out/quarantined.txt
