@@ -13,7 +13,8 @@
 //!   `LimitMEMLOCK`, and a private mount namespace with ProtectSystem=strict (every mount
 //!   read-only but the unit's writable directories /run/asa, /run/scx_gru, /var/log/asa),
 //!   ProtectHome, PrivateTmp, PrivateDevices (a /dev with only the basic nodes) and
-//!   ProtectKernelTunables (/sys, /proc/sys, /proc/sysrq-trigger read-only). The system-call
+//!   ProtectKernelTunables (/sys, /proc/sys, /proc/sysrq-trigger read-only), and
+//!   MemoryDenyWriteExecute as the kernel's PR_SET_MDWE. The system-call
 //!   filters (SystemCallFilter, RestrictAddressFamilies, SystemCallArchitectures, ...) need
 //!   systemd and are not applied here (agent/dist/README.md).
 
@@ -274,7 +275,11 @@ mount -n --move /tmp/.dev /dev
   touch /run/asa/probe && echo run_asa_writable=1 || echo run_asa_writable=0
 } > /run/asa/sandbox-checks 2>/dev/null
 ulimit -l unlimited || echo "sandbox: could not raise RLIMIT_MEMLOCK" >&2
+# MemoryDenyWriteExecute: the kernel's own version, PR_SET_MDWE (65) with
+# PR_MDWE_REFUSE_EXEC_GAIN (1), through perl's syscall (prctl is 157 on x86_64); it is kept
+# across execve and fork, so the experts get it too.
 exec setpriv --bounding-set=BOUNDING_SET --inh-caps=-all --no-new-privs \
+  perl -e 'syscall(157, 65, 1, 0, 0, 0) == 0 or die "PR_SET_MDWE: $!"; exec @ARGV or die "exec: $!"' \
   asa run ARGS --config /lab/asa.toml --duration-s __DURATION__
 EOF
 sed -i "s|BOUNDING_SET|__BOUNDING__|; s|ARGS|{args}|" /tmp/sandbox.sh
