@@ -1137,6 +1137,7 @@ cooldown_s = 30
             ("ProtectKernelTunables", "yes"),
             ("RestrictAddressFamilies", "AF_UNIX AF_NETLINK"),
             ("SystemCallArchitectures", "native"),
+            ("MemoryDenyWriteExecute", "yes"),
             (
                 "CapabilityBoundingSet",
                 "CAP_SYS_ADMIN CAP_BPF CAP_PERFMON CAP_SYS_NICE CAP_SYS_PTRACE",
