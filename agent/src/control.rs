@@ -4,12 +4,20 @@
 //! A Unix stream socket (default `/run/asa/control.sock`, in a 0700 directory, mode 0600);
 //! the server also checks the peer's credentials and serves root only. One JSON request per
 //! connection, one JSON response line back.
+//!
+//! Every wait on a client is bounded: a request line is at most [`MAX_REQUEST_BYTES`] and must
+//! arrive within [`REQUEST_TIMEOUT`] (else the client gets an error answer and the connection is
+//! closed), an answer that the client does not read within [`REQUEST_TIMEOUT`] is dropped, and
+//! [`serve`] gives each connection its own thread, at most [`MAX_CONNECTIONS`] at once, so one
+//! silent client never holds up another's `status`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use asa_experts::{Active, ScxSnapshot, SwitchReport};
@@ -94,6 +102,9 @@ pub struct DecisionStatus {
     pub last: Option<TickRecord>,
     /// The latest tick on which the policy chose to switch (whatever became of it).
     pub last_switch: Option<TickRecord>,
+    /// Experts with failures on record: quarantined ones are skipped by the decision.
+    #[serde(default)]
+    pub quarantine: Vec<crate::decision::quarantine::QuarantineEntry>,
 }
 
 /// The agent's answer.
@@ -177,19 +188,155 @@ pub fn peer_uid(stream: &UnixStream) -> Result<u32> {
     Ok(cred.uid())
 }
 
-/// Read one request from `stream`.
+/// The longest request line the agent reads: 64 KiB (a real request is under 100 bytes).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+/// How long a client has to send its whole request line, and to read the answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once; one more is answered "busy" and closed at once.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// Read one request from `stream`: one line of at most [`MAX_REQUEST_BYTES`], all of it within
+/// [`REQUEST_TIMEOUT`].
 pub fn read_request(stream: &UnixStream) -> Result<Request> {
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    serde_json::from_str(&line).with_context(|| format!("malformed request {:?}", line.trim()))
+    read_request_within(stream, MAX_REQUEST_BYTES, REQUEST_TIMEOUT)
 }
 
-/// Write one response to `stream`.
+/// [`read_request`] with its bounds as arguments. The deadline covers the whole line (a client
+/// that trickles a byte now and then is cut off as well as a silent one); at most `max_bytes`
+/// + 1 bytes are buffered.
+pub fn read_request_within(
+    mut stream: &UnixStream,
+    max_bytes: usize,
+    timeout: Duration,
+) -> Result<Request> {
+    let deadline = Instant::now() + timeout;
+    let mut line: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!(
+                "no complete request within {:.0} s: connection closed",
+                timeout.as_secs_f64()
+            );
+        }
+        stream.set_read_timeout(Some(left))?;
+        let want = chunk.len().min(max_bytes + 1 - line.len());
+        let n = match stream.read(&mut chunk[..want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                bail!(
+                    "no complete request within {:.0} s: connection closed",
+                    timeout.as_secs_f64()
+                )
+            }
+            Err(e) => return Err(e).context("reading the request"),
+        };
+        if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&chunk[..end]);
+            break;
+        }
+        line.extend_from_slice(&chunk[..n]);
+        if line.len() > max_bytes {
+            bail!("request longer than {max_bytes} bytes: connection closed");
+        }
+        if n == 0 {
+            break; // End of stream: what came is the request.
+        }
+    }
+    let line = String::from_utf8_lossy(&line);
+    serde_json::from_str(&line).with_context(|| {
+        let shown: String = line.trim().chars().take(200).collect();
+        format!("malformed request {shown:?}")
+    })
+}
+
+/// Write one response to `stream` (given up after [`REQUEST_TIMEOUT`] when the client does not
+/// read it).
 pub fn write_response(mut stream: &UnixStream, response: &Response) -> Result<()> {
     let mut line = serde_json::to_string(response)?;
     line.push('\n');
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     stream.write_all(line.as_bytes())?;
     Ok(())
+}
+
+/// A failed response with `error`.
+pub fn refusal(error: impl Into<String>) -> Response {
+    Response {
+        ok: false,
+        error: Some(error.into()),
+        status: None,
+        switch: None,
+    }
+}
+
+/// Serve `listener` until `stop` is set (checked after each accepted connection: whoever sets
+/// it connects once to wake the loop): each connection on its own thread, at most
+/// [`MAX_CONNECTIONS`] at once. Only root and the agent's own user are served; `answer` gets
+/// each well-formed request, with the bounds of [`read_request`].
+pub fn serve(
+    listener: UnixListener,
+    stop: Arc<AtomicBool>,
+    answer: impl Fn(Request) -> Response + Send + Sync + 'static,
+) -> std::thread::JoinHandle<()> {
+    let answer = Arc::new(answer);
+    std::thread::Builder::new()
+        .name("control-socket".into())
+        .spawn(move || {
+            let me = nix::unistd::geteuid().as_raw();
+            let open = Arc::new(AtomicUsize::new(0));
+            for stream in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::SeqCst);
+                    let busy = refusal(format!(
+                        "the agent is busy ({MAX_CONNECTIONS} connections open): try again"
+                    ));
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = write_response(&stream, &busy);
+                    continue;
+                }
+                let (answer, still_open) = (answer.clone(), open.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("control-client".into())
+                    .spawn(move || {
+                        let response = match peer_uid(&stream) {
+                            Ok(uid) if uid == 0 || uid == me => match read_request(&stream) {
+                                Ok(req) => answer(req),
+                                Err(e) => refusal(format!("{e:#}")),
+                            },
+                            Ok(uid) => refusal(format!("uid {uid} may not control the agent")),
+                            Err(e) => refusal(format!("{e:#}")),
+                        };
+                        if let Err(e) = write_response(&stream, &response) {
+                            log::debug!("answering a control request: {e:#}");
+                        }
+                        still_open.fetch_sub(1, Ordering::SeqCst);
+                    });
+                if let Err(e) = spawned {
+                    log::warn!("no thread for a control connection: {e}");
+                    open.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        })
+        .expect("spawning the control socket thread")
+}
+
+/// Stops a [`serve`] loop: sets `stop` and connects to `path` once to wake it.
+pub fn stop_serving(path: &Path, stop: &AtomicBool, server: std::thread::JoinHandle<()>) {
+    stop.store(true, Ordering::Relaxed);
+    let _ = UnixStream::connect(path);
+    let _ = server.join();
 }
 
 /// The statistics an expert keeps in its catalogue `stats_file` (scx_gru:
@@ -391,6 +538,158 @@ mod tests {
         let _second = bind(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    /// A server answering `status` with an empty ok response.
+    fn status_server(path: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = serve(bind(path).unwrap(), stop.clone(), |req| match req {
+            Request::Status => Response {
+                ok: true,
+                error: None,
+                status: None,
+                switch: None,
+            },
+            _ => refusal("status only"),
+        });
+        (stop, server)
+    }
+
+    #[test]
+    fn a_silent_client_does_not_delay_another_clients_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let (stop, server) = status_server(&path);
+        // Three clients connect and say nothing (one half of a line, no newline).
+        let silent: Vec<UnixStream> = (0..3)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        (&silent[0]).write_all(br#"{"cmd":"sta"#).unwrap();
+        let t0 = Instant::now();
+        let resp = request(&path, &Request::Status, Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert!(resp.ok);
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        // The silent ones are answered with an error and closed after REQUEST_TIMEOUT.
+        let mut reply = String::new();
+        BufReader::new(&silent[1]).read_line(&mut reply).unwrap();
+        assert!(reply.contains("no complete request within 5 s"), "{reply}");
+        let waited = t0.elapsed();
+        assert!(
+            (Duration::from_secs(4)..Duration::from_secs(7)).contains(&waited),
+            "{waited:?}"
+        );
+        stop_serving(&path, &stop, server);
+    }
+
+    #[test]
+    fn an_overlong_request_line_is_refused_and_the_connection_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let (stop, server) = status_server(&path);
+        let stream = UnixStream::connect(&path).unwrap();
+        let writer = stream.try_clone().unwrap();
+        // 64 MiB without a newline; the server stops reading at 64 KiB + 1 and closes, so this
+        // write fails part-way (EPIPE/ECONNRESET), which is the point.
+        let flood = std::thread::spawn(move || {
+            let block = vec![b'x'; 1 << 20];
+            let mut sent = 0usize;
+            for _ in 0..64 {
+                match (&writer).write_all(&block) {
+                    Ok(()) => sent += block.len(),
+                    Err(_) => break,
+                }
+            }
+            sent
+        });
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut reply = String::new();
+        BufReader::new(&stream).read_line(&mut reply).unwrap();
+        let resp: Response = serde_json::from_str(&reply).unwrap();
+        assert!(!resp.ok);
+        assert!(
+            resp.error
+                .as_deref()
+                .unwrap()
+                .contains("request longer than 65536 bytes"),
+            "{reply}"
+        );
+        let sent = flood.join().unwrap();
+        assert!(sent < 64 << 20, "the server read all {sent} bytes");
+        // The server still answers.
+        assert!(
+            request(&path, &Request::Status, Duration::from_secs(5))
+                .unwrap()
+                .unwrap()
+                .ok
+        );
+        stop_serving(&path, &stop, server);
+    }
+
+    /// The deadline is for the whole line: a byte every 50 ms does not keep a 300 ms read open.
+    #[test]
+    fn a_trickling_client_is_cut_off_at_the_deadline() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..40 {
+                if (&b).write_all(b" ").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let t0 = Instant::now();
+        let err = read_request_within(&a, 1024, Duration::from_millis(300)).unwrap_err();
+        assert!(err.to_string().contains("no complete request"), "{err}");
+        assert!(
+            t0.elapsed() < Duration::from_millis(600),
+            "{:?}",
+            t0.elapsed()
+        );
+        drop(a);
+        trickle.join().unwrap();
+        // A line within the bounds is read; one byte over is refused.
+        let (a, b) = UnixStream::pair().unwrap();
+        (&b).write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        assert_eq!(
+            read_request_within(&a, 16, Duration::from_secs(1)).unwrap(),
+            Request::Status
+        );
+        (&b).write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+        let err = read_request_within(&a, 15, Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().contains("longer than 15 bytes"), "{err}");
+    }
+
+    #[test]
+    fn connections_beyond_the_cap_are_told_the_agent_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let (stop, server) = status_server(&path);
+        let held: Vec<UnixStream> = (0..MAX_CONNECTIONS)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        // The server has accepted them all once an extra one is answered.
+        let resp = request(&path, &Request::Status, Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert!(!resp.ok);
+        assert!(resp.error.unwrap().contains("busy"));
+        drop(held);
+        let t0 = Instant::now();
+        let resp = loop {
+            let r = request(&path, &Request::Status, Duration::from_secs(5))
+                .unwrap()
+                .unwrap();
+            if r.ok || t0.elapsed() > Duration::from_secs(3) {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(resp.ok, "served again once the clients are gone");
+        stop_serving(&path, &stop, server);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,7 +29,10 @@ use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
 };
 use crate::decision::policy::{PolicyConfig, Reason};
+use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
 use crate::decision::voting::VotingConfig;
+use crate::foreign;
+use crate::sd_notify;
 
 /// The config file read when it exists and `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
@@ -88,6 +91,11 @@ pub struct RunArgs {
     /// Stop after this many seconds, as on SIGTERM (benchmarks, tests).
     #[arg(long)]
     pub duration_s: Option<f64>,
+    /// When another tool's sched_ext scheduler is attached at start, ask its owner to stop
+    /// (SIGINT to the one process holding a struct_ops BPF link) instead of only waiting for
+    /// it to go. Never SIGKILL; with no owner or several, the agent waits.
+    #[arg(long)]
+    pub take_over: bool,
 }
 
 /// The config file (all keys optional; relative paths are relative to the file).
@@ -112,6 +120,8 @@ pub struct ConfigFile {
     pub nice: Option<i32>,
     /// Do not load the BPF probe.
     pub no_bpf: Option<bool>,
+    /// Ask a foreign scheduler's owner to stop at start instead of waiting for it.
+    pub take_over: Option<bool>,
     /// Decision parameters.
     #[serde(default)]
     pub policy: PolicySection,
@@ -137,6 +147,17 @@ pub struct PolicySection {
     pub horizon_s: Option<f64>,
     /// Consecutive unsure ticks after which the agent returns to the table's default expert.
     pub fallback_after_ticks: Option<u32>,
+    /// Failures within `quarantine_window_s` that quarantine an expert.
+    pub quarantine_failures: Option<u32>,
+    /// Window in which an expert's failures are counted (s).
+    pub quarantine_window_s: Option<f64>,
+    /// First quarantine (s); it doubles with each failure until the expert has run
+    /// `healthy_after_s`.
+    pub quarantine_base_s: Option<f64>,
+    /// Longest quarantine (s).
+    pub quarantine_max_s: Option<f64>,
+    /// Run time after which an expert's failures and back-off are forgotten (s).
+    pub healthy_after_s: Option<f64>,
 }
 
 impl ConfigFile {
@@ -184,6 +205,8 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// Ask a foreign scheduler's owner to stop at start (else wait for it to go).
+    pub take_over: bool,
     /// The config file read, if any.
     pub config_file: Option<PathBuf>,
 }
@@ -247,6 +270,25 @@ impl RunSettings {
             fallback_after_ticks: p
                 .fallback_after_ticks
                 .unwrap_or(defaults.fallback_after_ticks),
+            quarantine: {
+                let d = defaults.quarantine;
+                let secs = |key: &str, v: Option<f64>, default: Duration| match v {
+                    Some(v) if !v.is_finite() || v < 0.0 => {
+                        bail!("[policy] {key} must be a number of seconds >= 0 (got {v})")
+                    }
+                    Some(v) => Ok(Duration::from_secs_f64(v)),
+                    None => Ok(default),
+                };
+                let q = QuarantineConfig {
+                    failures: p.quarantine_failures.unwrap_or(d.failures),
+                    window: secs("quarantine_window_s", p.quarantine_window_s, d.window)?,
+                    base: secs("quarantine_base_s", p.quarantine_base_s, d.base)?,
+                    max: secs("quarantine_max_s", p.quarantine_max_s, d.max)?,
+                    healthy_after: secs("healthy_after_s", p.healthy_after_s, d.healthy_after)?,
+                };
+                q.check().context("[policy] in the config file")?;
+                q
+            },
         };
         policy
             .voting
@@ -276,6 +318,7 @@ impl RunSettings {
             nice,
             dry_run: args.dry_run,
             duration,
+            take_over: args.take_over || config.take_over.unwrap_or(false),
             config_file,
         })
     }
@@ -319,11 +362,33 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     let scx = SchedExt::system()?;
     // The socket before the supervisor: a second `asa run` is told an agent already serves it.
     let listener = control::bind(&ctx.socket)?;
-    let supervisor = match Supervisor::new(ctx.catalogue.clone(), scx, ctx.supervisor) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&ctx.socket);
-            return Err(e);
+    let heartbeat = Heartbeat::start(stop.clone());
+    sd_notify::notify_or_log("READY=1\nSTATUS=starting");
+    let supervisor = loop {
+        // Another tool's scheduler: wait for it to go (or ask it to, --take-over), answering
+        // `asa status` meanwhile, rather than fail and be restarted by systemd forever.
+        match wait_for_foreign_scheduler(&scx, &listener, &ctx, &settings, &stop, &heartbeat) {
+            Ok(foreign::Waited::Stopped) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                log::info!("stopped while waiting for the foreign scheduler to go");
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                return Err(e);
+            }
+        }
+        match Supervisor::new(ctx.catalogue.clone(), scx.clone(), ctx.supervisor) {
+            Ok(s) => break s,
+            // A foreign scheduler attached between the look and the supervisor's: wait again.
+            Err(e) if matches!(foreign::attached(&scx), Ok(Some(_))) => {
+                log::warn!("{e:#}");
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&ctx.socket);
+                return Err(e);
+            }
         }
     };
     let mut controller = Controller::new(
@@ -337,6 +402,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         ticks: 0,
         last: None,
         last_switch: None,
+        quarantine: Vec::new(),
     });
     handle.clone().serve(listener);
     log::info!(
@@ -344,19 +410,21 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         ctx.socket.display(),
         settings.interval.as_millis()
     );
+    sd_notify::notify_or_log("STATUS=deciding");
     let decisions = {
         let stop = stop.clone();
         let sink = Sink::Controller(handle);
         std::thread::Builder::new()
             .name("decision".into())
             .spawn(move || {
-                let result = decision_loop(engine, sink, &settings, &stop);
+                let result = decision_loop(engine, sink, &settings, &stop, &heartbeat);
                 stop.store(true, Ordering::Relaxed);
                 result
             })
             .context("spawning the decision thread")?
     };
     let result = controller.run(&stop);
+    sd_notify::notify_or_log("STOPPING=1\nSTATUS=returning the machine to EEVDF");
     // Dropping the controller drops its job queue: a decision waiting for a switch returns.
     drop(controller);
     let decided = decisions
@@ -402,6 +470,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             ticks: 0,
             last: None,
             last_switch: None,
+            quarantine: Vec::new(),
         }),
     }));
     let served = match control::bind(&ctx.socket) {
@@ -419,10 +488,183 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
         "dry run: deciding every {} ms, switching nothing (the kernel runs {current})",
         settings.interval.as_millis()
     );
-    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop);
+    let heartbeat = Heartbeat::start(stop.clone());
+    sd_notify::notify_or_log("READY=1\nSTATUS=dry run: deciding, switching nothing");
+    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop, &heartbeat);
     if served {
         let _ = std::fs::remove_file(&ctx.socket);
     }
+    result
+}
+
+/// How long a switch the decision engine asked for may keep the decision thread (the
+/// controller gives up on a job after 300 s): the watchdog keeps quiet that long.
+const SWITCH_BOUND: Duration = Duration::from_secs(310);
+
+/// The systemd watchdog: a thread sends `WATCHDOG=1` at half the interval systemd asks for,
+/// as long as the decision loop (or the wait for a foreign scheduler) has shown progress within
+/// the interval, or is inside a switch of bounded length. A stuck agent stops pinging and
+/// systemd restarts it. Without a watchdog (not under systemd) beats cost two atomic stores.
+pub struct Heartbeat {
+    origin: Instant,
+    last_ms: AtomicU64,
+    busy_until_ms: AtomicU64,
+}
+
+impl Heartbeat {
+    /// A heartbeat, and the pinging thread when systemd asks for a watchdog; the thread ends
+    /// with `stop`.
+    pub fn start(stop: Arc<AtomicBool>) -> Arc<Self> {
+        let heartbeat = Arc::new(Self {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            busy_until_ms: AtomicU64::new(0),
+        });
+        if let Some(interval) = sd_notify::watchdog_interval() {
+            log::info!(
+                "systemd watchdog: {:.0} s; pinging every {:.0} s while the agent makes progress",
+                interval.as_secs_f64(),
+                interval.as_secs_f64() / 2.0
+            );
+            let hb = heartbeat.clone();
+            let spawned = std::thread::Builder::new()
+                .name("watchdog".into())
+                .spawn(move || {
+                    let mut warned = false;
+                    while !sleep_until(Instant::now() + interval / 2, &stop) {
+                        if hb.alive(interval) {
+                            sd_notify::notify_or_log("WATCHDOG=1");
+                            warned = false;
+                        } else if !warned {
+                            log::error!(
+                                "the decision loop has made no progress for {:.0} s: no watchdog ping (systemd restarts a stuck agent)",
+                                interval.as_secs_f64()
+                            );
+                            warned = true;
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                log::warn!("no watchdog thread: {e}");
+            }
+        }
+        heartbeat
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// The loop made progress now.
+    pub fn beat(&self) {
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The loop waits for something bounded by `bound` (zero: not any more).
+    pub fn busy_for(&self, bound: Duration) {
+        let until = if bound.is_zero() {
+            0
+        } else {
+            self.now_ms() + bound.as_millis() as u64
+        };
+        self.busy_until_ms.store(until, Ordering::Relaxed);
+        self.beat();
+    }
+
+    /// True when the last beat is younger than `within`, or a bounded wait is not over.
+    pub fn alive(&self, within: Duration) -> bool {
+        let now = self.now_ms();
+        now.saturating_sub(self.last_ms.load(Ordering::Relaxed)) < within.as_millis() as u64
+            || now < self.busy_until_ms.load(Ordering::Relaxed)
+    }
+}
+
+/// Before the supervisor: when another tool's scheduler is attached, serve `asa status` (mode
+/// `waiting`) and refuse pins on `listener` while [`foreign::wait_until_gone`] waits (with
+/// `--take-over`, after asking its owner to stop). See [`foreign`].
+fn wait_for_foreign_scheduler(
+    scx: &SchedExt,
+    listener: &UnixListener,
+    ctx: &DaemonContext,
+    settings: &RunSettings,
+    stop: &AtomicBool,
+    heartbeat: &Heartbeat,
+) -> Result<foreign::Waited> {
+    if foreign::attached(scx)?.is_none() {
+        return Ok(foreign::Waited::NotNeeded);
+    }
+    let status = Arc::new(Mutex::new(AgentStatus {
+        pid: std::process::id(),
+        mode: "waiting".into(),
+        active: Active {
+            expert: EEVDF.to_string(),
+            since_unix_ms: unix_ms(SystemTime::now()),
+            pid: None,
+        },
+        pinned: None,
+        switching_to: None,
+        last_switch: None,
+        last_error: None,
+        last_event: None,
+        note: String::new(),
+        kernel: None,
+        consistent: None,
+        decision: None,
+    }));
+    let served_stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let status = status.clone();
+        let scx = scx.clone();
+        control::serve(
+            listener.try_clone().context("cloning the control socket")?,
+            served_stop.clone(),
+            move |request| {
+                match request {
+                Request::Status => {
+                    let mut st = status.lock().unwrap().clone();
+                    st.kernel = scx.snapshot().ok();
+                    Response {
+                        ok: true,
+                        error: None,
+                        status: Some(st),
+                        switch: None,
+                    }
+                }
+                _ => control::refusal(format!(
+                    "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
+                    status.lock().unwrap().note
+                )),
+            }
+            },
+        )
+    };
+    let since = unix_ms(SystemTime::now());
+    let take_over = || foreign::take_over(Path::new("/proc"), foreign::sigint);
+    let result = foreign::wait_until_gone(
+        scx,
+        foreign::POLL,
+        settings
+            .take_over
+            .then_some(&take_over as &dyn Fn() -> foreign::TakeOver),
+        stop,
+        |snap, taken| {
+            let what = foreign::describe(snap);
+            let mut st = status.lock().unwrap();
+            st.note = match taken {
+                Some(t) => format!("{what} is attached, not started by ASA; --take-over: {t}; the agent takes control once it has gone"),
+                None => format!("{what} is attached, not started by ASA; the agent waits for it to go and then takes control (`asa run --take-over` asks its owner to stop)"),
+            };
+            st.last_event = Some(control::TimedEvent {
+                at_unix_ms: since,
+                message: format!("foreign scheduler {what} attached at start"),
+            });
+            sd_notify::notify_or_log(&format!(
+                "STATUS=waiting for the foreign scheduler {what} to go"
+            ));
+        },
+        || heartbeat.beat(),
+    );
+    control::stop_serving(&ctx.socket, &served_stop, server);
     result
 }
 
@@ -439,46 +681,30 @@ fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
     }
 }
 
+/// The dry run's control socket: `status` from the shared snapshot, everything else refused.
+/// Each client on its own thread with the bounds of [`control::serve`].
 fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: SchedExt) {
-    std::thread::Builder::new()
-        .name("control-socket".into())
-        .spawn(move || {
-            let me = nix::unistd::geteuid().as_raw();
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let response = match control::peer_uid(&stream) {
-                    Ok(uid) if uid == 0 || uid == me => match control::read_request(&stream) {
-                        Ok(Request::Status) => {
-                            let mut st = status.lock().unwrap().clone();
-                            st.kernel = scx.snapshot().ok();
-                            Response {
-                                ok: true,
-                                error: None,
-                                status: Some(st),
-                                switch: None,
-                            }
-                        }
-                        Ok(_) => refuse("this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin"),
-                        Err(e) => refuse(&format!("{e:#}")),
-                    },
-                    Ok(uid) => refuse(&format!("uid {uid} may not control the agent")),
-                    Err(e) => refuse(&format!("{e:#}")),
-                };
-                if let Err(e) = control::write_response(&stream, &response) {
-                    log::warn!("answering a control request: {e:#}");
+    control::serve(
+        listener,
+        Arc::new(AtomicBool::new(false)),
+        move |request| {
+            match request {
+            Request::Status => {
+                let mut st = status.lock().unwrap().clone();
+                st.kernel = scx.snapshot().ok();
+                Response {
+                    ok: true,
+                    error: None,
+                    status: Some(st),
+                    switch: None,
                 }
             }
-        })
-        .expect("spawning the control socket thread");
-}
-
-fn refuse(error: &str) -> Response {
-    Response {
-        ok: false,
-        error: Some(error.to_string()),
-        status: None,
-        switch: None,
-    }
+            _ => control::refusal(
+                "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin",
+            ),
+        }
+        },
+    );
 }
 
 /// Where the decision loop gets the agent's state from and publishes its decisions.
@@ -495,9 +721,10 @@ impl Sink {
         }
     }
 
-    fn publish(&self, record: &TickRecord) {
+    fn publish(&self, record: &TickRecord, quarantine: Vec<QuarantineEntry>) {
         let update = |d: &mut DecisionStatus| {
             d.ticks += 1;
+            d.quarantine = quarantine;
             d.last = Some(record.clone());
             if record.outcome != Outcome::Stay {
                 d.last_switch = Some(record.clone());
@@ -575,11 +802,23 @@ fn decision_key(record: &TickRecord) -> (Option<String>, Option<String>, &'stati
     )
 }
 
+/// Counts a failure of `expert` towards its quarantine, and says so when it starts one.
+fn note_failure(engine: &mut DecisionEngine, expert: &str, now: Duration, why: &str) {
+    match engine.policy_mut().note_expert_failed(expert, now, why) {
+        Some(length) => log::warn!(
+            "{expert} failed again ({why}): quarantined for {:.0} s, the decision skips it meanwhile",
+            length.as_secs_f64()
+        ),
+        None => log::info!("{expert} failed ({why}): counted towards its quarantine"),
+    }
+}
+
 fn decision_loop(
     mut engine: DecisionEngine,
     sink: Sink,
     settings: &RunSettings,
     stop: &AtomicBool,
+    heartbeat: &Heartbeat,
 ) -> Result<()> {
     let mut log_file = match &settings.decision_log {
         Some(path) => Some(BufWriter::new(
@@ -599,10 +838,13 @@ fn decision_loop(
     let mut last_pinned: Option<String> = None;
     let mut previous_key = None;
     let mut failed_in_a_row = 0u32;
+    let mut last_event_ms: Option<u64> = None;
     loop {
+        heartbeat.beat();
         if sleep_until(next, stop) {
             return Ok(());
         }
+        heartbeat.beat();
         if settings.duration.is_some_and(|d| started.elapsed() >= d) {
             log::info!("--duration-s reached: stopping");
             return Ok(());
@@ -626,15 +868,25 @@ fn decision_loop(
             } else if status.switching_to.is_none()
                 && engine.policy().current_expert() != Some(status.active.expert.as_str())
             {
+                let believed = engine.policy().current_expert().unwrap_or("?").to_string();
                 log::info!(
-                    "the controller reports {} running (the policy believed {}): following it, cooldown restarted",
+                    "the controller reports {} running (the policy believed {believed}): following it, cooldown restarted",
                     status.active.expert,
-                    engine.policy().current_expert().unwrap_or("?")
                 );
+                // The expert the policy believed running is gone without a switch: it exited
+                // or the kernel ejected it (the supervisor's event says which).
+                if status.active.expert == EEVDF && believed != EEVDF && believed != "?" {
+                    let why = match &status.last_event {
+                        Some(ev) if last_event_ms != Some(ev.at_unix_ms) => ev.message.clone(),
+                        _ => format!("{believed} stopped running"),
+                    };
+                    note_failure(&mut engine, &believed, now, &why);
+                }
                 engine
                     .policy_mut()
                     .note_external_switch(&status.active.expert, now);
             }
+            last_event_ms = status.last_event.as_ref().map(|e| e.at_unix_ms);
         }
         let mut record = match engine.tick(now) {
             Ok(r) => {
@@ -675,7 +927,10 @@ fn decision_loop(
                     // new expert the moment it is up, before this thread publishes the outcome.
                     let started = record.clone();
                     handle.update_decision(|d| d.last_switch = Some(started));
+                    // A switch may take minutes (two enable timeouts): the watchdog waits for it.
+                    heartbeat.busy_for(SWITCH_BOUND);
                     let response = handle.decide(&target);
+                    heartbeat.busy_for(Duration::ZERO);
                     let after = handle.status_cached();
                     if response.ok {
                         record.detail = response
@@ -695,6 +950,8 @@ fn decision_loop(
                                 after.active.expert,
                                 response.error.as_deref().unwrap_or("?")
                             );
+                            let why = response.error.as_deref().unwrap_or("switch failed");
+                            note_failure(&mut engine, &target, now, why);
                         }
                         engine
                             .policy_mut()
@@ -721,7 +978,7 @@ fn decision_loop(
             log::debug!(target: "asa::decision", "{line}");
         }
         previous_key = Some(key);
-        sink.publish(&record);
+        sink.publish(&record, engine.policy().quarantine_entries(now));
     }
 }
 
@@ -804,6 +1061,23 @@ cooldown_s = 30
         };
         let err = RunSettings::merge(&args(), config, None).unwrap_err();
         assert!(format!("{err:#}").contains("[policy]"), "{err:#}");
+        for bad in [
+            "[policy]\nquarantine_failures = 0",
+            "[policy]\nquarantine_base_s = -1",
+            "[policy]\nquarantine_base_s = 100\nquarantine_max_s = 10",
+        ] {
+            let config: ConfigFile = toml::from_str(bad).unwrap();
+            let err = RunSettings::merge(&args(), config, None).unwrap_err();
+            assert!(format!("{err:#}").contains("quarantine"), "{bad}: {err:#}");
+        }
+        let config: ConfigFile =
+            toml::from_str("[policy]\nquarantine_base_s = 20\nquarantine_failures = 3").unwrap();
+        let q = RunSettings::merge(&args(), config, None)
+            .unwrap()
+            .policy
+            .quarantine;
+        assert_eq!((q.base, q.failures), (Duration::from_secs(20), 3));
+        assert_eq!(q.max, QuarantineConfig::default().max);
         let err = toml::from_str::<ConfigFile>("modle = \"x\"").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
     }
@@ -838,6 +1112,60 @@ cooldown_s = 30
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());
+    }
+
+    /// The shipped unit (agent/dist/asa.service) keeps what issue 32 asks for: start limits
+    /// with its restarts, notify readiness with a watchdog the agent feeds at half the period,
+    /// and the sandbox settings the VM test rebuilds (vm_hardening.rs reads the capability set
+    /// from the unit itself).
+    #[test]
+    fn the_shipped_unit_has_start_limits_a_watchdog_and_a_sandbox() {
+        let unit = include_str!("../dist/asa.service");
+        let value = |key: &str| {
+            unit.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("{key} is not set"))
+        };
+        let unit_section = unit.split("[Service]").next().unwrap();
+        assert!(unit_section.contains("StartLimitIntervalSec=300"));
+        assert!(unit_section.contains("StartLimitBurst=5"));
+        assert_eq!(value("Restart"), "on-failure");
+        assert_eq!(value("Type"), "notify");
+        assert_eq!(value("NotifyAccess"), "main");
+        let watchdog: u64 = value("WatchdogSec").parse().unwrap();
+        assert!(Duration::from_secs(watchdog) >= Duration::from_secs(30));
+        for (key, want) in [
+            ("NoNewPrivileges", "yes"),
+            ("ProtectSystem", "strict"),
+            ("ProtectHome", "yes"),
+            ("PrivateTmp", "yes"),
+            ("PrivateDevices", "yes"),
+            ("ProtectKernelTunables", "yes"),
+            ("RestrictAddressFamilies", "AF_UNIX AF_NETLINK"),
+            ("SystemCallArchitectures", "native"),
+            ("MemoryDenyWriteExecute", "yes"),
+            (
+                "CapabilityBoundingSet",
+                "CAP_SYS_ADMIN CAP_BPF CAP_PERFMON CAP_SYS_NICE CAP_SYS_PTRACE",
+            ),
+        ] {
+            assert_eq!(value(key), want, "{key}");
+        }
+        // The runtime directories the agent writes (socket, lock) and the decision log's.
+        assert!(value("RuntimeDirectory")
+            .split_whitespace()
+            .any(|d| d == "asa"));
+        assert_eq!(
+            Path::new(control::DEFAULT_SOCKET).parent(),
+            Some(Path::new("/run/asa"))
+        );
+        assert_eq!(value("LogsDirectory"), "asa");
+        // The system-call deny list keeps what the agent and the experts use.
+        let denied = value("SystemCallFilter");
+        assert!(denied.starts_with('~'));
+        for needed in ["@privileged", "@debug", "@resources", "@process"] {
+            assert!(!denied.contains(needed), "{needed} is denied");
+        }
     }
 
     #[test]

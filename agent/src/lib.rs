@@ -4,13 +4,17 @@
 //! - [`control`]: the control socket protocol between `asa` commands and a running agent;
 //! - [`controller`]: the action path, one thread that owns the expert supervisor;
 //! - [`daemon`]: `asa run`, the perception → decision → action loop;
+//! - [`foreign`]: another tool's sched_ext scheduler at start: wait for it, or take over;
 //! - [`memory`]: keeping the resident set small (start-up code pages released);
+//! - [`sd_notify`]: readiness and watchdog notifications to systemd;
 //! - [`switch_bench`]: the switch-time benchmark over every ordered pair of experts.
 
 pub mod control;
 pub mod controller;
 pub mod daemon;
 pub mod decision;
+pub mod foreign;
 pub mod memory;
 pub mod perception;
+pub mod sd_notify;
 pub mod switch_bench;

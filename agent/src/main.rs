@@ -463,6 +463,9 @@ fn print_status(agent: Option<&AgentStatus>) {
         Some(true) => println!("consistent:  yes (the kernel runs what the agent believes)"),
         Some(false) => println!("consistent:  NO (the kernel disagrees with the agent)"),
         None if st.mode == "dry-run" => println!("consistent:  (dry run: nothing is switched)"),
+        None if st.mode == "waiting" => {
+            println!("consistent:  (waiting: another tool's scheduler runs, see the note)")
+        }
         None => println!("consistent:  (switch in progress)"),
     }
 }
@@ -520,6 +523,13 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
     }
     if let Some(r) = &d.last_switch {
         line("last choice:", r);
+    }
+    for (i, q) in d.quarantine.iter().enumerate() {
+        println!(
+            "{:<13}{}",
+            if i == 0 { "quarantine:" } else { "" },
+            asa_agent::decision::quarantine::describe(q)
+        );
     }
 }
 

@@ -346,3 +346,182 @@ fn the_decision_thread_runs_at_the_given_nice_value() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("decision thread at nice 7"));
 }
+
+/// VmRSS of `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// The control socket bounds every wait on a client (issue 32, point 4), here on a dry run:
+/// a client that connects and says nothing does not delay a concurrent `asa status` by more
+/// than a second, and a 64 MiB request line is refused after 64 KiB without the agent's memory
+/// growing.
+#[test]
+fn control_socket_serves_status_past_a_silent_client_and_refuses_a_64_mib_line() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let mut child = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "500"])
+        .args(["--duration-s", "60", "--onnxruntime"])
+        .arg(ort_library())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = |timeout: Duration| {
+        asa_agent::control::request(&socket, &asa_agent::control::Request::Status, timeout)
+    };
+    let t0 = Instant::now();
+    while !matches!(status(Duration::from_secs(5)), Ok(Some(_))) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the dry run serves no status"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Two silent clients, then `asa status` (the real client) while they hold their
+    // connections.
+    let silent: Vec<UnixStream> = (0..2)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let out = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["agent"]["mode"], "dry-run");
+    assert!(
+        took < Duration::from_secs(1),
+        "status took {took:?} behind a silent client"
+    );
+    eprintln!(
+        "asa status behind two silent clients: {:.0} ms",
+        took.as_secs_f64() * 1e3
+    );
+    drop(silent);
+
+    // 64 MiB in one line, as fast as the socket takes it.
+    let rss_before = rss_kib(child.id());
+    let stream = UnixStream::connect(&socket).unwrap();
+    let writer = stream.try_clone().unwrap();
+    let flood = std::thread::spawn(move || {
+        let block = vec![b'{'; 1 << 20];
+        let mut sent = 0usize;
+        for _ in 0..64 {
+            match (&writer).write_all(&block) {
+                Ok(()) => sent += block.len(),
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reply = String::new();
+    BufReader::new(&stream).read_line(&mut reply).unwrap();
+    let sent = flood.join().unwrap();
+    let resp: asa_agent::control::Response = serde_json::from_str(&reply).unwrap();
+    assert!(!resp.ok);
+    assert!(
+        resp.error
+            .as_deref()
+            .unwrap()
+            .contains("longer than 65536 bytes"),
+        "{reply}"
+    );
+    assert!(sent < 64 << 20, "the agent took all {sent} bytes");
+    let rss_after = rss_kib(child.id());
+    eprintln!(
+        "64 MiB line: refused after the client wrote {} KiB; agent RSS {rss_before} -> {rss_after} KiB",
+        sent / 1024
+    );
+    assert!(
+        rss_after < rss_before + 4096,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+    // Still serving.
+    assert!(status(Duration::from_secs(5)).unwrap().unwrap().ok);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`, agent/dist/asa.service) the agent says
+/// READY=1 once it serves, then WATCHDOG=1 at half the interval while its loop makes progress,
+/// (and STOPPING=1 on the way out of `asa run`). Here a test socket plays systemd for a dry run with a 2 s
+/// watchdog: READY first, then a ping about every second.
+#[test]
+fn the_agent_notifies_readiness_and_feeds_the_watchdog() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let notify = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let child = asa()
+        .arg("--socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "200"])
+        .args(["--duration-s", "5", "--onnxruntime"])
+        .arg(ort_library())
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "2000000")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut messages: Vec<(f64, String)> = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = manager.recv(&mut buf) {
+        messages.push((
+            t0.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&buf[..n]).to_string(),
+        ));
+        if t0.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        manager
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{messages:?}");
+    assert!(messages[0].1.starts_with("READY=1"), "{messages:?}");
+    let pings: Vec<f64> = messages
+        .iter()
+        .filter(|(_, m)| m == "WATCHDOG=1")
+        .map(|(t, _)| *t)
+        .collect();
+    assert!(pings.len() >= 3, "{messages:?}");
+    for pair in pings.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            (0.7..1.5).contains(&gap),
+            "pings {gap:.2} s apart: {pings:?}"
+        );
+    }
+}

@@ -4,7 +4,9 @@
 //! - [`classifier`]: the workload classifier, an ONNX model run through ONNX Runtime (`ort`,
 //!   loaded at run time from `libonnxruntime.so`), checked against the live feature schema;
 //! - [`policy`]: vote → mapping table → expert, with a cooldown and a confidence margin, and a
-//!   [`policy::DecisionRecord`] per tick for the log and `asa status`.
+//!   [`policy::DecisionRecord`] per tick for the log and `asa status`;
+//! - [`quarantine`]: experts that keep failing are not chosen for a while, with exponential
+//!   back-off.
 //!
 //! The live feature schema comes from perception (`agent/src/perception`, issue 3); this module
 //! only needs its name, version and ordered feature names, see [`FeatureSchema`].
@@ -12,6 +14,7 @@
 pub mod classifier;
 pub mod engine;
 pub mod policy;
+pub mod quarantine;
 pub mod voting;
 
 /// What the decision module needs to know about the live feature schema: its name and version

@@ -6,7 +6,10 @@
 //! Each tick yields a [`DecisionRecord`] (probabilities, vote scores, class, chosen expert, the
 //! action and why) for the log and `asa status`. The caller carries out [`Action::Switch`] and
 //! tells the policy about switches it did not ask for ([`Policy::note_external_switch`], e.g.
-//! `asa pin`) or that failed ([`Policy::set_current_expert`]).
+//! `asa pin`) or that failed ([`Policy::set_current_expert`]), and about experts that failed
+//! ([`Policy::note_expert_failed`]): those that keep failing are quarantined
+//! ([`super::quarantine`]) and skipped; the class then gets its next-ranked usable expert, or
+//! the kernel default when all of them are quarantined.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +18,11 @@ use anyhow::{ensure, Result};
 use asa_mapping_table::MappingTable;
 use serde::{Deserialize, Serialize};
 
+use super::quarantine::{Quarantine, QuarantineConfig, QuarantineEntry};
 use super::voting::{TimeWeightedVoter, Vote, VotingConfig};
+
+/// The expert a class falls back to when every expert ranked for it is quarantined.
+pub const FALLBACK_EXPERT: &str = asa_experts::EEVDF;
 
 /// Schema name of a decision record.
 pub const DECISION_SCHEMA: &str = "asa.decision";
@@ -72,6 +79,9 @@ pub struct PolicyConfig {
     /// (before the first confident vote it does at once).
     #[serde(default = "default_fallback_after")]
     pub fallback_after_ticks: u32,
+    /// Quarantine of experts that keep failing.
+    #[serde(default)]
+    pub quarantine: QuarantineConfig,
 }
 
 impl Default for PolicyConfig {
@@ -83,6 +93,7 @@ impl Default for PolicyConfig {
             min_support: DEFAULT_MIN_SUPPORT,
             horizon: DEFAULT_HORIZON,
             fallback_after_ticks: DEFAULT_FALLBACK_AFTER_TICKS,
+            quarantine: QuarantineConfig::default(),
         }
     }
 }
@@ -205,6 +216,9 @@ pub struct DecisionRecord {
     pub action: Action,
     /// Why.
     pub reason: Reason,
+    /// Experts quarantined at this tick (skipped by the decision) and the seconds left.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quarantined: BTreeMap<String, f64>,
 }
 
 impl DecisionRecord {
@@ -254,14 +268,25 @@ impl DecisionRecord {
                 self.current_expert.as_deref().unwrap_or("(unknown)")
             ),
         };
+        let quarantined = if self.quarantined.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = self
+                .quarantined
+                .iter()
+                .map(|(e, left)| format!("{e} ({left:.0} s left)"))
+                .collect();
+            format!(" [quarantined: {}]", list.join(", "))
+        };
         format!(
-            "tick {}: class {} (margin {:.2}, support {:.2}) → {}: {}",
+            "tick {}: class {} (margin {:.2}, support {:.2}) → {}: {}{}",
             self.tick,
             self.voted_class.as_deref().unwrap_or("-"),
             self.margin,
             self.support,
             self.target_expert.as_deref().unwrap_or("-"),
-            why
+            why,
+            quarantined
         )
     }
 }
@@ -284,7 +309,12 @@ pub struct Policy {
     switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
     current_expert: Option<String>,
+    /// Since when the current expert runs (as far as the policy knows).
+    current_since: Option<Duration>,
     last_switch: Option<Duration>,
+    /// The time of the latest tick.
+    last_now: Duration,
+    quarantine: Quarantine,
     tick: u64,
     /// The table's default expert, when usable here.
     fallback: Option<String>,
@@ -310,6 +340,7 @@ impl Policy {
             (0.0..=1.0).contains(&config.min_margin) && (0.0..=1.0).contains(&config.min_support),
             "min_margin and min_support must be in [0, 1]"
         );
+        config.quarantine.check()?;
         let voter = TimeWeightedVoter::new(config.voting, classes.len())?;
         let class_usable = classes
             .iter()
@@ -381,7 +412,10 @@ impl Policy {
             switch_costs,
             voter,
             current_expert,
+            current_since: None,
             last_switch: None,
+            last_now: Duration::ZERO,
+            quarantine: Quarantine::new(config.quarantine),
             tick: 0,
             fallback: mapping.default_expert().filter(|e| usable(e)),
             unsure_ticks: 0,
@@ -405,7 +439,7 @@ impl Policy {
         self.current_expert.as_deref()
     }
 
-    /// The expert used for a class, if any.
+    /// The expert used for a class, if any (quarantines aside).
     pub fn expert_for(&self, class: &str) -> Option<&str> {
         let index = self.classes.iter().position(|c| c == class)?;
         self.class_usable[index].first().map(String::as_str)
@@ -414,13 +448,62 @@ impl Policy {
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
     /// failed and the old expert, or EEVDF, is running).
     pub fn set_current_expert(&mut self, expert: Option<&str>) {
+        if self.current_expert.as_deref() != expert {
+            self.current_since = Some(self.last_now);
+        }
         self.current_expert = expert.map(str::to_string);
     }
 
     /// Records a switch the policy did not decide (`asa pin`/`unpin`): it starts the cooldown.
     pub fn note_external_switch(&mut self, expert: &str, now: Duration) {
+        if self.current_expert.as_deref() != Some(expert) {
+            self.current_since = Some(now);
+        }
         self.current_expert = Some(expert.to_string());
         self.last_switch = Some(now);
+    }
+
+    /// `expert` failed at `now` (exited, was ejected, did not attach) because of `why`: counts
+    /// towards its quarantine. Returns the length of the quarantine it starts, if any. The
+    /// caller says what runs now with [`Self::note_external_switch`] or
+    /// [`Self::set_current_expert`]. The fallback expert (the kernel default) is never
+    /// quarantined.
+    pub fn note_expert_failed(
+        &mut self,
+        expert: &str,
+        now: Duration,
+        why: &str,
+    ) -> Option<Duration> {
+        if expert == FALLBACK_EXPERT {
+            return None;
+        }
+        self.quarantine.record_failure(expert, now, why)
+    }
+
+    /// The quarantine's records at `now`, for `asa status`.
+    pub fn quarantine_entries(&self, now: Duration) -> Vec<QuarantineEntry> {
+        self.quarantine.entries(now)
+    }
+
+    /// The experts quarantined at `now`, with the seconds left.
+    pub fn quarantined(&self, now: Duration) -> BTreeMap<String, f64> {
+        self.quarantine.quarantined(now)
+    }
+
+    /// Class index `class`'s usable experts at `now`, best first, without the quarantined
+    /// ones; when that leaves none of a non-empty list, the kernel default.
+    fn available(&self, class: usize, now: Duration) -> Vec<String> {
+        let usable = &self.class_usable[class];
+        let left: Vec<String> = usable
+            .iter()
+            .filter(|e| !self.quarantine.is_quarantined(e, now))
+            .cloned()
+            .collect();
+        if left.is_empty() && !usable.is_empty() {
+            vec![FALLBACK_EXPERT.to_string()]
+        } else {
+            left
+        }
     }
 
     /// Feeds one tick's classifier probabilities and decides. On [`Action::Switch`] the policy
@@ -428,6 +511,15 @@ impl Policy {
     pub fn on_tick(&mut self, now: Duration, probabilities: &[f32]) -> Result<DecisionRecord> {
         let vote = self.voter.push(probabilities)?;
         self.tick += 1;
+        self.last_now = now;
+        if let (Some(expert), Some(since)) = (self.current_expert.clone(), self.current_since) {
+            if self.quarantine.record_running(&expert, since, now) {
+                log::info!(
+                    "{expert} has run {:.0} s without failing: its failures and back-off are reset",
+                    now.saturating_sub(since).as_secs_f64()
+                );
+            }
+        }
         Ok(self.decide(now, probabilities, vote))
     }
 
@@ -489,8 +581,7 @@ impl Policy {
     /// Before any of that, the noise rule: when the first-ranked expert's lead over the running
     /// one is within the noise, stay ([`Reason::WithinNoise`]); lower-ranked experts whose lead
     /// is within the noise are not considered either.
-    fn choose_target(&self, class: usize) -> Option<(String, Reason)> {
-        let usable = &self.class_usable[class];
+    fn choose_target(&self, class: usize, usable: &[String]) -> Option<(String, Reason)> {
         let preferred = usable.first()?;
         if let Some((gain, threshold)) = self
             .gain_and_noise(class, preferred)
@@ -536,14 +627,18 @@ impl Policy {
     }
 
     fn decide(&mut self, now: Duration, probabilities: &[f32], vote: Vote) -> DecisionRecord {
-        let preferred = vote
+        // The class's experts without the quarantined ones (the kernel default when that
+        // leaves none).
+        let available = vote
             .class
-            .and_then(|c| self.class_usable[c].first().cloned());
+            .map(|c| self.available(c, now))
+            .unwrap_or_default();
+        let preferred = available.first().cloned();
         // Where a confident vote would go, and why (the switching penalty may hold it or pick a
         // cheaper expert); only computed when the class's first choice is not running.
         let (target, switch_reason) = match (vote.class, &preferred) {
             (Some(c), Some(p)) if Some(p) != self.current_expert.as_ref() => {
-                match self.choose_target(c) {
+                match self.choose_target(c, &available) {
                     Some((t, reason)) => (Some(t), reason),
                     None => (preferred.clone(), Reason::Switch),
                 }
@@ -622,9 +717,11 @@ impl Policy {
             target_expert: target.clone(),
             action,
             reason,
+            quarantined: self.quarantine.quarantined(now),
         };
         if record.action == Action::Switch {
             self.current_expert = target;
+            self.current_since = Some(now);
             if !matches!(record.reason, Reason::Fallback { .. }) {
                 self.last_switch = Some(now);
             }
@@ -632,11 +729,14 @@ impl Policy {
         record
     }
 
-    /// The default expert, when an unsure vote should go back to it now: it is usable and not
-    /// running, the vote has been unsure since the start or for `fallback_after_ticks` ticks,
+    /// The default expert, when an unsure vote should go back to it now: it is usable, not
+    /// quarantined and not running, the vote has been unsure since the start or for `fallback_after_ticks` ticks,
     /// and no cooldown runs.
     fn fallback_due(&self, now: Duration) -> Option<String> {
-        let fallback = self.fallback.as_ref()?;
+        let fallback = self
+            .fallback
+            .as_ref()
+            .filter(|e| !self.quarantine.is_quarantined(e, now))?;
         let long_enough =
             !self.confident_seen || self.unsure_ticks >= self.config.fallback_after_ticks;
         let cooling = self
@@ -1212,6 +1312,109 @@ ranked = [
                 if (preferred_net - 0.02).abs() < 1e-9 && (net - 0.25).abs() < 1e-9),
             "{r:?}"
         );
+    }
+
+    /// The lab's failure (issue 32): lavd is ejected each time it attaches. busy ranks lavd,
+    /// then bpfland. Cooldown 15 s, default quarantine (2 failures in 600 s → 60 s, doubling).
+    /// lavd is chosen on tick 3 and fails at 5; chosen again when the cooldown ends (20) and
+    /// fails at 22: quarantined until 82, so busy gets bpfland meanwhile, and every record says
+    /// why. When bpfland fails twice as well, busy falls back to EEVDF.
+    #[test]
+    fn an_expert_that_keeps_failing_is_quarantined_and_the_class_falls_to_the_next() {
+        let mut p = policy(15, "");
+        for s in 1..=3 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        assert_eq!(p.note_expert_failed("lavd", at(5), "ejected"), None);
+        p.note_external_switch("eevdf", at(5));
+        let mut chosen = Vec::new();
+        let mut records = Vec::new();
+        let mut quarantines = Vec::new();
+        for s in 6..=100 {
+            let r = p.on_tick(at(s), &BUSY).unwrap();
+            if r.action == Action::Switch {
+                chosen.push((s, r.target_expert.clone().unwrap()));
+                if r.target_expert.as_deref() == Some("lavd") {
+                    // Ejected 2 s after each attach.
+                    let q = p.note_expert_failed("lavd", at(s + 2), "ejected");
+                    quarantines.push(q.unwrap().as_secs());
+                    p.note_external_switch("eevdf", at(s + 2));
+                }
+            }
+            records.push(r);
+        }
+        // lavd again at 20 (cooldown from 5), fails at 22: quarantined until 82; bpfland once
+        // the cooldown from 22 ends (37). lavd ranks first, so it is tried again when its
+        // quarantine ends (82), fails at 84: quarantined for twice as long; bpfland at 99.
+        assert_eq!(
+            chosen,
+            vec![
+                (20, "lavd".into()),
+                (37, "bpfland".into()),
+                (82, "lavd".into()),
+                (99, "bpfland".into())
+            ]
+        );
+        assert_eq!(quarantines, [60, 120]);
+        let during = &records[(50 - 6) as usize];
+        assert_eq!(during.quarantined, BTreeMap::from([("lavd".into(), 32.0)]));
+        assert!(
+            during.summary().contains("[quarantined: lavd (32 s left)]"),
+            "{}",
+            during.summary()
+        );
+        let line = serde_json::to_string(during).unwrap();
+        assert!(line.contains(r#""quarantined":{"lavd":32.0}"#), "{line}");
+        // Before any quarantine the record has no such key (older readers see no change).
+        assert!(!serde_json::to_string(&records[0])
+            .unwrap()
+            .contains("quarantined"));
+        let entries = p.quarantine_entries(at(100));
+        assert_eq!(entries.len(), 1);
+        assert_eq!((entries[0].level, entries[0].total_failures), (2, 3));
+        assert_eq!(entries[0].quarantined_for_s, Some(104.0));
+
+        // Both quarantined: the class falls back to the kernel default.
+        let mut p = policy(0, "");
+        for e in ["lavd", "bpfland"] {
+            p.note_expert_failed(e, at(0), "x");
+            p.note_expert_failed(e, at(1), "x");
+        }
+        p.note_external_switch("lavd", at(1));
+        let r = (2..=4)
+            .map(|s| p.on_tick(at(s), &BUSY).unwrap())
+            .last()
+            .unwrap();
+        assert_eq!(r.target_expert.as_deref(), Some("eevdf"));
+        assert_eq!(r.action, Action::Switch);
+        assert_eq!(r.quarantined.len(), 2);
+        // The kernel default is never quarantined.
+        assert_eq!(p.note_expert_failed("eevdf", at(5), "x"), None);
+        assert_eq!(p.note_expert_failed("eevdf", at(6), "x"), None);
+        assert!(p.quarantined(at(7)).keys().all(|e| e != "eevdf"));
+    }
+
+    /// An expert that runs healthy_after (300 s) without failing is forgiven: a single later
+    /// failure quarantines nothing.
+    #[test]
+    fn an_expert_that_runs_long_enough_is_forgiven() {
+        let mut p = policy(0, "");
+        p.note_expert_failed("lavd", at(0), "x");
+        for s in 1..=3 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        // Fails at 200 s (197 s after its start): quarantined.
+        assert!(p.note_expert_failed("lavd", at(200), "x").is_some());
+        let mut p = policy(0, "");
+        p.note_expert_failed("lavd", at(0), "x");
+        for s in 1..=3 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        // Runs from 3 s; the tick at 303 s forgives it.
+        p.on_tick(at(303), &BUSY).unwrap();
+        assert_eq!(p.note_expert_failed("lavd", at(304), "x"), None);
     }
 
     #[test]
