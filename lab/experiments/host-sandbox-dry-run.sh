@@ -1,3 +1,10 @@
+#!/bin/sh
+# The sandbox of agent/dist/asa.service rebuilt without systemd, for a dry run of the agent on
+# a host: run inside a private mount namespace as root, e.g.
+#   unshare -m sh lab/experiments/host-sandbox-dry-run.sh
+# It remounts everything read-only but the unit's writable directories (ProtectSystem=strict),
+# makes the kernel tunables read-only (ProtectKernelTunables) and starts `asa run --dry-run`.
+# The VM test agent/tests/vm_hardening.rs does the same in the lab guest with the real experts.
 set -e
 ro() { mount -o remount,bind,ro "$1"; }
 # ProtectSystem=strict: every mount read-only but the API file systems (below); the unit's
