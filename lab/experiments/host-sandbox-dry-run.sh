@@ -1,7 +1,8 @@
 #!/bin/sh
 # The sandbox of agent/dist/asa.service rebuilt without systemd, for a dry run of the agent on
 # a host: run inside a private mount namespace as root, e.g.
-#   unshare -m sh lab/experiments/host-sandbox-dry-run.sh
+#   ORT=/opt/ort/libonnxruntime.so unshare -m sh lab/experiments/host-sandbox-dry-run.sh
+# (ASA: the asa binary, default target/release/asa).
 # It remounts everything read-only but the unit's writable directories (ProtectSystem=strict),
 # makes the kernel tunables read-only (ProtectKernelTunables) and starts `asa run --dry-run`.
 # The VM test agent/tests/vm_hardening.rs does the same in the lab guest with the real experts.
@@ -38,4 +39,4 @@ mount -n --move /tmp/.dev /dev
 } > /run/asa/sandbox-checks
 ulimit -l unlimited || echo "sandbox: could not raise RLIMIT_MEMLOCK" >&2
 exec setpriv --bounding-set=-all,+sys_admin,+bpf,+perfmon,+sys_nice,+sys_ptrace --inh-caps=-all --no-new-privs \
-  /work/wt-hardening/target/debug/asa --socket /run/asa/control.sock run --dry-run --interval-ms 500 --duration-s 4 --onnxruntime /opt/asa-hard-test/libonnxruntime.so --decision-log /var/log/asa/decisions.jsonl
+  "${ASA:-target/release/asa}" --socket /run/asa/control.sock run --dry-run --interval-ms 500 --duration-s 4 --onnxruntime "${ORT:?set ORT to a libonnxruntime.so outside /root (ProtectHome)}" --decision-log /var/log/asa/decisions.jsonl
