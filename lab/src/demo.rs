@@ -1,9 +1,10 @@
 //! `make demo` (`asa-lab demo`): the agent doing its main job in the lab VM. `asa run` watches
-//! an idle machine, then `xz` compressing, then idle again, and switches on its own (the
-//! default classifier knows `idle` and `xz_compress`; the default table maps xz to bpfland);
-//! `asa status` shows what it sees and decides at each step. Then `asa pin gru` runs our
-//! learned scheduler under a load, and the machine goes back to EEVDF. Afterwards
-//! [`summary`] turns the agent's decision log into a short table of what it did and when.
+//! an idle machine, then `xz` compressing (as the classifier's recordings ran it), then idle
+//! again, and switches on its own (the default classifier knows `idle` and `xz_compress`; the
+//! default table maps xz to bpfland); `asa status` shows what it sees and decides at each step.
+//! Then `asa pin gru` runs our learned scheduler under a load, and the machine goes back to
+//! EEVDF. Afterwards [`summary`] turns the agent's decision log into a short table of what it
+//! did and when.
 
 use std::fmt::Write as _;
 
@@ -18,17 +19,18 @@ pub fn script(model: &str, onnxruntime: &str) -> String {
 step() {{ echo; echo "=== $*"; }}
 step "kernel $(uname -r), sched_ext state: $(cat /sys/kernel/sched_ext/state)"
 asa experts
-seq 1 3000000 > /tmp/corpus
+seq 1 1200000 > /tmp/corpus   # 8 MB of text, like the recorded load's corpus
 step "asa run: the agent, with the default classifier (idle, xz_compress) and table"
-asa run --model {model} --onnxruntime {onnxruntime} --cooldown-s 5 \
+RUST_LOG=info,asa::decision=warn asa run --model {model} --onnxruntime {onnxruntime} --cooldown-s 5 \
   --decision-log /lab/out/{DECISION_LOG} &
 AGENT=$!
 sleep 12
 step "idle for 12 s: what the agent sees and decides"
 asa status
-step "xz -9 on two threads for 30 s: the agent should recognise xz_compress and switch"
+# The host's xz (busybox's applet only decompresses), as the classifier's recordings ran it.
+step "xz -T0 -3 for 30 s: the agent should recognise xz_compress and switch"
 end=$(( $(date +%s) + 30 ))
-( while [ $(date +%s) -lt $end ]; do xz -9 -T2 -c /tmp/corpus > /dev/null; done ) &
+( while [ $(date +%s) -lt $end ]; do /usr/local/bin/xz -T0 -3 --block-size=1MiB -c /tmp/corpus > /dev/null; done ) &
 XZ=$!
 sleep 15
 asa status
