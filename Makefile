@@ -22,14 +22,20 @@ test: kernel
 	cd classifier && .venv/bin/python -m pytest -q
 	classifier/.venv/bin/python -m pytest -q gru_expert/train/tests
 
-# Long run, not in CI: switch time of every ordered pair of experts (README table).
+# Long run, not in CI: switch time of every ordered pair of experts (README table), with the
+# attach gate, break before make, and to hot standbys parked beforehand.
+SWITCH_OUT ?= results/$(shell date -u +%F)-switch-times
 bench-switch: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab
-	target/release/asa-lab bench-switch --rounds 3 --json lab/results/switch-times.json \
-	  | tee lab/results/switch-times.md
+	mkdir -p $(SWITCH_OUT)
+	target/release/asa-lab bench-switch --rounds 3 --json $(SWITCH_OUT)/switch-times.json \
+	  | tee $(SWITCH_OUT)/switch-times.md
 	target/release/asa-lab bench-switch --rounds 3 --break-before-make \
-	  --json lab/results/switch-times-break-before-make.json \
-	  | tee lab/results/switch-times-break-before-make.md
+	  --json $(SWITCH_OUT)/switch-times-break-before-make.json \
+	  | tee $(SWITCH_OUT)/switch-times-break-before-make.md
+	target/release/asa-lab bench-switch --rounds 3 --standby-targets \
+	  --json $(SWITCH_OUT)/switch-times-standby.json \
+	  | tee $(SWITCH_OUT)/switch-times-standby.md
 
 # Long run, not in CI: every scenario x eevdf,lavd,bpfland,rusty in one lab VM, with feature
 # recording for the workload classifier (see scenarios/README.md for time and settings).

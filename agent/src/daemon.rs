@@ -24,11 +24,12 @@ use asa_experts::{Active, Catalogue, SchedExt, ScxState, Supervisor, SupervisorC
 use serde::Deserialize;
 
 use crate::control::{self, AgentStatus, DecisionStatus, Request, Response};
-use crate::controller::{Controller, ControllerHandle};
+use crate::controller::{Controller, ControllerHandle, StandbySettings};
 use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
 };
 use crate::decision::policy::{PolicyConfig, Reason};
+use crate::decision::standby::vote_candidates;
 use crate::decision::voting::VotingConfig;
 
 /// The config file read when it exists and `--config` is not given.
@@ -285,6 +286,8 @@ pub struct DaemonContext {
     pub catalogue: Catalogue,
     /// Supervisor settings.
     pub supervisor: SupervisorConfig,
+    /// The hot-standby pool.
+    pub standby: StandbySettings,
 }
 
 /// `asa run`: runs until `stop` is set (or `--duration-s`), then restores EEVDF.
@@ -325,8 +328,14 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         supervisor,
         "daemon",
         "the decision engine chooses the expert; `asa pin` overrides it until `asa unpin`",
-    );
+    )
+    .with_standby(ctx.standby.clone());
     let handle = controller.handle();
+    // Before the first vote the pool holds the table's overall best.
+    handle.set_standby_candidates(
+        Vec::new(),
+        engine.policy().overall_best().map(str::to_owned),
+    );
     handle.set_decision(DecisionStatus {
         engine: engine.info().clone(),
         ticks: 0,
@@ -398,6 +407,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             last: None,
             last_switch: None,
         }),
+        standby: Default::default(),
     }));
     let served = match control::bind(&ctx.socket) {
         Ok(listener) => {
@@ -649,6 +659,13 @@ fn decision_loop(
             }
         };
         record.pinned = status.pinned.clone();
+        if let Sink::Controller(handle) = &sink {
+            let policy = engine.policy();
+            handle.set_standby_candidates(
+                vote_candidates(&record.decision.vote_scores, |c| policy.expert_for(c)),
+                policy.overall_best().map(str::to_owned),
+            );
+        }
         if record.outcome == Outcome::Switched {
             let target = record
                 .decision

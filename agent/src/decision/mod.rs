@@ -12,6 +12,7 @@
 pub mod classifier;
 pub mod engine;
 pub mod policy;
+pub mod standby;
 pub mod voting;
 
 /// What the decision module needs to know about the live feature schema: its name and version

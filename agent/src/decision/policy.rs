@@ -370,6 +370,39 @@ impl Policy {
         self.class_usable[index].first().map(String::as_str)
     }
 
+    /// The expert the table ranks best over all classes: first (among the usable ones) in
+    /// the most classes; ties go to the higher mean score over the classes that score it,
+    /// then to the name. None when no class maps to a usable expert. The hot-standby pool
+    /// keeps it loaded.
+    pub fn overall_best(&self) -> Option<&str> {
+        let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
+        for usable in &self.class_usable {
+            if let Some(e) = usable.first() {
+                *firsts.entry(e.as_str()).or_default() += 1;
+            }
+        }
+        let mean = |e: &str| {
+            let s: Vec<f64> = self
+                .class_scores
+                .iter()
+                .filter_map(|c| c.get(e).map(|(score, _)| *score))
+                .collect();
+            if s.is_empty() {
+                f64::NEG_INFINITY
+            } else {
+                s.iter().sum::<f64>() / s.len() as f64
+            }
+        };
+        firsts
+            .into_iter()
+            .max_by(|(a, na), (b, nb)| {
+                na.cmp(nb)
+                    .then_with(|| mean(a).total_cmp(&mean(b)))
+                    .then_with(|| b.cmp(a))
+            })
+            .map(|(e, _)| e)
+    }
+
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
     /// failed and the old expert, or EEVDF, is running).
     pub fn set_current_expert(&mut self, expert: Option<&str>) {
@@ -627,6 +660,28 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
 
     fn at(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    /// The overall best: first in the most classes; on a tie the higher mean score; an
+    /// expert that is not usable here does not count.
+    #[test]
+    fn the_overall_best_is_first_in_the_most_classes() {
+        // busy → lavd, calm → eevdf: one first place each; lavd's mean 0.9 beats eevdf's 0.7.
+        assert_eq!(policy(15, "").overall_best(), Some("lavd"));
+        // lavd not usable: busy → bpfland (0.8) still beats eevdf (0.7).
+        assert_eq!(policy(15, "lavd").overall_best(), Some("bpfland"));
+        let table = MappingTable::parse(
+            &TABLE.replace(
+                "[[class]]\nname = \"calm\"",
+                "[[class]]\nname = \"odd\"\nranked = [{ expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 }]\n[[class]]\nname = \"calm\"",
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let p = Policy::new(PolicyConfig::default(), classes, &table, |_| true, None).unwrap();
+        // eevdf is first in two classes (calm, odd), lavd in one.
+        assert_eq!(p.overall_best(), Some("eevdf"));
     }
 
     /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:
