@@ -50,6 +50,11 @@ struct Cli {
         value_delimiter = ','
     )]
     standby_experts: Option<Vec<String>>,
+    /// Nice value hot standbys load at (-20..19; raised to --expert-nice when a switch takes
+    /// one).
+    #[arg(long, global = true, env = "ASA_STANDBY_NICE", default_value_t = asa_experts::supervisor::DEFAULT_STANDBY_NICE, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    standby_nice: i32,
     /// Memory budget of the standby pool (MiB of resident memory over all standbys).
     #[arg(long, global = true, default_value_t = asa_agent::decision::standby::DEFAULT_STANDBY_MEMORY_MIB)]
     standby_memory_mib: u64,
@@ -164,6 +169,7 @@ fn supervisor_config(cli: &Cli) -> SupervisorConfig {
     SupervisorConfig {
         enable_timeout: Duration::from_secs(cli.enable_timeout),
         expert_nice: cli.expert_nice,
+        standby_nice: cli.standby_nice,
         ..SupervisorConfig::default()
     }
 }

@@ -77,6 +77,10 @@ pub struct SupervisorConfig {
     pub standby_nice: i32,
 }
 
+/// A standby may take this many times an expert's enable timeout to load (it loads at the
+/// standby priority).
+const STANDBY_TIMEOUT_FACTOR: u32 = 5;
+
 /// Hot standbys load at the lowest priority.
 pub const DEFAULT_STANDBY_NICE: i32 = 19;
 
@@ -1067,7 +1071,11 @@ impl Supervisor {
         }
         if !parked && alive {
             info!("{name} is a hot standby still loading (pid {pid}); waiting for it at full priority");
-            return self.wait_at_gate(sb.starting).map_err(|e| {
+            let mut starting = sb.starting;
+            // From now on it has a start's time limit.
+            starting.timeout =
+                starting.spawned_at.elapsed() + starting.timeout / STANDBY_TIMEOUT_FACTOR;
+            return self.wait_at_gate(starting).map_err(|e| {
                 self.note_standby_failure(&name);
                 SupervisorEvent::StandbyLost {
                     expert: name,
@@ -1215,7 +1223,9 @@ impl Supervisor {
         if self.standby.iter().any(|s| s.name() == expert.name) {
             bail!("{name} already stands by");
         }
-        let starting = self.spawn(&expert, &binary, Launch::Standby)?;
+        let mut starting = self.spawn(&expert, &binary, Launch::Standby)?;
+        // At nice 19 on a busy machine loading may take much longer than a start.
+        starting.timeout *= STANDBY_TIMEOUT_FACTOR;
         self.standby.push(Standby {
             starting,
             since: SystemTime::now(),

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Switch times with the attach gate and to hot standbys, in ONE lab VM: `asa bench-switch`
+# (every ordered pair of EXPERTS, one circuit per round) alternating round by round between
+# the attach gate (the target loads while the old expert runs) and --standby-targets (the
+# target was parked at its gate beforehand), so drift in the emulator's speed hits both alike.
+# Writes OUT/{gate,standby}-r<ROUND>.{json,md} and OUT/console.log.
+#
+#   lab/bench-switch-standby.sh OUT_DIR
+#
+# Settings (environment): EXPERTS (default eevdf,bpfland,rusty,lavd), ROUNDS (3),
+# BIN (target/release), TIMEOUT (s, 5400).
+set -eu
+OUT=${1:?usage: $0 OUT_DIR}
+EXPERTS=${EXPERTS:-eevdf,bpfland,rusty,lavd}
+ROUNDS=${ROUNDS:-3}
+BIN=${BIN:-target/release}
+TIMEOUT=${TIMEOUT:-5400}
+for b in asa asa-lab; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SCRIPT=$(mktemp)
+trap 'rm -f "$SCRIPT"' EXIT
+cat > "$SCRIPT" <<EOF
+set -u
+r=1
+while [ \$r -le $ROUNDS ]; do
+  echo "ASA-BENCH: round \$r, attach gate"
+  asa bench-switch --experts $EXPERTS --rounds 1 \\
+    --json /lab/out/gate-r\$r.json > /lab/out/gate-r\$r.md || echo "ASA-BENCH: failed \$?"
+  echo "ASA-BENCH: round \$r, hot standby"
+  asa bench-switch --experts $EXPERTS --rounds 1 --standby-targets \\
+    --json /lab/out/standby-r\$r.json > /lab/out/standby-r\$r.md || echo "ASA-BENCH: failed \$?"
+  r=\$((r + 1))
+done
+EOF
+EXPERT_LIST=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$EXPERT_LIST" --script "$SCRIPT" \
+  --timeout "$TIMEOUT" --out "$OUT" 2>&1 | tee "$OUT/console.log" | grep -a --line-buffered 'ASA-\|asa-lab:\|round' >&2
