@@ -271,6 +271,8 @@ impl Controller {
             }
         };
         drop(st);
+        // The standby taken leaves the pool and its replacement starts now, before the answer.
+        self.tend_standby();
         Response {
             status: Some(self.handle.status_now()),
             ..response
