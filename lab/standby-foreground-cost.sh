@@ -38,6 +38,26 @@ run() {
   while kill -0 \$P 2> /dev/null; do sleep 0.2; done
   sleep 2
 }
+# Memory first: MemAvailable (kernel memory of the loaded BPF programs and maps included) with
+# bpfland and no standby, then with lavd and rusty parked beside it.
+mem() { awk '\$1 == "MemAvailable:" { print \$2 }' /proc/meminfo; }
+stop() { kill -INT \$P; while kill -0 \$P 2> /dev/null; do sleep 0.2; done; sleep 2; }
+asa --standby 0 pin bpfland > /dev/null 2>&1 &
+P=\$!
+asa status --wait-for bpfland --timeout 120 > /dev/null
+sleep 5
+echo "mem none_kib \$(mem)" >> /lab/out/results
+stop
+asa --standby 2 --standby-experts lavd,rusty pin bpfland > /dev/null 2>&1 &
+P=\$!
+asa status --wait-for bpfland --timeout 120 > /dev/null
+i=0
+while [ \$i -lt 240 ] && [ "\$(asa status | awk '\$4 == "parked"' | wc -l)" -lt 2 ]; do sleep 0.5; i=\$((i + 1)); done
+sleep 5
+echo "mem lavd_rusty_parked_kib \$(mem)" >> /lab/out/results
+asa status > /lab/out/status-two-parked.txt
+grep mem /lab/out/results | sed 's/^/ASA-COST: /'
+stop
 r=1
 while [ \$r -le $ROUNDS ]; do
   run none --standby 0

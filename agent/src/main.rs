@@ -556,6 +556,9 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
         e.mapping,
         if e.bpf { "" } else { ", no BPF features" }
     );
+    if let Some(best) = &e.overall_best {
+        println!("             the table's best over all classes: {best}");
+    }
     let line = |what: &str, r: &asa_agent::decision::engine::TickRecord| {
         let outcome = serde_json::to_value(&r.outcome)
             .ok()

@@ -14,16 +14,18 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Default number of hot standbys. Measured in the lab VM (TCG, 2 vCPUs, 2 GiB,
-/// `results/2026-11-27-standby-switch-times/`): a parked bpfland, rusty or lavd holds 20–60 MiB
-/// resident and no CPU; two cover the usual next step (the next-voted class's expert and the
-/// table's overall best) for ~100 MiB, and a third would mostly keep lavd (the slowest to load)
-/// parked for a class seldom voted.
+/// `results/2026-11-27-standby-switch-times/`): a parked standby holds 7.5–9 MiB (bpfland,
+/// rusty) to 15 MiB (lavd) resident and no CPU, and loads once at nice 19; a switch to it takes
+/// well under a second where a gated start takes 1–35 s. Two cover the usual next step (the
+/// next-voted class's expert and the table's overall best) for ~25 MiB; the catalogue has four
+/// BPF experts, so three would hold every other one and leave the policy nothing to choose.
 pub const DEFAULT_STANDBY: usize = 2;
-/// Default memory budget of the pool (MiB of resident memory over all standbys).
-pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 256;
-/// The resident memory assumed for an expert never measured yet (KiB): the largest parked
-/// expert measured in the lab (lavd) rounded up.
-pub const UNMEASURED_RSS_KIB: u64 = 64 * 1024;
+/// Default memory budget of the pool (MiB of resident memory over all standbys): several times
+/// what two parked experts take, a bound for experts that grow (a model-carrying scx_gru).
+pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 128;
+/// The resident memory assumed for an expert never measured yet (KiB): twice the largest
+/// parked expert measured in the lab (lavd, 15 MiB), rounded up.
+pub const UNMEASURED_RSS_KIB: u64 = 32 * 1024;
 
 /// Bounds of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,10 +198,10 @@ mod tests {
             max: 3,
             memory_kib: 100_000,
         };
-        // lavd fits; rusty would overflow; bpfland (unmeasured: 64 MiB assumed) too.
+        // lavd fits; rusty would overflow; bpfland (unmeasured: 32 MiB assumed) fits after it.
         assert_eq!(
             wanted_standby(&c, None, "eevdf", "eevdf", rss, bounds),
-            names(&["lavd"])
+            names(&["lavd", "bpfland"])
         );
         let bounds = StandbyBounds {
             max: 3,
