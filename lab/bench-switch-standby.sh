@@ -8,13 +8,16 @@
 #   lab/bench-switch-standby.sh OUT_DIR
 #
 # Settings (environment): EXPERTS (default eevdf,bpfland,rusty,lavd), ROUNDS (3),
-# BIN (target/release), TIMEOUT (s, 5400).
+# MODES ("gate standby"), STOP_GRACE_MS (unset: asa's default; else ASA_STOP_GRACE_MS in the
+# guest), BIN (target/release), TIMEOUT (s, 5400).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 EXPERTS=${EXPERTS:-eevdf,bpfland,rusty,lavd}
 ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-target/release}
 TIMEOUT=${TIMEOUT:-5400}
+MODES=${MODES:-gate standby}
+GRACE=${STOP_GRACE_MS:+export ASA_STOP_GRACE_MS=$STOP_GRACE_MS}
 for b in asa asa-lab; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
 done
@@ -24,14 +27,16 @@ SCRIPT=$(mktemp)
 trap 'rm -f "$SCRIPT"' EXIT
 cat > "$SCRIPT" <<EOF
 set -u
+$GRACE
 r=1
 while [ \$r -le $ROUNDS ]; do
-  echo "ASA-BENCH: round \$r, attach gate"
-  asa bench-switch --experts $EXPERTS --rounds 1 \\
-    --json /lab/out/gate-r\$r.json > /lab/out/gate-r\$r.md || echo "ASA-BENCH: failed \$?"
-  echo "ASA-BENCH: round \$r, hot standby"
-  asa bench-switch --experts $EXPERTS --rounds 1 --standby-targets \\
-    --json /lab/out/standby-r\$r.json > /lab/out/standby-r\$r.md || echo "ASA-BENCH: failed \$?"
+  for mode in $MODES; do
+    echo "ASA-BENCH: round \$r, \$mode"
+    flag=""
+    [ \$mode = standby ] && flag=--standby-targets
+    asa bench-switch --experts $EXPERTS --rounds 1 \$flag \\
+      --json /lab/out/\$mode-r\$r.json > /lab/out/\$mode-r\$r.md || echo "ASA-BENCH: failed \$?"
+  done
   r=\$((r + 1))
 done
 EOF

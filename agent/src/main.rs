@@ -55,6 +55,11 @@ struct Cli {
     #[arg(long, global = true, env = "ASA_STANDBY_NICE", default_value_t = asa_experts::supervisor::DEFAULT_STANDBY_NICE, allow_hyphen_values = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     standby_nice: i32,
+    /// SIGKILL an expert that has not stopped this many ms after SIGINT (default: after 10 s).
+    /// scx_lavd and scx_bpfland act on SIGINT only once a second; the kernel detaches a killed
+    /// scheduler the same way, only its exit report is lost.
+    #[arg(long, global = true, env = "ASA_STOP_GRACE_MS")]
+    stop_grace_ms: Option<u64>,
     /// Memory budget of the standby pool (MiB of resident memory over all standbys).
     #[arg(long, global = true, default_value_t = asa_agent::decision::standby::DEFAULT_STANDBY_MEMORY_MIB)]
     standby_memory_mib: u64,
@@ -170,6 +175,7 @@ fn supervisor_config(cli: &Cli) -> SupervisorConfig {
         enable_timeout: Duration::from_secs(cli.enable_timeout),
         expert_nice: cli.expert_nice,
         standby_nice: cli.standby_nice,
+        stop_grace: cli.stop_grace_ms.map(Duration::from_millis),
         ..SupervisorConfig::default()
     }
 }

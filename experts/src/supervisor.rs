@@ -75,6 +75,13 @@ pub struct SupervisorConfig {
     /// switch takes the standby.
     #[serde(default = "default_standby_nice")]
     pub standby_nice: i32,
+    /// SIGKILL an expert that has not stopped this long after SIGINT (None: only after
+    /// `stop_timeout`). scx_lavd and scx_bpfland take 0.1–1.2 s to act on SIGINT (uniformly
+    /// spread: a once-a-second loop), most of a switch to a hot standby; the kernel detaches a
+    /// killed scheduler the same way (its struct_ops link goes with the process), only the
+    /// expert's own exit report is lost.
+    #[serde(default)]
+    pub stop_grace: Option<Duration>,
 }
 
 /// A standby may take this many times an expert's enable timeout to load (it loads at the
@@ -99,6 +106,7 @@ impl Default for SupervisorConfig {
             gate_attach: true,
             expert_nice: DEFAULT_EXPERT_NICE,
             standby_nice: DEFAULT_STANDBY_NICE,
+            stop_grace: None,
         }
     }
 }
@@ -987,11 +995,18 @@ impl Supervisor {
             if exited && self.scx.state()? == ScxState::Disabled {
                 break;
             }
-            if !killed && t0.elapsed() > self.config.stop_timeout {
-                warn!(
-                    "{name} did not stop within {:?} of SIGINT; sending SIGKILL",
-                    self.config.stop_timeout
-                );
+            let grace = self
+                .config
+                .stop_grace
+                .map_or(self.config.stop_timeout, |g| {
+                    g.min(self.config.stop_timeout)
+                });
+            if !killed && t0.elapsed() > grace {
+                if grace < self.config.stop_timeout {
+                    info!("{name} did not stop within {grace:?} of SIGINT (--stop-grace-ms); sending SIGKILL");
+                } else {
+                    warn!("{name} did not stop within {grace:?} of SIGINT; sending SIGKILL");
+                }
                 self.kill_and_reap(&mut running);
                 killed = true;
             }
