@@ -66,5 +66,5 @@ while [ \$r -le $ROUNDS ]; do
   r=\$((r + 1))
 done
 EOF
-"$BIN/asa-lab" run --asa "$BIN/asa" --expert bpfland,lavd --tool stress-ng --script "$SCRIPT" \
+"$BIN/asa-lab" run --asa "$BIN/asa" --expert bpfland,lavd,rusty --tool stress-ng --script "$SCRIPT" \
   --timeout 1800 --out "$OUT" 2>&1 | tee "$OUT/console.log" | grep -a --line-buffered 'ASA-\|asa-lab:' >&2

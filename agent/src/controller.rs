@@ -163,9 +163,16 @@ impl Controller {
                 }
             };
             let running = self.supervisor.active().expert.clone();
+            let pool: Vec<String> = self
+                .supervisor
+                .standby_info(false)
+                .into_iter()
+                .map(|s| s.expert)
+                .collect();
             wanted_standby(
                 &vote,
                 best.as_deref(),
+                &pool,
                 &running,
                 EEVDF,
                 |e| self.standby_rss.get(e).copied(),

@@ -6,11 +6,14 @@
 //! `asa-lab bench-switch --standby-targets` (`results/2026-11-27-standby-switch-times/`).
 //! Kept short for CI: bpfland and rusty only (lavd needs 25–45 s to load under TCG).
 
+mod daemon_common;
+
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use asa_lab::{GuestRun, Lab, VmOutcome};
+use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
+use daemon_common::{default_model_classes, guest_decision_files};
 use serde_json::Value;
 
 /// One VM at a time: each uses a host core, and attach times must not depend on the others.
@@ -210,4 +213,84 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
         "{switched:#}"
     );
     assert_eq!(r["final_state"], "disabled");
+}
+
+/// `asa run` chooses the pool itself. The default model knows two classes; the table maps
+/// `xz_compress` to bpfland (0.5; rusty 0.4) and every other class to rusty (0.9), so each is
+/// first once and rusty, with the higher mean score, is the table's overall best: the pool
+/// loads it while the agent starts on EEVDF, and the agent's first switch (the idle vote, to
+/// rusty) takes it.
+#[test]
+#[ignore = "boots the lab VM"]
+fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let classes = default_model_classes();
+    let mapping = dir.path().join("mapping.toml");
+    let mut table = String::from(
+        "schema = \"asa.mapping\"\nversion = 1\nsource = \"hand-written\"\ncreated = \"2026-11-27\"\n",
+    );
+    for class in &classes {
+        let ranked = if class == "xz_compress" {
+            r#"{ expert = "bpfland", score = 0.5, spread = 0.0, runs = 0 }, { expert = "rusty", score = 0.4, spread = 0.0, runs = 0 }"#
+        } else {
+            r#"{ expert = "rusty", score = 0.9, spread = 0.0, runs = 0 }"#
+        };
+        table.push_str(&format!(
+            "[[class]]\nname = \"{class}\"\nranked = [{ranked}]\n"
+        ));
+    }
+    std::fs::write(&mapping, table).unwrap();
+    let (executables, files, args) = guest_decision_files(&mapping);
+    let script = format!(
+        r#"{HELPERS}
+asa run {args} > /lab/out/daemon.log 2>&1 &
+D=$!
+i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+asa status --json > /lab/out/start.json
+asa status --wait-for rusty --timeout 120 > /dev/null; rec switched $?
+sleep 1
+st rusty.json
+kill -TERM $D
+wait $D; rec daemon_exit $?
+rec final_state $(cat /sys/kernel/sched_ext/state)
+rec scx_processes $(pidof scx_bpfland scx_rusty | wc -w)
+"#
+    );
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let mut run = GuestRun::new("standby-daemon", &script)
+        .with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
+    run.experts = vec!["bpfland".into(), "rusty".into()];
+    run.executables.extend(executables);
+    run.files = files;
+    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
+    run.vm.timeout = Duration::from_secs(600);
+    let out = lab.run(&run).expect("the lab VM ran");
+    eprintln!(
+        "---- guest console (standby-daemon) ----\n{}\n---- daemon.log ----\n{}",
+        out.script_output(),
+        out.read_out("daemon.log").unwrap_or_default()
+    );
+    assert_eq!(out.exit_code, 0);
+    let r = results(&out);
+    for key in ["switched", "daemon_exit"] {
+        assert_eq!(r[key], "0", "{key}: {r:?}");
+    }
+    let start = json(&out, "start.json");
+    let engine = &start["agent"]["decision"]["engine"];
+    assert_eq!(engine["overall_best"], "rusty", "{start:#}");
+    assert_eq!(start["agent"]["standby"]["source"], "policy", "{start:#}");
+    let status = json(&out, "rusty.json");
+    let sw = &status["agent"]["last_switch"];
+    assert_eq!(
+        (sw["from"].as_str(), sw["to"].as_str()),
+        (Some("eevdf"), Some("rusty"))
+    );
+    assert_eq!(
+        sw["standby"], true,
+        "the first switch did not take the standby: {status:#}"
+    );
+    assert_eq!(status["agent"]["standby"]["lost"], 0, "{status:#}");
+    assert_eq!(r["final_state"], "disabled");
+    assert_eq!(r["scx_processes"], "0", "{r:?}");
 }

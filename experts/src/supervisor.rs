@@ -296,6 +296,15 @@ impl std::fmt::Display for SupervisorEvent {
             }
             Self::StandbyLost {
                 expert,
+                pid: 0,
+                status,
+                ..
+            } => write!(
+                f,
+                "standby {expert} was not started ({status}); it is tried again while wanted"
+            ),
+            Self::StandbyLost {
+                expert,
                 pid,
                 status,
                 parked,
@@ -1215,7 +1224,7 @@ impl Supervisor {
                     events.push(SupervisorEvent::StandbyLost {
                         expert: name,
                         pid: 0,
-                        status: format!("could not start: {e:#}"),
+                        status: format!("{e:#}"),
                         parked: false,
                         output_tail: Vec::new(),
                     });

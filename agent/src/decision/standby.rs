@@ -70,13 +70,16 @@ pub fn vote_candidates<'a>(
 }
 
 /// The standbys wanted, most wanted first: the vote's candidates, with the table's overall
-/// best taking the last slot when the candidates would not leave it one; never `running`,
+/// best taking the last slot when the candidates would not leave it one, then the standbys
+/// already in the pool (`keep`: a loaded standby keeps a slot no wanted expert needs, so the
+/// pool does not churn as the vote's minor classes come and go); never `running`,
 /// never `kernel_default` (EEVDF has nothing to load), each once; at most `bounds.max`, and an
 /// expert whose resident memory (`rss_kib`, else [`UNMEASURED_RSS_KIB`]) would take the pool
 /// over `bounds.memory_kib` is left out (a smaller one after it may still fit).
 pub fn wanted_standby(
     candidates: &[String],
     overall_best: Option<&str>,
+    keep: &[String],
     running: &str,
     kernel_default: &str,
     rss_kib: impl Fn(&str) -> Option<u64>,
@@ -94,6 +97,11 @@ pub fn wanted_standby(
             // The last slot within the bound goes to the overall best.
             let at = order.len().min(bounds.max.saturating_sub(1));
             order.insert(at, best);
+        }
+    }
+    for e in keep.iter().map(String::as_str) {
+        if eligible(e) && !order.contains(&e) {
+            order.push(e);
         }
     }
     let mut out = Vec::new();
@@ -163,7 +171,7 @@ mod tests {
     #[test]
     fn the_running_expert_and_eevdf_never_stand_by() {
         let c = names(&["eevdf", "lavd", "rusty", "lavd"]);
-        let w = wanted_standby(&c, Some("eevdf"), "lavd", "eevdf", |_| None, UNLIMITED);
+        let w = wanted_standby(&c, Some("eevdf"), &[], "lavd", "eevdf", |_| None, UNLIMITED);
         assert_eq!(w, names(&["rusty"]));
     }
 
@@ -171,19 +179,71 @@ mod tests {
     fn the_overall_best_takes_the_last_slot_within_the_bound() {
         let c = names(&["lavd", "rusty", "gru"]);
         let bounds = |max| StandbyBounds { max, ..UNLIMITED };
-        let want =
-            |max| wanted_standby(&c, Some("bpfland"), "eevdf", "eevdf", |_| None, bounds(max));
+        let want = |max| {
+            wanted_standby(
+                &c,
+                Some("bpfland"),
+                &[],
+                "eevdf",
+                "eevdf",
+                |_| None,
+                bounds(max),
+            )
+        };
         assert_eq!(want(1), names(&["bpfland"]));
         assert_eq!(want(2), names(&["lavd", "bpfland"]));
         assert_eq!(want(3), names(&["lavd", "rusty", "bpfland"]));
         assert_eq!(want(5), names(&["lavd", "rusty", "gru", "bpfland"]));
         assert!(want(0).is_empty());
         // Already a candidate: not repeated, the vote's order kept.
-        let w = wanted_standby(&c, Some("rusty"), "eevdf", "eevdf", |_| None, bounds(2));
+        let w = wanted_standby(
+            &c,
+            Some("rusty"),
+            &[],
+            "eevdf",
+            "eevdf",
+            |_| None,
+            bounds(2),
+        );
         assert_eq!(w, names(&["lavd", "rusty"]));
         // No vote yet: the overall best alone.
-        let w = wanted_standby(&[], Some("rusty"), "bpfland", "eevdf", |_| None, bounds(2));
+        let w = wanted_standby(
+            &[],
+            Some("rusty"),
+            &[],
+            "bpfland",
+            "eevdf",
+            |_| None,
+            bounds(2),
+        );
         assert_eq!(w, names(&["rusty"]));
+    }
+
+    #[test]
+    fn a_standby_no_longer_voted_for_keeps_a_slot_nothing_else_wants() {
+        let bounds = StandbyBounds {
+            max: 2,
+            ..UNLIMITED
+        };
+        let pool = names(&["bpfland"]);
+        // The vote moved on from bpfland's class: it stays beside the overall best.
+        let w = wanted_standby(
+            &[],
+            Some("rusty"),
+            &pool,
+            "eevdf",
+            "eevdf",
+            |_| None,
+            bounds,
+        );
+        assert_eq!(w, names(&["rusty", "bpfland"]));
+        // A voted expert needs the slot: bpfland goes.
+        let c = names(&["lavd"]);
+        let w = wanted_standby(&c, Some("rusty"), &pool, "eevdf", "eevdf", |_| None, bounds);
+        assert_eq!(w, names(&["lavd", "rusty"]));
+        // Kept ones follow the same rules: never the running expert.
+        let w = wanted_standby(&[], None, &pool, "bpfland", "eevdf", |_| None, bounds);
+        assert!(w.is_empty());
     }
 
     #[test]
@@ -200,7 +260,7 @@ mod tests {
         };
         // lavd fits; rusty would overflow; bpfland (unmeasured: 32 MiB assumed) fits after it.
         assert_eq!(
-            wanted_standby(&c, None, "eevdf", "eevdf", rss, bounds),
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", rss, bounds),
             names(&["lavd", "bpfland"])
         );
         let bounds = StandbyBounds {
@@ -208,7 +268,7 @@ mod tests {
             memory_kib: 115_000,
         };
         assert_eq!(
-            wanted_standby(&c, None, "eevdf", "eevdf", rss, bounds),
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", rss, bounds),
             names(&["lavd", "rusty"])
         );
         // A budget too small for the first still admits a smaller one after it.
@@ -218,7 +278,7 @@ mod tests {
             memory_kib: 40_000,
         };
         assert_eq!(
-            wanted_standby(&c, None, "eevdf", "eevdf", small, bounds),
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", small, bounds),
             names(&["bpfland"])
         );
     }
