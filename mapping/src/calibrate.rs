@@ -353,9 +353,14 @@ pub fn prototype(
         version: MAPPING_VERSION,
         source: "prototype".to_string(),
         created,
+        overall_best: None,
         machine: Some(machine),
         classes: table_classes,
         switches: Vec::new(),
+    };
+    let table = MappingTable {
+        overall_best: table.ranked_best(|_| true),
+        ..table
     };
     // The same checks a loaded file gets.
     let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
@@ -705,6 +710,7 @@ mod tests {
             version: MAPPING_VERSION,
             source: "prototype".into(),
             created: "2026-11-22T00:00:00Z".into(),
+            overall_best: None,
             machine: Some(MachineFingerprint {
                 cpu_model: "test".into(),
                 cores: 2,

@@ -196,6 +196,11 @@ pub struct MappingTable {
     pub source: String,
     /// When it was made (ISO 8601 date or date-time, UTC).
     pub created: String,
+    /// The expert that ranks best over all classes (calibration writes
+    /// [`MappingTable::ranked_best`]); the agent keeps it in its hot-standby pool and shows it
+    /// in `asa status`. Absent: the agent derives it from the rankings the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall_best: Option<String>,
     /// The machine it was calibrated on; absent for a hand-written table.
     #[serde(default)]
     pub machine: Option<MachineFingerprint>,
@@ -364,6 +369,16 @@ impl MappingTable {
                 }
             }
         }
+        if let Some(best) = &self.overall_best {
+            if !experts.contains(&best.as_str()) {
+                return Err(MappingError::UnknownExpert {
+                    origin: origin.to_string(),
+                    class: "overall_best".to_string(),
+                    expert: best.clone(),
+                    known: experts.join(", "),
+                });
+            }
+        }
         for sw in &self.switches {
             for expert in [&sw.from, &sw.to] {
                 if !experts.contains(&expert.as_str()) {
@@ -420,12 +435,57 @@ impl MappingTable {
         self.classes.iter().find(|c| c.name == name)
     }
 
+    /// The expert that ranks best over all classes among those `usable` says yes to: the one
+    /// first in the most classes; on a tie the higher mean score over the classes that score
+    /// it, then the kernel default (no load, no switch), then the name. None when no class
+    /// ranks a usable expert. (The stated [`MappingTable::overall_best`] is not consulted.)
+    pub fn ranked_best(&self, usable: impl Fn(&str) -> bool) -> Option<String> {
+        let mut firsts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for class in &self.classes {
+            if let Some(r) = class.ranked.iter().find(|r| usable(&r.expert)) {
+                *firsts.entry(r.expert.as_str()).or_default() += 1;
+            }
+        }
+        let mean = |e: &str| {
+            let s: Vec<f64> = self
+                .classes
+                .iter()
+                .filter_map(|c| c.ranked.iter().find(|r| r.expert == e).map(|r| r.score))
+                .collect();
+            if s.is_empty() {
+                f64::NEG_INFINITY
+            } else {
+                s.iter().sum::<f64>() / s.len() as f64
+            }
+        };
+        let kernel_default = asa_experts::EEVDF;
+        firsts
+            .into_iter()
+            .max_by(|(a, na), (b, nb)| {
+                na.cmp(nb)
+                    .then_with(|| mean(a).total_cmp(&mean(b)))
+                    .then_with(|| (*a == kernel_default).cmp(&(*b == kernel_default)))
+                    .then_with(|| b.cmp(a))
+            })
+            .map(|(e, _)| e.to_string())
+    }
+
     /// Renders the table as aligned text (for `asa mapping show`).
     pub fn render(&self) -> String {
         let mut out = format!(
             "{} v{} · source {} · created {}\n",
             self.schema, self.version, self.source, self.created
         );
+        out.push_str(&format!(
+            "best over all classes: {}\n",
+            match &self.overall_best {
+                Some(best) => format!("{best} (stated)"),
+                None => self
+                    .ranked_best(|_| true)
+                    .map(|b| format!("{b} (from the rankings)"))
+                    .unwrap_or_else(|| "-".into()),
+            }
+        ));
         match &self.machine {
             Some(m) => out.push_str(&format!(
                 "machine: {} · {} CPUs{} · {} MiB · kernel {}\n",

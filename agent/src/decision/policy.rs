@@ -257,6 +257,7 @@ pub struct Policy {
     /// completed inside a calibration run) costs the largest measured cost of the table.
     switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
+    overall_best: Option<String>,
     current_expert: Option<String>,
     last_switch: Option<Duration>,
     tick: u64,
@@ -279,6 +280,11 @@ impl Policy {
             "min_margin and min_support must be in [0, 1]"
         );
         let voter = TimeWeightedVoter::new(config.voting, classes.len())?;
+        let overall_best = mapping
+            .overall_best
+            .clone()
+            .filter(|b| usable(b))
+            .or_else(|| mapping.ranked_best(&usable));
         let class_usable = classes
             .iter()
             .map(|class| {
@@ -348,6 +354,7 @@ impl Policy {
             class_noise,
             switch_costs,
             voter,
+            overall_best,
             current_expert,
             last_switch: None,
             tick: 0,
@@ -370,37 +377,11 @@ impl Policy {
         self.class_usable[index].first().map(String::as_str)
     }
 
-    /// The expert the table ranks best over all classes: first (among the usable ones) in
-    /// the most classes; ties go to the higher mean score over the classes that score it,
-    /// then to the name. None when no class maps to a usable expert. The hot-standby pool
-    /// keeps it loaded.
+    /// The expert the table ranks best over all classes: the one it states
+    /// (`overall_best`) when usable here, else [`MappingTable::ranked_best`] over the usable
+    /// experts. The hot-standby pool keeps it loaded.
     pub fn overall_best(&self) -> Option<&str> {
-        let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
-        for usable in &self.class_usable {
-            if let Some(e) = usable.first() {
-                *firsts.entry(e.as_str()).or_default() += 1;
-            }
-        }
-        let mean = |e: &str| {
-            let s: Vec<f64> = self
-                .class_scores
-                .iter()
-                .filter_map(|c| c.get(e).map(|(score, _)| *score))
-                .collect();
-            if s.is_empty() {
-                f64::NEG_INFINITY
-            } else {
-                s.iter().sum::<f64>() / s.len() as f64
-            }
-        };
-        firsts
-            .into_iter()
-            .max_by(|(a, na), (b, nb)| {
-                na.cmp(nb)
-                    .then_with(|| mean(a).total_cmp(&mean(b)))
-                    .then_with(|| b.cmp(a))
-            })
-            .map(|(e, _)| e)
+        self.overall_best.as_deref()
     }
 
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
@@ -681,6 +662,31 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
         let p = Policy::new(PolicyConfig::default(), classes, &table, |_| true, None).unwrap();
         // eevdf is first in two classes (calm, odd), lavd in one.
+        assert_eq!(p.overall_best(), Some("eevdf"));
+        // A table that states it: its word, while that expert is usable here.
+        let stated = MappingTable::parse(
+            &TABLE.replace(
+                "created = \"2026-11-22\"",
+                "created = \"2026-11-22\"\noverall_best = \"bpfland\"",
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = || vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let p = Policy::new(PolicyConfig::default(), classes(), &stated, |_| true, None).unwrap();
+        assert_eq!(p.overall_best(), Some("bpfland"));
+        let p = Policy::new(
+            PolicyConfig::default(),
+            classes(),
+            &stated,
+            |e| e != "bpfland",
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.overall_best(), Some("lavd"));
+        // A tie (one first place each, equal means) goes to the kernel default.
+        let tie = MappingTable::parse(&TABLE.replace("0.7", "0.9"), "test").unwrap();
+        let p = Policy::new(PolicyConfig::default(), classes(), &tie, |_| true, None).unwrap();
         assert_eq!(p.overall_best(), Some("eevdf"));
     }
 
