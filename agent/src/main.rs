@@ -55,7 +55,8 @@ struct Cli {
     #[arg(long, global = true, env = "ASA_STANDBY_NICE", default_value_t = asa_experts::supervisor::DEFAULT_STANDBY_NICE, allow_hyphen_values = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     standby_nice: i32,
-    /// SIGKILL an expert that has not stopped this many ms after SIGINT (default: after 10 s).
+    /// SIGKILL an expert that has not stopped this many ms after SIGINT, for every expert
+    /// (default: the catalogue's `stop_grace_ms`, 250 for bpfland and lavd; else after 10 s).
     /// scx_lavd and scx_bpfland act on SIGINT only once a second; the kernel detaches a killed
     /// scheduler the same way, only its exit report is lost.
     #[arg(long, global = true, env = "ASA_STOP_GRACE_MS")]

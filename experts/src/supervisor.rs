@@ -75,8 +75,8 @@ pub struct SupervisorConfig {
     /// switch takes the standby.
     #[serde(default = "default_standby_nice")]
     pub standby_nice: i32,
-    /// SIGKILL an expert that has not stopped this long after SIGINT (None: only after
-    /// `stop_timeout`). scx_lavd and scx_bpfland take 0.1–1.2 s to act on SIGINT (uniformly
+    /// SIGKILL an expert that has not stopped this long after SIGINT (None: the expert's
+    /// catalogue `stop_grace_ms`, else only after `stop_timeout`). scx_lavd and scx_bpfland take 0.1–1.2 s to act on SIGINT (uniformly
     /// spread: a once-a-second loop), most of a switch to a hot standby; the kernel detaches a
     /// killed scheduler the same way (its struct_ops link goes with the process), only the
     /// expert's own exit report is lost.
@@ -1007,12 +1007,13 @@ impl Supervisor {
             let grace = self
                 .config
                 .stop_grace
+                .or(running.expert.stop_grace_ms.map(Duration::from_millis))
                 .map_or(self.config.stop_timeout, |g| {
                     g.min(self.config.stop_timeout)
                 });
             if !killed && t0.elapsed() > grace {
                 if grace < self.config.stop_timeout {
-                    info!("{name} did not stop within {grace:?} of SIGINT (--stop-grace-ms); sending SIGKILL");
+                    info!("{name} did not stop within {grace:?} of SIGINT (its stop grace); sending SIGKILL");
                 } else {
                     warn!("{name} did not stop within {grace:?} of SIGINT; sending SIGKILL");
                 }
