@@ -92,7 +92,7 @@ pub struct AgentStatus {
 pub struct StandbyStatus {
     /// At most this many standbys (0: the pool is off).
     pub max: usize,
-    /// Memory budget of the pool (KiB of resident memory).
+    /// Memory budget of the pool (KiB of resident plus BPF kernel memory).
     pub memory_budget_kib: u64,
     /// Where the wanted set comes from: `policy` (vote and mapping table), `fixed`
     /// (`--standby-experts`) or `off`.
@@ -101,7 +101,8 @@ pub struct StandbyStatus {
     pub wanted: Vec<String>,
     /// The standbys now (resident memory read when the status was asked for).
     pub experts: Vec<StandbyInfo>,
-    /// Resident memory of all standbys (KiB).
+    /// Memory of all standbys (KiB): resident plus the kernel memory of their BPF maps and
+    /// programs.
     pub memory_kib: u64,
     /// Standbys lost (died, or no longer held at their gate) since the agent started; each
     /// was discarded, never attached, and started again while wanted.

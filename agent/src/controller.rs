@@ -76,7 +76,8 @@ pub struct Controller {
     /// `asa unpin` returns to it.
     agent_choice: String,
     standby: StandbySettings,
-    /// Each expert's resident memory when last seen parked (KiB), for the memory budget.
+    /// Each expert's memory (resident plus BPF kernel memory) when last seen parked (KiB),
+    /// for the memory budget.
     standby_rss: HashMap<String, u64>,
     standby_rss_read: Option<Instant>,
 }
@@ -188,10 +189,10 @@ impl Controller {
         if read_rss {
             self.standby_rss_read = Some(Instant::now());
             for s in &info {
-                if let (asa_experts::supervisor::StandbyState::Parked, Some(rss)) =
-                    (s.state, s.rss_kib)
+                if let (asa_experts::supervisor::StandbyState::Parked, Some(memory)) =
+                    (s.state, s.memory_kib())
                 {
-                    self.standby_rss.insert(s.expert.clone(), rss);
+                    self.standby_rss.insert(s.expert.clone(), memory);
                 }
             }
         }
@@ -202,11 +203,9 @@ impl Controller {
         st.standby.experts = info
             .into_iter()
             .map(|mut s| {
-                if s.rss_kib.is_none() {
-                    s.rss_kib = previous
-                        .iter()
-                        .find(|p| p.pid == s.pid)
-                        .and_then(|p| p.rss_kib);
+                if let Some(p) = previous.iter().find(|p| p.pid == s.pid) {
+                    s.rss_kib = s.rss_kib.or(p.rss_kib);
+                    s.bpf_kib = s.bpf_kib.or(p.bpf_kib);
                 }
                 s
             })
@@ -329,8 +328,14 @@ impl ControllerHandle {
         let mut st = self.status.lock().unwrap().clone();
         for s in &mut st.standby.experts {
             s.rss_kib = asa_experts::supervisor::rss_kib(s.pid).or(s.rss_kib);
+            s.bpf_kib = asa_experts::supervisor::bpf_memlock_kib(s.pid).or(s.bpf_kib);
         }
-        st.standby.memory_kib = st.standby.experts.iter().filter_map(|s| s.rss_kib).sum();
+        st.standby.memory_kib = st
+            .standby
+            .experts
+            .iter()
+            .filter_map(|s| s.memory_kib())
+            .sum();
         let snap = self.scx.snapshot().ok();
         st.consistent = match (&snap, &st.switching_to) {
             (Some(snap), None) => Some(match self.catalogue.get(&st.active.expert) {

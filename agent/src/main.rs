@@ -61,7 +61,8 @@ struct Cli {
     /// scheduler the same way, only its exit report is lost.
     #[arg(long, global = true, env = "ASA_STOP_GRACE_MS")]
     stop_grace_ms: Option<u64>,
-    /// Memory budget of the standby pool (MiB of resident memory over all standbys).
+    /// Memory budget of the standby pool (MiB over all standbys: resident memory plus the
+    /// kernel memory of their BPF maps and programs).
     #[arg(long, global = true, default_value_t = asa_agent::decision::standby::DEFAULT_STANDBY_MEMORY_MIB)]
     standby_memory_mib: u64,
     #[command(subcommand)]
@@ -526,7 +527,7 @@ fn print_standby(s: &control::StandbyStatus) {
         return;
     }
     println!(
-        "standby:     {} of at most {} ({}: wanted [{}]), {} resident of {} budget, {} lost",
+        "standby:     {} of at most {} ({}: wanted [{}]), {} (resident + BPF) of {} budget, {} lost",
         s.experts.len(),
         s.max,
         s.source,
@@ -537,7 +538,7 @@ fn print_standby(s: &control::StandbyStatus) {
     );
     for e in &s.experts {
         println!(
-            "             {:<8} pid {:<6} {:<7} since {}{}, RSS {}",
+            "             {:<8} pid {:<6} {:<7} since {}{}, RSS {}, BPF {}",
             e.expert,
             e.pid,
             e.state.to_string(),
@@ -545,7 +546,8 @@ fn print_standby(s: &control::StandbyStatus) {
             e.load_ms
                 .map(|l| format!(" (loaded in {:.1} s)", l / 1000.0))
                 .unwrap_or_default(),
-            e.rss_kib.map(mib).unwrap_or_else(|| "?".into())
+            e.rss_kib.map(mib).unwrap_or_else(|| "?".into()),
+            e.bpf_kib.map(mib).unwrap_or_else(|| "?".into())
         );
     }
 }

@@ -7,24 +7,25 @@
 //!   the classes in order of their vote scores, best first;
 //! * [`wanted_standby`] (controller): from those candidates and the table's overall best, the
 //!   standbys wanted now, without the running expert and EEVDF, bounded by a count and a
-//!   memory budget (each expert's last measured resident memory, or an estimate).
+//!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 /// Default number of hot standbys. Measured in the lab VM (TCG, 2 vCPUs, 2 GiB,
-/// `results/2026-11-27-standby-switch-times/`): a parked standby holds 7.5–9 MiB (bpfland,
-/// rusty) to 15 MiB (lavd) resident and no CPU, and loads once at nice 19; a switch to it takes
-/// well under a second where a gated start takes 1–35 s. Two cover the usual next step (the
-/// next-voted class's expert and the table's overall best) for ~25 MiB; the catalogue has four
-/// BPF experts, so three would hold every other one and leave the policy nothing to choose.
+/// `results/2026-11-27-standby-switch-times/`, `…-standby-foreground-cost/`): a parked
+/// standby takes no CPU and 8.6 MiB resident (bpfland), 7.7 MiB plus 77 MiB of BPF maps in the
+/// kernel (rusty) or 14.8 plus 2 MiB (lavd), and loads once at nice 19; a switch to it takes
+/// well under a second where a gated start takes 1–26 s. Two cover the usual next step (the
+/// next-voted class's expert and the table's overall best) within ~100 MiB; the catalogue has
+/// four BPF experts, so three would hold every other one and leave the policy nothing to choose.
 pub const DEFAULT_STANDBY: usize = 2;
-/// Default memory budget of the pool (MiB of resident memory over all standbys): several times
-/// what two parked experts take, a bound for experts that grow (a model-carrying scx_gru).
+/// Default memory budget of the pool (MiB over all standbys, resident plus BPF kernel memory):
+/// rusty and lavd parked together take 102 MiB in the lab.
 pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 128;
-/// The resident memory assumed for an expert never measured yet (KiB): twice the largest
-/// parked expert measured in the lab (lavd, 15 MiB), rounded up.
+/// The memory assumed for an expert never measured yet (KiB), so that one is tried: twice
+/// lavd's 16.8 MiB, rounded (rusty's 85 MiB is then learned when it parks).
 pub const UNMEASURED_RSS_KIB: u64 = 32 * 1024;
 
 /// Bounds of the pool.
@@ -32,7 +33,7 @@ pub const UNMEASURED_RSS_KIB: u64 = 32 * 1024;
 pub struct StandbyBounds {
     /// At most this many standbys (0: none).
     pub max: usize,
-    /// At most this much resident memory over all standbys (KiB).
+    /// At most this much memory over all standbys, resident plus BPF (KiB).
     pub memory_kib: u64,
 }
 
@@ -74,7 +75,7 @@ pub fn vote_candidates<'a>(
 /// already in the pool (`keep`: a loaded standby keeps a slot no wanted expert needs, so the
 /// pool does not churn as the vote's minor classes come and go); never `running`,
 /// never `kernel_default` (EEVDF has nothing to load), each once; at most `bounds.max`, and an
-/// expert whose resident memory (`rss_kib`, else [`UNMEASURED_RSS_KIB`]) would take the pool
+/// expert whose memory (`rss_kib`: resident plus BPF, else [`UNMEASURED_RSS_KIB`]) would take the pool
 /// over `bounds.memory_kib` is left out (a smaller one after it may still fit).
 pub fn wanted_standby(
     candidates: &[String],
