@@ -218,8 +218,8 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
 /// `asa run` chooses the pool itself. The default model knows two classes; the table maps
 /// `xz_compress` to bpfland (0.5; rusty 0.4) and every other class to rusty (0.9), so each is
 /// first once and rusty, with the higher mean score, is the table's overall best: the pool
-/// loads it while the agent starts on EEVDF, and the agent's first switch (the idle vote, to
-/// rusty) takes it.
+/// loads it while the agent starts on EEVDF, and the agent's switch to rusty (the idle vote)
+/// takes it.
 #[test]
 #[ignore = "boots the lab VM"]
 fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
@@ -282,10 +282,10 @@ rec scx_processes $(pidof scx_bpfland scx_rusty | wc -w)
     assert_eq!(start["agent"]["standby"]["source"], "policy", "{start:#}");
     let status = json(&out, "rusty.json");
     let sw = &status["agent"]["last_switch"];
-    assert_eq!(
-        (sw["from"].as_str(), sw["to"].as_str()),
-        (Some("eevdf"), Some("rusty"))
-    );
+    // Usually eevdf -> rusty; once the first ticks (agent start, rusty loading) looked busy
+    // to the classifier, it went to bpfland first and to rusty after the cooldown: either
+    // way the switch into rusty takes the standby.
+    assert_eq!(sw["to"], "rusty", "{status:#}");
     assert_eq!(
         sw["standby"], true,
         "the first switch did not take the standby: {status:#}"
