@@ -23,7 +23,8 @@ test: kernel
 	cd lab/analysis && ../../classifier/.venv/bin/python -m pytest -q tests
 	classifier/.venv/bin/python -m pytest -q gru_expert/train/tests
 
-# Long run, not in CI: switch time of every ordered pair of experts (README table), into
+# Long run, not in CI: switch time of every ordered pair of experts (README table), with the
+# attach gate, break before make, and to hot standbys parked beforehand, into
 # results/<date>-switch-times/ (commit it with a README: question, machine, answer).
 SWITCH_OUT ?= results/$(shell date -u +%F)-switch-times
 bench-switch: setup
@@ -34,6 +35,9 @@ bench-switch: setup
 	target/release/asa-lab bench-switch --rounds 3 --break-before-make \
 	  --json $(SWITCH_OUT)/switch-times-break-before-make.json \
 	  | tee $(SWITCH_OUT)/switch-times-break-before-make.md
+	target/release/asa-lab bench-switch --rounds 3 --standby-targets \
+	  --json $(SWITCH_OUT)/switch-times-standby.json \
+	  | tee $(SWITCH_OUT)/switch-times-standby.md
 
 # Long run, not in CI: every scenario x eevdf,lavd,bpfland,rusty in one lab VM, with feature
 # recording for the workload classifier (see scenarios/README.md for time and settings).

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use asa_experts::supervisor::StandbyInfo;
 use asa_experts::{Active, ScxSnapshot, SwitchReport};
 
 use crate::decision::engine::{EngineInfo, TickRecord};
@@ -89,6 +90,31 @@ pub struct AgentStatus {
     /// foreground `asa pin`.
     #[serde(default)]
     pub decision: Option<DecisionStatus>,
+    /// The hot-standby pool: experts loaded and held at their attach gates.
+    #[serde(default)]
+    pub standby: StandbyStatus,
+}
+
+/// The hot-standby pool as `asa status` shows it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StandbyStatus {
+    /// At most this many standbys (0: the pool is off).
+    pub max: usize,
+    /// Memory budget of the pool (KiB of resident plus BPF kernel memory).
+    pub memory_budget_kib: u64,
+    /// Where the wanted set comes from: `policy` (vote and mapping table), `fixed`
+    /// (`--standby-experts`) or `off`.
+    pub source: String,
+    /// The standbys wanted now, most wanted first.
+    pub wanted: Vec<String>,
+    /// The standbys now (resident memory read when the status was asked for).
+    pub experts: Vec<StandbyInfo>,
+    /// Memory of all standbys (KiB): resident plus the kernel memory of their BPF maps and
+    /// programs.
+    pub memory_kib: u64,
+    /// Standbys lost (died, or no longer held at their gate) since the agent started; each
+    /// was discarded, never attached, and started again while wanted.
+    pub lost: u64,
 }
 
 /// The decision engine's part of the status.

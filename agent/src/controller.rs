@@ -1,19 +1,50 @@
 //! The action path: one thread owns the [`Supervisor`] and performs every switch; the control
 //! socket's connections reach it through a channel, and `status` is answered from a shared
 //! snapshot so it never waits behind a slow switch (scx_lavd takes ~25 s to attach under TCG).
+//!
+//! Between jobs the same thread tends the hot-standby pool: the wanted set
+//! ([`crate::decision::standby::wanted_standby`], from the decision thread's candidates or a
+//! fixed list) is handed to the supervisor, which starts and stops standbys without blocking;
+//! a switch never waits for the pool, and `status` reads it from the snapshot.
 
+use std::collections::HashMap;
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use asa_experts::supervisor::unix_ms;
-use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SwitchError, EEVDF};
+use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SupervisorEvent, SwitchError, EEVDF};
 use log::{info, warn};
 
-use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
+use crate::control::{
+    self, AgentStatus, DecisionStatus, Request, Response, StandbyStatus, TimedEvent,
+};
+use crate::decision::standby::{wanted_standby, StandbyBounds};
+
+/// How often the standbys' resident memory is read for the pool's memory budget.
+const STANDBY_RSS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The hot-standby pool's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StandbySettings {
+    /// Count and memory bounds.
+    pub bounds: StandbyBounds,
+    /// Keep exactly these standing by (most wanted first, within the bounds) instead of the
+    /// decision engine's choice (`--standby-experts`; also the only source for a foreground
+    /// `asa pin`, which has no decision engine).
+    pub fixed: Option<Vec<String>>,
+}
+
+/// What the decision thread proposes for the pool: the vote's candidates (best first) and
+/// the table's overall best.
+#[derive(Debug, Clone, Default)]
+struct StandbyCandidates {
+    vote: Vec<String>,
+    overall_best: Option<String>,
+}
 
 /// How often the controller looks at the running expert between requests.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -32,6 +63,7 @@ pub struct ControllerHandle {
     jobs: Sender<Job>,
     catalogue: Catalogue,
     scx: SchedExt,
+    candidates: Arc<Mutex<StandbyCandidates>>,
 }
 
 /// Owns the supervisor; see the module documentation.
@@ -43,6 +75,11 @@ pub struct Controller {
     /// The expert the agent itself chose last (EEVDF until the decision engine switches):
     /// `asa unpin` returns to it.
     agent_choice: String,
+    standby: StandbySettings,
+    /// Each expert's memory (resident plus BPF kernel memory) when last seen parked (KiB),
+    /// for the memory budget.
+    standby_rss: HashMap<String, u64>,
+    standby_rss_read: Option<Instant>,
 }
 
 fn event(message: String) -> TimedEvent {
@@ -69,12 +106,14 @@ impl Controller {
             kernel: None,
             consistent: None,
             decision: None,
+            standby: StandbyStatus::default(),
         }));
         let handle = ControllerHandle {
             status: status.clone(),
             jobs: tx,
             catalogue: supervisor.catalogue().clone(),
             scx: supervisor.sched_ext().clone(),
+            candidates: Arc::default(),
         };
         Self {
             supervisor,
@@ -82,6 +121,101 @@ impl Controller {
             jobs: rx,
             handle,
             agent_choice: EEVDF.to_owned(),
+            standby: StandbySettings {
+                bounds: StandbyBounds {
+                    max: 0,
+                    ..StandbyBounds::default()
+                },
+                fixed: None,
+            },
+            standby_rss: HashMap::new(),
+            standby_rss_read: None,
+        }
+    }
+
+    /// Keep a hot-standby pool with these settings (the default controller keeps none).
+    pub fn with_standby(mut self, settings: StandbySettings) -> Self {
+        {
+            let mut st = self.status.lock().unwrap();
+            st.standby.max = settings.bounds.max;
+            st.standby.memory_budget_kib = settings.bounds.memory_kib;
+            st.standby.source = match (&settings.fixed, settings.bounds.max) {
+                (_, 0) => "off",
+                (Some(_), _) => "fixed",
+                (None, _) => "policy",
+            }
+            .to_owned();
+        }
+        self.standby = settings;
+        self
+    }
+
+    /// Hand the wanted standby set to the supervisor, let it start, stop and check standbys
+    /// (never blocking), and publish the pool for `asa status`.
+    fn tend_standby(&mut self) {
+        let wanted = if self.standby.bounds.max == 0 {
+            Vec::new()
+        } else {
+            let (vote, best) = match &self.standby.fixed {
+                Some(fixed) => (fixed.clone(), None),
+                None => {
+                    let c = self.handle.candidates.lock().unwrap();
+                    (c.vote.clone(), c.overall_best.clone())
+                }
+            };
+            let running = self.supervisor.active().expert.clone();
+            let pool: Vec<String> = self
+                .supervisor
+                .standby_info(false)
+                .into_iter()
+                .map(|s| s.expert)
+                .collect();
+            wanted_standby(
+                &vote,
+                best.as_deref(),
+                &pool,
+                &running,
+                EEVDF,
+                |e| self.standby_rss.get(e).copied(),
+                self.standby.bounds,
+            )
+        };
+        self.supervisor.set_standby(&wanted);
+        let events = self.supervisor.check_standby();
+        let read_rss = self
+            .standby_rss_read
+            .is_none_or(|t| t.elapsed() >= STANDBY_RSS_INTERVAL);
+        let info = self.supervisor.standby_info(read_rss);
+        if read_rss {
+            self.standby_rss_read = Some(Instant::now());
+            for s in &info {
+                if let (asa_experts::supervisor::StandbyState::Parked, Some(memory)) =
+                    (s.state, s.memory_kib())
+                {
+                    self.standby_rss.insert(s.expert.clone(), memory);
+                }
+            }
+        }
+        let mut st = self.status.lock().unwrap();
+        st.standby.wanted = wanted;
+        // Keep the last memory reading between reads.
+        let previous = std::mem::take(&mut st.standby.experts);
+        st.standby.experts = info
+            .into_iter()
+            .map(|mut s| {
+                if let Some(p) = previous.iter().find(|p| p.pid == s.pid) {
+                    s.rss_kib = s.rss_kib.or(p.rss_kib);
+                    s.bpf_kib = s.bpf_kib.or(p.bpf_kib);
+                }
+                s
+            })
+            .collect();
+        st.standby.lost += events
+            .iter()
+            .filter(|e| matches!(e, SupervisorEvent::StandbyLost { .. }))
+            .count() as u64;
+        if let Some(ev) = events.last() {
+            st.last_event = Some(event(ev.to_string()));
         }
     }
 
@@ -143,6 +277,8 @@ impl Controller {
             }
         };
         drop(st);
+        // The standby taken leaves the pool and its replacement starts now, before the answer.
+        self.tend_standby();
         Response {
             status: Some(self.handle.status_now()),
             ..response
@@ -177,6 +313,7 @@ impl Controller {
                 st.active = self.supervisor.active().clone();
                 st.last_event = Some(event(ev.to_string()));
             }
+            self.tend_standby();
         }
         info!("stopping: returning the machine to EEVDF");
         let result = self.supervisor.stop();
@@ -189,6 +326,16 @@ impl ControllerHandle {
     /// The status with a fresh reading of the kernel.
     pub fn status_now(&self) -> AgentStatus {
         let mut st = self.status.lock().unwrap().clone();
+        for s in &mut st.standby.experts {
+            s.rss_kib = asa_experts::supervisor::rss_kib(s.pid).or(s.rss_kib);
+            s.bpf_kib = asa_experts::supervisor::bpf_memlock_kib(s.pid).or(s.bpf_kib);
+        }
+        st.standby.memory_kib = st
+            .standby
+            .experts
+            .iter()
+            .filter_map(|s| s.memory_kib())
+            .sum();
         let snap = self.scx.snapshot().ok();
         st.consistent = match (&snap, &st.switching_to) {
             (Some(snap), None) => Some(match self.catalogue.get(&st.active.expert) {
@@ -240,6 +387,12 @@ impl ControllerHandle {
     /// engine's every tick).
     pub fn status_cached(&self) -> AgentStatus {
         self.status.lock().unwrap().clone()
+    }
+
+    /// The decision thread's proposal for the standby pool: the experts of the voted classes,
+    /// best first, and the table's overall best.
+    pub fn set_standby_candidates(&self, vote: Vec<String>, overall_best: Option<String>) {
+        *self.candidates.lock().unwrap() = StandbyCandidates { vote, overall_best };
     }
 
     /// Publish the decision engine's state for `asa status`.

@@ -24,12 +24,13 @@ use asa_experts::{Active, Catalogue, SchedExt, ScxState, Supervisor, SupervisorC
 use serde::Deserialize;
 
 use crate::control::{self, AgentStatus, DecisionStatus, Request, Response};
-use crate::controller::{Controller, ControllerHandle};
+use crate::controller::{Controller, ControllerHandle, StandbySettings};
 use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
 };
 use crate::decision::policy::{PolicyConfig, Reason};
 use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
+use crate::decision::standby::vote_candidates;
 use crate::decision::voting::VotingConfig;
 use crate::foreign;
 use crate::sd_notify;
@@ -333,6 +334,8 @@ pub struct DaemonContext {
     pub catalogue: Catalogue,
     /// Supervisor settings.
     pub supervisor: SupervisorConfig,
+    /// The hot-standby pool.
+    pub standby: StandbySettings,
 }
 
 /// `asa run`: runs until `stop` is set (or `--duration-s`), then restores EEVDF.
@@ -395,8 +398,14 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         supervisor,
         "daemon",
         "the decision engine chooses the expert; `asa pin` overrides it until `asa unpin`",
-    );
+    )
+    .with_standby(ctx.standby.clone());
     let handle = controller.handle();
+    // Before the first vote the pool holds the table's overall best.
+    handle.set_standby_candidates(
+        Vec::new(),
+        engine.policy().overall_best().map(str::to_owned),
+    );
     handle.set_decision(DecisionStatus {
         engine: engine.info().clone(),
         ticks: 0,
@@ -472,6 +481,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             last_switch: None,
             quarantine: Vec::new(),
         }),
+        standby: Default::default(),
     }));
     let served = match control::bind(&ctx.socket) {
         Ok(listener) => {
@@ -610,6 +620,7 @@ fn wait_for_foreign_scheduler(
         kernel: None,
         consistent: None,
         decision: None,
+        standby: Default::default(),
     }));
     let served_stop = Arc::new(AtomicBool::new(false));
     let server = {
@@ -907,6 +918,13 @@ fn decision_loop(
             }
         };
         record.pinned = status.pinned.clone();
+        if let Sink::Controller(handle) = &sink {
+            let policy = engine.policy();
+            handle.set_standby_candidates(
+                vote_candidates(&record.decision.vote_scores, |c| policy.expert_for(c)),
+                policy.overall_best().map(str::to_owned),
+            );
+        }
         if record.outcome == Outcome::Switched {
             let target = record
                 .decision

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use asa_agent::control::{self, AgentStatus, Request, Response};
-use asa_agent::controller::Controller;
+use asa_agent::controller::{Controller, StandbySettings};
+use asa_agent::decision::standby::StandbyBounds;
 use asa_agent::switch_bench;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
@@ -35,6 +36,35 @@ struct Cli {
     #[arg(long, global = true, env = "ASA_EXPERT_NICE", default_value_t = asa_experts::supervisor::DEFAULT_EXPERT_NICE, allow_hyphen_values = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     expert_nice: i32,
+    /// Hot standbys to keep (0: none): experts started ahead of need at low priority, loaded
+    /// and held at their attach gates, so a switch to one is "stop the old, release the gate".
+    /// `asa run` keeps the experts of the next-voted classes and the table's overall best.
+    #[arg(long, global = true, env = "ASA_STANDBY", default_value_t = asa_agent::decision::standby::DEFAULT_STANDBY)]
+    standby: usize,
+    /// Keep these experts standing by (comma-separated, most wanted first, within --standby)
+    /// instead of the decision engine's choice; the only way a foreground `asa pin` keeps any.
+    #[arg(
+        long,
+        global = true,
+        env = "ASA_STANDBY_EXPERTS",
+        value_delimiter = ','
+    )]
+    standby_experts: Option<Vec<String>>,
+    /// Nice value hot standbys load at (-20..19; raised to --expert-nice when a switch takes
+    /// one).
+    #[arg(long, global = true, env = "ASA_STANDBY_NICE", default_value_t = asa_experts::supervisor::DEFAULT_STANDBY_NICE, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    standby_nice: i32,
+    /// SIGKILL an expert that has not stopped this many ms after SIGINT, for every expert
+    /// (default: the catalogue's `stop_grace_ms`, 250 for bpfland and lavd; else after 10 s).
+    /// scx_lavd and scx_bpfland act on SIGINT only once a second; the kernel detaches a killed
+    /// scheduler the same way, only its exit report is lost.
+    #[arg(long, global = true, env = "ASA_STOP_GRACE_MS")]
+    stop_grace_ms: Option<u64>,
+    /// Memory budget of the standby pool (MiB over all standbys: resident memory plus the
+    /// kernel memory of their BPF maps and programs).
+    #[arg(long, global = true, default_value_t = asa_agent::decision::standby::DEFAULT_STANDBY_MEMORY_MIB)]
+    standby_memory_mib: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -93,8 +123,12 @@ enum Command {
         json: Option<PathBuf>,
         /// Stop the old expert before starting the new one (no attach gate): the baseline the
         /// gate is measured against.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "standby_targets")]
         break_before_make: bool,
+        /// Before each switch, start the target as a hot standby and wait until it is parked
+        /// at its gate: measures the switch to a standby (request to `enabled`, EEVDF gap).
+        #[arg(long)]
+        standby_targets: bool,
     },
 }
 
@@ -128,10 +162,22 @@ fn catalogue(cli: &Cli) -> Result<Catalogue> {
     }
 }
 
+fn standby_settings(cli: &Cli) -> StandbySettings {
+    StandbySettings {
+        bounds: StandbyBounds {
+            max: cli.standby,
+            memory_kib: cli.standby_memory_mib.saturating_mul(1024),
+        },
+        fixed: cli.standby_experts.clone(),
+    }
+}
+
 fn supervisor_config(cli: &Cli) -> SupervisorConfig {
     SupervisorConfig {
         enable_timeout: Duration::from_secs(cli.enable_timeout),
         expert_nice: cli.expert_nice,
+        standby_nice: cli.standby_nice,
+        stop_grace: cli.stop_grace_ms.map(Duration::from_millis),
         ..SupervisorConfig::default()
     }
 }
@@ -216,6 +262,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             rounds,
             json,
             break_before_make,
+            standby_targets,
         } => {
             require_root("the switch benchmark")?;
             let config = SupervisorConfig {
@@ -223,7 +270,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..supervisor_config(&cli)
             };
             let mut sup = Supervisor::new(catalogue(&cli)?, SchedExt::system()?, config)?;
-            let bench = switch_bench::run(&mut sup, experts, *rounds)?;
+            let bench = switch_bench::run(&mut sup, experts, *rounds, *standby_targets)?;
             if let Some(path) = json {
                 std::fs::write(path, serde_json::to_string_pretty(&bench)?)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -260,7 +307,8 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
         supervisor,
         "foreground",
         "pinned from the command line; Ctrl-C restores EEVDF",
-    );
+    )
+    .with_standby(standby_settings(cli));
     controller.handle().serve(listener);
     let resp = controller.pin(expert);
     if !resp.ok {
@@ -290,6 +338,7 @@ fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
         socket: cli.socket.clone(),
         catalogue: catalogue(cli)?,
         supervisor: supervisor_config(cli),
+        standby: standby_settings(cli),
     };
     asa_agent::daemon::run(args, ctx, stop)?;
     Ok(ExitCode::SUCCESS)
@@ -455,6 +504,7 @@ fn print_status(agent: Option<&AgentStatus>) {
     if let Some(e) = &st.last_error {
         println!("last error:  {} ({})", e.message, ago(e.at_unix_ms));
     }
+    print_standby(&st.standby);
     if let Some(d) = &st.decision {
         print_decision(d);
     }
@@ -467,6 +517,41 @@ fn print_status(agent: Option<&AgentStatus>) {
             println!("consistent:  (waiting: another tool's scheduler runs, see the note)")
         }
         None => println!("consistent:  (switch in progress)"),
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn print_standby(s: &control::StandbyStatus) {
+    if s.max == 0 {
+        println!("standby:     off (--standby 0)");
+        return;
+    }
+    println!(
+        "standby:     {} of at most {} ({}: wanted [{}]), {} (resident + BPF) of {} budget, {} lost",
+        s.experts.len(),
+        s.max,
+        s.source,
+        s.wanted.join(", "),
+        mib(s.memory_kib),
+        mib(s.memory_budget_kib),
+        s.lost
+    );
+    for e in &s.experts {
+        println!(
+            "             {:<8} pid {:<6} {:<7} since {}{}, RSS {}, BPF {}",
+            e.expert,
+            e.pid,
+            e.state.to_string(),
+            ago(e.since_unix_ms),
+            e.load_ms
+                .map(|l| format!(" (loaded in {:.1} s)", l / 1000.0))
+                .unwrap_or_default(),
+            e.rss_kib.map(mib).unwrap_or_else(|| "?".into()),
+            e.bpf_kib.map(mib).unwrap_or_else(|| "?".into())
+        );
     }
 }
 
@@ -488,6 +573,8 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
             "default:     {default} (the table's best over all classes: run at start and after {} unsure ticks)",
             e.policy.fallback_after_ticks
         );
+    } else if let Some(best) = &e.overall_best {
+        println!("             the table's best over all classes: {best}");
     }
     let line = |what: &str, r: &asa_agent::decision::engine::TickRecord| {
         let outcome = serde_json::to_value(&r.outcome)

@@ -2,11 +2,16 @@
 //!
 //! The experts are visited along an Eulerian circuit of the complete directed graph, so each
 //! switch is both a measured pair and the set-up of the next one: n·(n−1) switches a round.
+//!
+//! With `standby`, the target of each switch (unless EEVDF) is first started as a hot standby
+//! and the switch is requested only once it is parked at its gate: the switch then measures
+//! "stop the old one, release the gate" (request to `enabled`, and the EEVDF gap).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use asa_experts::{Supervisor, SwitchReport};
+use asa_experts::{StandbyState, Supervisor, SupervisorEvent, SwitchReport};
 use serde::{Deserialize, Serialize};
 
 /// A closed walk that uses every ordered pair `(a, b)`, `a != b`, exactly once, starting and
@@ -76,6 +81,56 @@ pub struct SwitchBench {
     pub switches: Vec<SwitchReport>,
     /// One row per ordered pair.
     pub pairs: Vec<PairSummary>,
+    /// Switches went to hot standbys parked beforehand.
+    #[serde(default)]
+    pub standby: bool,
+    /// Each standby as it parked, before its switch (standby mode).
+    #[serde(default)]
+    pub parked: Vec<ParkedStandby>,
+}
+
+/// A hot standby parked at its gate, as the benchmark saw it before switching to it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParkedStandby {
+    /// The expert.
+    pub expert: String,
+    /// While this expert ran.
+    pub beside: String,
+    /// Process start to parked (ms), at the standby priority.
+    pub load_ms: f64,
+    /// Resident memory once parked (KiB).
+    pub rss_kib: Option<u64>,
+}
+
+/// Start `target` as a hot standby and wait until it is parked.
+fn park(supervisor: &mut Supervisor, target: &str) -> Result<ParkedStandby> {
+    supervisor.set_standby(&[target.to_owned()]);
+    let t0 = Instant::now();
+    loop {
+        for e in supervisor.check_standby() {
+            if let SupervisorEvent::StandbyLost { expert, .. } = &e {
+                if expert == target {
+                    bail!("{e}");
+                }
+            }
+        }
+        let info = supervisor.standby_info(true);
+        if let Some(s) = info
+            .iter()
+            .find(|s| s.expert == target && s.state == StandbyState::Parked)
+        {
+            return Ok(ParkedStandby {
+                expert: target.to_owned(),
+                beside: supervisor.active().expert.clone(),
+                load_ms: s.load_ms.unwrap_or_default(),
+                rss_kib: s.rss_kib,
+            });
+        }
+        if t0.elapsed() > Duration::from_secs(300) {
+            bail!("{target} did not park at its gate within 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn median_of(reports: &[&SwitchReport], f: impl Fn(&SwitchReport) -> Option<f64>) -> Option<f64> {
@@ -107,8 +162,14 @@ pub fn summarize(experts: &[String], switches: &[SwitchReport]) -> Vec<PairSumma
         .collect()
 }
 
-/// Run `rounds` rounds of the all-pairs circuit with `supervisor`, ending on EEVDF.
-pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Result<SwitchBench> {
+/// Run `rounds` rounds of the all-pairs circuit with `supervisor`, ending on EEVDF; with
+/// `standby`, each target is parked as a hot standby before its switch is requested.
+pub fn run(
+    supervisor: &mut Supervisor,
+    experts: &[String],
+    rounds: usize,
+    standby: bool,
+) -> Result<SwitchBench> {
     if experts.len() < 2 {
         bail!("the switch benchmark needs at least two experts");
     }
@@ -118,9 +179,27 @@ pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Re
     let circuit = all_pairs_circuit(experts);
     supervisor.switch_to(&circuit[0])?;
     let mut switches = Vec::new();
+    let mut parked = Vec::new();
     for round in 0..rounds {
         for target in &circuit[1..] {
+            if standby && target != asa_experts::EEVDF {
+                let p = park(supervisor, target)?;
+                eprintln!(
+                    "round {}: {} parked beside {} after {:.0} ms, RSS {} KiB",
+                    round + 1,
+                    p.expert,
+                    p.beside,
+                    p.load_ms,
+                    p.rss_kib.unwrap_or_default()
+                );
+                parked.push(p);
+            }
             let report = supervisor.switch_to(target)?;
+            if standby && target != asa_experts::EEVDF && !report.standby {
+                bail!("the switch to {target} did not use its parked standby");
+            }
+            supervisor.set_standby(&[]);
+            let _ = supervisor.check_standby();
             eprintln!("round {}: {}", round + 1, report.summary());
             switches.push(report);
         }
@@ -131,12 +210,53 @@ pub fn run(supervisor: &mut Supervisor, experts: &[String], rounds: usize) -> Re
         rounds,
         pairs: summarize(experts, &switches),
         switches,
+        standby,
+        parked,
     })
 }
 
 /// The pair table as Markdown.
 pub fn markdown(bench: &SwitchBench) -> String {
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
+    if bench.standby {
+        let mut out = String::from(
+            "| from → to | request → enabled, to a parked standby (ms) | stop old (ms) | gate release → enabled (ms) | EEVDF gap (ms) | n |\n|---|---:|---:|---:|---:|---:|\n",
+        );
+        for p in &bench.pairs {
+            out.push_str(&format!(
+                "| {} → {} | {:.0} | {} | {} | {} | {} |\n",
+                p.from,
+                p.to,
+                p.total_ms,
+                opt(p.stop_ms),
+                opt(p.start_ms),
+                opt(p.eevdf_gap_ms),
+                p.samples
+            ));
+        }
+        let mut by_expert: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for p in &bench.parked {
+            let e = by_expert.entry(&p.expert).or_default();
+            e.0.push(p.load_ms);
+            if let Some(r) = p.rss_kib {
+                e.1.push(r as f64 / 1024.0);
+            }
+        }
+        out.push_str("\n| standby | load at nice 19, to parked (ms, median) | RSS parked (MiB, median) | n |\n|---|---:|---:|---:|\n");
+        for (e, (mut load, mut rss)) in by_expert {
+            let n = load.len();
+            out.push_str(&format!(
+                "| {e} | {:.0} | {} | {n} |\n",
+                median(&mut load),
+                if rss.is_empty() {
+                    "–".to_owned()
+                } else {
+                    format!("{:.1}", median(&mut rss))
+                }
+            ));
+        }
+        return out;
+    }
     let mut out = String::from(
         "| from → to | switch (ms) | new loads while old runs (ms) | stop old (ms) | start new (ms) | EEVDF gap (ms) | n |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -199,6 +319,7 @@ mod tests {
             enable_seq: 0,
             at_unix_ms: 0,
             no_op: false,
+            standby: false,
         }
     }
 
@@ -223,6 +344,8 @@ mod tests {
             rounds: 1,
             switches: s,
             pairs: p,
+            standby: false,
+            parked: vec![],
         });
         assert!(md.contains("| a → b | 20 | – | – | – | 2 | 3 |"), "{md}");
     }

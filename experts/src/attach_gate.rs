@@ -161,6 +161,24 @@ impl AttachGate {
         }
     }
 
+    /// True when the expert waits at the gate right now: an open is held and the kernel still
+    /// has it pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`: false once the process died or the
+    /// held call was interrupted). A hot standby is released only after this said yes.
+    pub fn is_holding(&self) -> bool {
+        let Some(mut id) = *self.held.lock().unwrap() else {
+            return false;
+        };
+        // SAFETY: the ioctl reads one u64 we own.
+        let r = unsafe {
+            libc::ioctl(
+                self.listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                &mut id as *mut u64,
+            )
+        };
+        r == 0
+    }
+
     /// Let the held open go on (and every later one).
     pub fn release(&self) -> Result<()> {
         let id = self.held.lock().unwrap().take();
@@ -343,6 +361,7 @@ mod tests {
         // Held: the child cannot finish.
         std::thread::sleep(Duration::from_millis(300));
         assert!(child.try_wait().unwrap().is_none(), "the gate did not hold");
+        assert!(gate.is_holding());
         let t0 = Instant::now();
         gate.release().unwrap();
         let status = child.wait().unwrap();
@@ -356,6 +375,36 @@ mod tests {
             .read_to_string(&mut out)
             .unwrap();
         assert_eq!(out, "before\ndisabled\nafter\n");
+    }
+
+    /// A process killed while it waits at the gate: the gate no longer claims to hold it
+    /// (what the supervisor checks before it releases a hot standby).
+    #[test]
+    fn a_killed_process_is_no_longer_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::write(&state, "disabled\n").unwrap();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", &format!("exec cat {}", state.display())])
+            .stdout(Stdio::null());
+        unsafe {
+            cmd.pre_exec(|| install_in_child());
+        }
+        let mut child = cmd.spawn().unwrap();
+        let gate = AttachGate::attach_to(
+            child.id(),
+            GatePolicy {
+                path: state.display().to_string(),
+                require_bpf_loaded: false,
+            },
+        )
+        .unwrap();
+        assert!(gate.wait_reached(Duration::from_secs(20)).unwrap());
+        assert!(gate.is_holding());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!gate.is_holding(), "a dead process is still reported held");
+        gate.release().unwrap();
     }
 
     #[test]

@@ -71,6 +71,11 @@ pub struct Expert {
     /// supervisor's default.
     #[serde(default)]
     pub enable_timeout_s: Option<u64>,
+    /// Milliseconds after SIGINT before this expert gets SIGKILL, for experts that act on
+    /// SIGINT only once a second (their stop is most of a switch to a hot standby); none: only
+    /// after the supervisor's stop timeout. `--stop-grace-ms` overrides it for every expert.
+    #[serde(default)]
+    pub stop_grace_ms: Option<u64>,
     /// False for an entry that is declared but cannot be used yet.
     #[serde(default = "default_true")]
     pub available: bool,

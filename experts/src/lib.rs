@@ -18,5 +18,6 @@ pub use locate::{
 };
 pub use sched_ext::{parse_events, SchedExt, ScxSnapshot, ScxState};
 pub use supervisor::{
-    Active, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError, SwitchReport,
+    Active, StandbyInfo, StandbyState, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError,
+    SwitchReport,
 };

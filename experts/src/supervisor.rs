@@ -9,6 +9,21 @@
 //! fails, the previous one is restored (or, when that fails too, the machine stays on EEVDF),
 //! and the error says which scheduler is running. [`Supervisor::check`] notices an expert that
 //! exited, was killed or was ejected by the kernel's watchdog.
+//!
+//! **Hot standbys.** The supervisor may also keep a pool of experts started ahead of need
+//! ([`Supervisor::set_standby`]): each is started behind its own attach gate at a low priority
+//! ([`SupervisorConfig::standby_nice`]), loads and verifies its BPF programs while the active
+//! expert runs, and is then parked at the gate (its first open of the state file, right before
+//! attaching, is held). A switch to a parked standby is "stop the old one, release the gate".
+//! The extended invariant: every expert process other than the active one is held at its gate
+//! (or still loading before it), so at most one is attached; a standby is released only after
+//! the old expert is gone (`state=disabled`), and only when its process is alive and the kernel
+//! still has its held open pending ([`AttachGate::is_holding`]); otherwise it is reported
+//! ([`SupervisorEvent::StandbyLost`]), discarded, and the target is started afresh behind the
+//! gate. A standby is stopped with SIGKILL (never SIGINT: a signal restarts the held open,
+//! which the gate would let through), and its parent-death signal is SIGKILL too (the kernel
+//! detaches a killed scheduler within ~0.1 s). [`Supervisor::check_standby`] notices standbys
+//! that park or die, replaces lost ones and starts missing ones, one loading at a time.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
@@ -55,6 +70,29 @@ pub struct SupervisorConfig {
     /// saturating workload; needs CAP_SYS_NICE, silently kept at the agent's priority without.
     /// Default [`DEFAULT_EXPERT_NICE`].
     pub expert_nice: i32,
+    /// Nice value hot standbys load at (default [`DEFAULT_STANDBY_NICE`]): their BPF
+    /// verification only uses CPU time nothing else wants. Raised to `expert_nice` when a
+    /// switch takes the standby.
+    #[serde(default = "default_standby_nice")]
+    pub standby_nice: i32,
+    /// SIGKILL an expert that has not stopped this long after SIGINT (None: the expert's
+    /// catalogue `stop_grace_ms`, else only after `stop_timeout`). scx_lavd and scx_bpfland take 0.1–1.2 s to act on SIGINT (uniformly
+    /// spread: a once-a-second loop), most of a switch to a hot standby; the kernel detaches a
+    /// killed scheduler the same way (its struct_ops link goes with the process), only the
+    /// expert's own exit report is lost.
+    #[serde(default)]
+    pub stop_grace: Option<Duration>,
+}
+
+/// A standby may take this many times an expert's enable timeout to load (it loads at the
+/// standby priority).
+const STANDBY_TIMEOUT_FACTOR: u32 = 5;
+
+/// Hot standbys load at the lowest priority.
+pub const DEFAULT_STANDBY_NICE: i32 = 19;
+
+fn default_standby_nice() -> i32 {
+    DEFAULT_STANDBY_NICE
 }
 
 impl Default for SupervisorConfig {
@@ -67,6 +105,8 @@ impl Default for SupervisorConfig {
             rollback: true,
             gate_attach: true,
             expert_nice: DEFAULT_EXPERT_NICE,
+            standby_nice: DEFAULT_STANDBY_NICE,
+            stop_grace: None,
         }
     }
 }
@@ -137,6 +177,11 @@ pub struct SwitchReport {
     pub at_unix_ms: u64,
     /// True when nothing had to change.
     pub no_op: bool,
+    /// True when the new expert was a hot standby, loaded beforehand and held at its gate
+    /// (`prepare_ms` is then how long the switch waited for it, `start_ms` gate release to
+    /// `state=enabled`).
+    #[serde(default)]
+    pub standby: bool,
 }
 
 impl SwitchReport {
@@ -214,6 +259,20 @@ pub enum SupervisorEvent {
         /// The new `enable_seq`.
         enable_seq: u64,
     },
+    /// A hot standby ended or is no longer held at its gate: it was discarded (never attached)
+    /// and will be started again while it is wanted.
+    StandbyLost {
+        /// The expert.
+        expert: String,
+        /// Its PID.
+        pid: u32,
+        /// What happened to it.
+        status: String,
+        /// True when it had reached the gate.
+        parked: bool,
+        /// Last lines it printed.
+        output_tail: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for SupervisorEvent {
@@ -235,6 +294,26 @@ impl std::fmt::Display for SupervisorEvent {
                     "{expert} attached itself again (enable_seq {enable_seq})"
                 )
             }
+            Self::StandbyLost {
+                expert,
+                pid: 0,
+                status,
+                ..
+            } => write!(
+                f,
+                "standby {expert} was not started ({status}); it is tried again while wanted"
+            ),
+            Self::StandbyLost {
+                expert,
+                pid,
+                status,
+                parked,
+                ..
+            } => write!(
+                f,
+                "standby {expert} (pid {pid}, {}) was lost ({status}); discarded, never attached; it is started again while wanted",
+                if *parked { "parked" } else { "loading" }
+            ),
         }
     }
 }
@@ -316,6 +395,157 @@ impl Drop for Starting {
     }
 }
 
+/// A hot standby: an expert started ahead of need behind its attach gate.
+struct Standby {
+    starting: Starting,
+    since: SystemTime,
+    /// How long it took to reach the gate, once it did.
+    loaded_in: Option<Duration>,
+}
+
+impl Standby {
+    fn name(&self) -> &str {
+        &self.running().expert.name
+    }
+
+    fn running(&self) -> &RunningExpert {
+        self.starting
+            .running
+            .as_ref()
+            .expect("a standby has a process")
+    }
+
+    fn gate(&self) -> &AttachGate {
+        self.starting.gate.as_ref().expect("a standby has a gate")
+    }
+
+    fn pid(&self) -> u32 {
+        self.running().child.id()
+    }
+}
+
+/// Where a hot standby is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StandbyState {
+    /// Started, loading and verifying its BPF programs.
+    Loading,
+    /// Loaded and held at its attach gate: a switch to it only releases the gate.
+    Parked,
+}
+
+impl std::fmt::Display for StandbyState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Loading => "loading",
+            Self::Parked => "parked",
+        })
+    }
+}
+
+/// One hot standby, for `asa status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StandbyInfo {
+    /// Catalogue name.
+    pub expert: String,
+    /// Its process.
+    pub pid: u32,
+    /// When it was started (ms since the epoch).
+    pub since_unix_ms: u64,
+    /// Loading or parked.
+    pub state: StandbyState,
+    /// Process start to parked at the gate (ms), once parked.
+    pub load_ms: Option<f64>,
+    /// Resident memory (`VmRSS` of /proc/PID/status, KiB), when readable.
+    pub rss_kib: Option<u64>,
+    /// Kernel memory of its BPF maps and programs (the `memlock` of each bpf-map and bpf-prog
+    /// descriptor it holds, /proc/PID/fdinfo; KiB): not in its RSS, and for rusty ten times
+    /// larger (80 MiB of vmalloc'ed maps in the lab).
+    #[serde(default)]
+    pub bpf_kib: Option<u64>,
+}
+
+impl StandbyInfo {
+    /// What it costs in memory: resident plus BPF kernel memory (KiB), when known.
+    pub fn memory_kib(&self) -> Option<u64> {
+        match (self.rss_kib, self.bpf_kib) {
+            (None, None) => None,
+            (r, b) => Some(r.unwrap_or(0) + b.unwrap_or(0)),
+        }
+    }
+}
+
+/// Resident memory of a process (`VmRSS` in /proc/PID/status), in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Kernel memory of the BPF maps and programs `pid` holds open (sum of the `memlock:` lines
+/// of its bpf-map and bpf-prog descriptors in /proc/PID/fdinfo), in KiB.
+pub fn bpf_memlock_kib(pid: u32) -> Option<u64> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let mut bytes = 0u64;
+    for entry in dir.flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy();
+        if target != "anon_inode:bpf-map" && target != "anon_inode:bpf-prog" {
+            continue;
+        }
+        let info = format!("/proc/{pid}/fdinfo/{}", entry.file_name().to_string_lossy());
+        if let Ok(text) = std::fs::read_to_string(info) {
+            bytes += text
+                .lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Some(bytes / 1024)
+}
+
+/// Set the nice value of every thread of `pid` (a nice value is per thread on Linux, and an
+/// expert may have started threads at its old priority). Best effort.
+fn renice_process(pid: u32, nice: i32) {
+    let tids: Vec<libc::id_t> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![pid as libc::id_t]);
+    for tid in tids {
+        // SAFETY: plain integers.
+        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+    }
+}
+
+/// How long to wait before starting a standby again after it was lost `failures` times in a
+/// row: at once the first time, then 5 s doubling up to 2 min (an expert that cannot load must
+/// not be restarted in a tight loop).
+pub fn standby_retry_delay(failures: u32) -> Duration {
+    match failures {
+        0 | 1 => Duration::ZERO,
+        n => Duration::from_secs((5u64 << (n - 2).min(5)).min(120)),
+    }
+}
+
+/// How an expert process is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Launch {
+    /// Attaches as soon as it can (the machine is on EEVDF).
+    Now,
+    /// Behind the attach gate, at the experts' priority, for the switch in progress.
+    Gated,
+    /// Behind the attach gate at the standby priority, for a later switch.
+    Standby,
+}
+
 /// Durations of a switch's steps.
 #[derive(Debug, Default, Clone, Copy)]
 struct Timings {
@@ -344,6 +574,14 @@ pub struct Supervisor {
     running: Option<RunningExpert>,
     active: Active,
     verified: HashSet<PathBuf>,
+    /// Hot standbys, in the order they were started.
+    standby: Vec<Standby>,
+    /// The standbys wanted, most wanted first (see [`Supervisor::set_standby`]).
+    standby_wanted: Vec<String>,
+    /// Per expert: standbys lost in a row, and when it may be started again.
+    standby_failures: std::collections::HashMap<String, (u32, Instant)>,
+    /// Events noticed inside a switch, handed out by the next [`Supervisor::check_standby`].
+    pending_events: Vec<SupervisorEvent>,
     /// Held for the supervisor's life (dropped after `Drop::drop` has stopped the expert).
     _lock: ControlLock,
 }
@@ -375,6 +613,10 @@ impl Supervisor {
                 pid: None,
             },
             verified: HashSet::new(),
+            standby: Vec::new(),
+            standby_wanted: Vec::new(),
+            standby_failures: std::collections::HashMap::new(),
+            pending_events: Vec::new(),
             _lock: lock,
         })
     }
@@ -448,7 +690,22 @@ impl Supervisor {
             .as_ref()
             .map(|r| (r.expert.clone(), r.binary.clone()));
         let mut prepared = None;
-        if let (Some(binary), true) = (&binary, self.config.gate_attach) {
+        let mut standby = false;
+        if binary.is_some() {
+            if let Some(sb) = self.take_standby(&expert.name) {
+                match self.promote(sb) {
+                    Ok(starting) => {
+                        prepared = Some(starting);
+                        standby = true;
+                    }
+                    Err(lost) => {
+                        warn!("{lost}; starting {name} afresh");
+                        self.pending_events.push(lost);
+                    }
+                }
+            }
+        }
+        if let (Some(binary), true, None) = (&binary, self.config.gate_attach, &prepared) {
             prepared =
                 self.prepare_gated(&expert, binary)
                     .map_err(|cause| SwitchError::Rejected {
@@ -472,17 +729,31 @@ impl Supervisor {
             return Ok(self.report(from, timings, t0, false));
         };
         let started = match prepared {
-            Some(starting) => self.finish_start(starting),
+            Some(mut starting) => {
+                if standby {
+                    // Loaded long ago: its start is the gate release to `enabled`.
+                    starting.spawned_at = Instant::now();
+                }
+                self.finish_start(starting)
+            }
             None => self
-                .spawn(&expert, &binary, false)
+                .spawn(&expert, &binary, Launch::Now)
                 .and_then(|starting| self.finish_start(starting)),
         };
         match started {
             Ok(start) => {
                 timings.start = Some(start);
                 timings.gap = timings.stop.map(|_| disabled_at.elapsed());
-                let report = self.report(from, timings, t0, false);
-                info!("switched {}", report.summary());
+                let mut report = self.report(from, timings, t0, false);
+                report.standby = standby;
+                info!(
+                    "switched {}{}",
+                    report.summary(),
+                    if standby { " (hot standby)" } else { "" }
+                );
+                // Never a standby of the expert that runs.
+                let active = self.active.expert.clone();
+                self.standby.retain(|s| s.name() != active);
                 Ok(report)
             }
             Err(cause) => {
@@ -490,7 +761,7 @@ impl Supervisor {
                 let recovery = match previous {
                     Some((prev, prev_binary)) if self.config.rollback => {
                         match self
-                            .spawn(&prev, &prev_binary, false)
+                            .spawn(&prev, &prev_binary, Launch::Now)
                             .and_then(|starting| self.finish_start(starting))
                         {
                             Ok(_) => format!("restored the previous expert {}", prev.name),
@@ -526,6 +797,7 @@ impl Supervisor {
             enable_seq: snap.map(|s| s.enable_seq).unwrap_or_default(),
             at_unix_ms: unix_ms(SystemTime::now()),
             no_op,
+            standby: false,
         }
     }
 
@@ -547,8 +819,9 @@ impl Supervisor {
         }
     }
 
-    /// Start an expert process (behind the attach gate when `gated`).
-    fn spawn(&self, expert: &Expert, binary: &Path, gated: bool) -> Result<Starting> {
+    /// Start an expert process, directly or behind the attach gate.
+    fn spawn(&self, expert: &Expert, binary: &Path, launch: Launch) -> Result<Starting> {
+        let gated = launch != Launch::Now;
         let seq_before = self.scx.enable_seq()?;
         let timeout = expert
             .enable_timeout_s
@@ -562,7 +835,10 @@ impl Supervisor {
             // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
             // in order, instead of racing it.
             .process_group(0);
-        let nice = self.config.expert_nice;
+        let (nice, death_signal) = match launch {
+            Launch::Standby => (self.config.standby_nice, libc::SIGKILL),
+            _ => (self.config.expert_nice, libc::SIGINT),
+        };
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -571,7 +847,9 @@ impl Supervisor {
                     let _ = libc::setpriority(libc::PRIO_PROCESS, 0, nice);
                 }
                 // If the agent dies, the expert gets SIGINT and detaches: no orphaned scheduler.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                // A standby gets SIGKILL: SIGINT would restart its held open past the gate
+                // (the kernel detaches a killed scheduler too).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 if gated {
@@ -602,10 +880,10 @@ impl Supervisor {
             "started {} (pid {}){}",
             expert.name,
             child.id(),
-            if gated {
-                ", loading it behind the attach gate"
-            } else {
-                ", waiting for sched_ext to enable it"
+            match launch {
+                Launch::Standby => ", a hot standby loading at low priority behind its attach gate",
+                Launch::Gated => ", loading it behind the attach gate",
+                Launch::Now => ", waiting for sched_ext to enable it",
             }
         );
         Ok(Starting {
@@ -629,19 +907,30 @@ impl Supervisor {
     /// the running expert is not touched. `Ok(None)`: the gate is not available here (no
     /// seccomp user notification or pidfd_getfd), switch break-before-make instead.
     fn prepare_gated(&self, expert: &Expert, binary: &Path) -> Result<Option<Starting>> {
-        let mut starting = match self.spawn(expert, binary, true) {
+        let starting = match self.spawn(expert, binary, Launch::Gated) {
             Ok(s) => s,
             Err(e) => {
                 warn!("attach gate unavailable ({e:#}); switching break-before-make");
                 return Ok(None);
             }
         };
+        self.wait_at_gate(starting).map(Some)
+    }
+
+    /// Wait until a gated expert waits at its gate (or fails, or times out: then it is killed).
+    fn wait_at_gate(&self, mut starting: Starting) -> Result<Starting> {
+        let expert = starting
+            .running
+            .as_ref()
+            .expect("not finished")
+            .expert
+            .clone();
         loop {
             let gate = starting.gate.as_ref().expect("gated start has a gate");
             let reached = gate.wait_reached(Duration::from_millis(50));
             let running = starting.running.as_mut().expect("not finished");
             match reached {
-                Ok(true) => return Ok(Some(starting)),
+                Ok(true) => return Ok(starting),
                 Ok(false) if starting.spawned_at.elapsed() > starting.timeout => {
                     let tail = running.output_for_error();
                     bail!(
@@ -755,11 +1044,19 @@ impl Supervisor {
             if exited && self.scx.state()? == ScxState::Disabled {
                 break;
             }
-            if !killed && t0.elapsed() > self.config.stop_timeout {
-                warn!(
-                    "{name} did not stop within {:?} of SIGINT; sending SIGKILL",
-                    self.config.stop_timeout
-                );
+            let grace = self
+                .config
+                .stop_grace
+                .or(running.expert.stop_grace_ms.map(Duration::from_millis))
+                .map_or(self.config.stop_timeout, |g| {
+                    g.min(self.config.stop_timeout)
+                });
+            if !killed && t0.elapsed() > grace {
+                if grace < self.config.stop_timeout {
+                    info!("{name} did not stop within {grace:?} of SIGINT (its stop grace); sending SIGKILL");
+                } else {
+                    warn!("{name} did not stop within {grace:?} of SIGINT; sending SIGKILL");
+                }
                 self.kill_and_reap(&mut running);
                 killed = true;
             }
@@ -774,9 +1071,237 @@ impl Supervisor {
         Ok(Some(t0.elapsed()))
     }
 
-    /// Detach whatever runs and return to EEVDF (used on shutdown).
+    /// Detach whatever runs and return to EEVDF (used on shutdown); every standby is killed.
     pub fn stop(&mut self) -> Result<()> {
+        self.standby_wanted.clear();
+        self.standby.clear();
         self.stop_running().map(|_| ())
+    }
+
+    /// The hot standbys wanted, most wanted first (the caller bounds how many). Unwanted ones
+    /// are stopped and missing ones started, one at a time, by [`Self::check_standby`]; the
+    /// active expert and EEVDF never stand by.
+    pub fn set_standby(&mut self, wanted: &[String]) {
+        if self.standby_wanted != wanted {
+            info!("hot standbys wanted: [{}]", wanted.join(", "));
+            self.standby_wanted = wanted.to_vec();
+        }
+    }
+
+    /// The standbys wanted (as last set).
+    pub fn standby_wanted(&self) -> &[String] {
+        &self.standby_wanted
+    }
+
+    /// The hot standbys now; with their resident memory when `with_rss` (reads /proc).
+    pub fn standby_info(&self, with_rss: bool) -> Vec<StandbyInfo> {
+        self.standby
+            .iter()
+            .map(|s| StandbyInfo {
+                expert: s.name().to_owned(),
+                pid: s.pid(),
+                since_unix_ms: unix_ms(s.since),
+                state: if s.loaded_in.is_some() {
+                    StandbyState::Parked
+                } else {
+                    StandbyState::Loading
+                },
+                load_ms: s.loaded_in.map(ms),
+                rss_kib: if with_rss { rss_kib(s.pid()) } else { None },
+                bpf_kib: if with_rss {
+                    bpf_memlock_kib(s.pid())
+                } else {
+                    None
+                },
+            })
+            .collect()
+    }
+
+    /// Take `name`'s standby out of the pool, if there is one.
+    fn take_standby(&mut self, name: &str) -> Option<Standby> {
+        let i = self.standby.iter().position(|s| s.name() == name)?;
+        Some(self.standby.remove(i))
+    }
+
+    /// Make a standby the switch's new expert: raise it to the experts' priority and check it
+    /// is alive and held at its gate (one still loading is waited for, now at full priority).
+    /// A lost one is killed and reported; the switch then starts the expert afresh.
+    fn promote(&mut self, mut sb: Standby) -> Result<Starting, SupervisorEvent> {
+        let pid = sb.pid();
+        let name = sb.name().to_owned();
+        renice_process(pid, self.config.expert_nice);
+        let parked = sb.loaded_in.is_some();
+        let alive = matches!(
+            sb.starting.running.as_mut().map(|r| r.child.try_wait()),
+            Some(Ok(None))
+        );
+        if parked && alive && sb.gate().is_holding() {
+            info!("{name} is a parked hot standby (pid {pid})");
+            return Ok(sb.starting);
+        }
+        if !parked && alive {
+            info!("{name} is a hot standby still loading (pid {pid}); waiting for it at full priority");
+            let mut starting = sb.starting;
+            // From now on it has a start's time limit.
+            starting.timeout =
+                starting.spawned_at.elapsed() + starting.timeout / STANDBY_TIMEOUT_FACTOR;
+            return self.wait_at_gate(starting).map_err(|e| {
+                self.note_standby_failure(&name);
+                SupervisorEvent::StandbyLost {
+                    expert: name,
+                    pid,
+                    status: format!("{e:#}"),
+                    parked: false,
+                    output_tail: Vec::new(),
+                }
+            });
+        }
+        Err(self.lose(sb, "no longer held at its gate".to_owned()))
+    }
+
+    /// Discard a standby (killed and reaped when dropped) and describe why.
+    fn lose(&mut self, mut sb: Standby, why: String) -> SupervisorEvent {
+        let pid = sb.pid();
+        let name = sb.name().to_owned();
+        let status = match sb.starting.running.as_mut().map(|r| r.child.try_wait()) {
+            Some(Ok(Some(status))) => describe_status(status),
+            _ => why,
+        };
+        // Give the reader threads a moment to collect the last words.
+        std::thread::sleep(Duration::from_millis(20));
+        let output_tail = sb.running().output_tail(12);
+        let event = SupervisorEvent::StandbyLost {
+            expert: name.clone(),
+            pid,
+            status,
+            parked: sb.loaded_in.is_some(),
+            output_tail,
+        };
+        drop(sb);
+        self.note_standby_failure(&name);
+        warn!("{event}");
+        event
+    }
+
+    fn note_standby_failure(&mut self, name: &str) {
+        let entry = self
+            .standby_failures
+            .entry(name.to_owned())
+            .or_insert((0, Instant::now()));
+        entry.0 += 1;
+        entry.1 = Instant::now() + standby_retry_delay(entry.0);
+    }
+
+    /// Look at the standbys once (non-blocking): note the ones that parked, report and discard
+    /// the ones that died or are no longer held, stop unwanted ones and start the next missing
+    /// one when none is loading. Returns what happened (also what a switch noticed).
+    pub fn check_standby(&mut self) -> Vec<SupervisorEvent> {
+        let mut events = std::mem::take(&mut self.pending_events);
+        let mut i = 0;
+        while i < self.standby.len() {
+            let sb = &mut self.standby[i];
+            let exited = match sb.starting.running.as_mut().map(|r| r.child.try_wait()) {
+                Some(Ok(Some(status))) => Some(describe_status(status)),
+                Some(Err(e)) => Some(format!("waiting on it: {e}")),
+                _ => None,
+            };
+            let lost = match exited {
+                Some(status) => Some(status),
+                None if sb.loaded_in.is_none() => match sb.gate().wait_reached(Duration::ZERO) {
+                    Ok(true) => {
+                        let loaded = sb.starting.spawned_at.elapsed();
+                        sb.loaded_in = Some(loaded);
+                        info!(
+                            "hot standby {} (pid {}) loaded in {:.0} ms; parked at its gate",
+                            sb.name(),
+                            sb.pid(),
+                            ms(loaded)
+                        );
+                        let name = sb.name().to_owned();
+                        self.standby_failures.remove(&name);
+                        None
+                    }
+                    Ok(false) if sb.starting.spawned_at.elapsed() > sb.starting.timeout => Some(
+                        format!("did not finish loading within {:?}", sb.starting.timeout),
+                    ),
+                    Ok(false) => None,
+                    Err(_) => Some("exited before it reached its gate".to_owned()),
+                },
+                None if !sb.gate().is_holding() => Some("no longer held at its gate".to_owned()),
+                None => None,
+            };
+            match lost {
+                Some(why) => {
+                    let sb = self.standby.remove(i);
+                    events.push(self.lose(sb, why));
+                }
+                None => i += 1,
+            }
+        }
+        let active = self.active.expert.clone();
+        let wanted: Vec<String> = self
+            .standby_wanted
+            .iter()
+            .filter(|w| **w != active)
+            .cloned()
+            .collect();
+        let before = self.standby.len();
+        self.standby
+            .retain(|s| wanted.iter().any(|w| w == s.name()));
+        if self.standby.len() != before {
+            info!(
+                "stopped {} unwanted standby(s)",
+                before - self.standby.len()
+            );
+        }
+        if self.standby.iter().all(|s| s.loaded_in.is_some()) {
+            let now = Instant::now();
+            let next = wanted.iter().find(|w| {
+                !self.standby.iter().any(|s| s.name() == w.as_str())
+                    && self
+                        .standby_failures
+                        .get(w.as_str())
+                        .is_none_or(|(_, at)| *at <= now)
+            });
+            if let Some(name) = next.cloned() {
+                if let Err(e) = self.start_standby(&name) {
+                    warn!("could not start hot standby {name}: {e:#}");
+                    self.note_standby_failure(&name);
+                    events.push(SupervisorEvent::StandbyLost {
+                        expert: name,
+                        pid: 0,
+                        status: format!("{e:#}"),
+                        parked: false,
+                        output_tail: Vec::new(),
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// Start `name` as a hot standby now (behind its gate, at the standby priority). Refused
+    /// for EEVDF, the active expert and an expert that already stands by.
+    pub fn start_standby(&mut self, name: &str) -> Result<()> {
+        let (expert, binary) = self.preflight(name)?;
+        let Some(binary) = binary else {
+            bail!("{name} is the kernel default: nothing to hold in standby");
+        };
+        if self.active.expert == expert.name {
+            bail!("{name} is running: it cannot stand by");
+        }
+        if self.standby.iter().any(|s| s.name() == expert.name) {
+            bail!("{name} already stands by");
+        }
+        let mut starting = self.spawn(&expert, &binary, Launch::Standby)?;
+        // At nice 19 on a busy machine loading may take much longer than a start.
+        starting.timeout *= STANDBY_TIMEOUT_FACTOR;
+        self.standby.push(Standby {
+            starting,
+            since: SystemTime::now(),
+            loaded_in: None,
+        });
+        Ok(())
     }
 
     /// Look at the running expert once; returns what changed since the last look.
@@ -983,6 +1508,28 @@ mod tests {
             assert!(err.contains(EXPERT_NICE_ENV) && err.contains(bad), "{err}");
         }
         std::env::remove_var(EXPERT_NICE_ENV);
+    }
+
+    /// A lost standby is started again at once the first time, then after a delay that
+    /// doubles from 5 s to at most 2 min: an expert that cannot load is not restarted in a
+    /// tight loop.
+    #[test]
+    fn a_standby_lost_again_and_again_is_restarted_ever_more_slowly() {
+        let delays: Vec<u64> = (1..=9).map(|n| standby_retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, [0, 5, 10, 20, 40, 80, 120, 120, 120]);
+        assert_eq!(standby_retry_delay(u32::MAX), Duration::from_secs(120));
+    }
+
+    /// `VmRSS` of the test process itself is read, and a process that does not exist has none;
+    /// likewise its BPF memory.
+    #[test]
+    fn resident_memory_comes_from_proc_status() {
+        let own = rss_kib(std::process::id()).unwrap();
+        assert!(own > 100, "{own} KiB");
+        assert_eq!(rss_kib(u32::MAX - 1), None);
+        // No BPF map or program open here: none of its memory.
+        assert_eq!(bpf_memlock_kib(std::process::id()), Some(0));
+        assert_eq!(bpf_memlock_kib(u32::MAX - 1), None);
     }
 
     /// A child with PR_SET_PDEATHSIG started from a thread that then exits: forked by that

@@ -87,8 +87,11 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
         /// Measure the baseline without the attach gate (stop old, then start new).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "standby_targets")]
         break_before_make: bool,
+        /// Measure switches to hot standbys: each target is parked at its gate first.
+        #[arg(long)]
+        standby_targets: bool,
     },
 }
 
@@ -261,13 +264,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             rounds,
             json,
             break_before_make,
+            standby_targets,
         } => {
             let lab = Lab::new()?;
             let names: Vec<String> = experts.split(',').map(str::to_owned).collect();
-            let mode = if break_before_make {
-                " --break-before-make"
+            let (mode, label) = if break_before_make {
+                (" --break-before-make", "break before make")
+            } else if standby_targets {
+                (
+                    " --standby-targets",
+                    "hot standby: each target parked at its gate before the switch",
+                )
             } else {
-                ""
+                ("", "attach gate")
             };
             let script = format!(
                 "asa bench-switch --experts {experts} --rounds {rounds}{mode} --json /lab/out/switch.json > /lab/out/switch.md\n"
@@ -289,7 +298,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             println!(
                 "Switch times in one lab VM run ({}; kernel {}, qemu TCG, 2 vCPUs), median of {rounds} switches per pair:\n\n{table}",
-                if break_before_make { "break before make" } else { "attach gate" },
+                label,
                 lab.kernel.release
             );
             Ok(ExitCode::SUCCESS)

@@ -115,6 +115,10 @@ pub struct EngineInfo {
     /// Class → the expert used for it (None: the class is not mapped, or no ranked expert is
     /// usable here).
     pub class_experts: Vec<(String, Option<String>)>,
+    /// The expert the table ranks best over all classes (see
+    /// [`Policy::overall_best`]): the hot-standby pool keeps it loaded.
+    #[serde(default)]
+    pub overall_best: Option<String>,
     /// Tick length.
     pub interval_ms: u64,
     /// Whether the BPF features are measured.
@@ -257,6 +261,7 @@ impl DecisionEngine {
             model_info: classifier.info().clone(),
             mapping: origin,
             class_experts,
+            overall_best: policy.overall_best().map(str::to_string),
             interval_ms: interval.as_millis() as u64,
             bpf: sampler.bpf_active(),
             policy: config,

@@ -15,6 +15,7 @@ pub mod classifier;
 pub mod engine;
 pub mod policy;
 pub mod quarantine;
+pub mod standby;
 pub mod voting;
 
 /// What the decision module needs to know about the live feature schema: its name and version

@@ -291,6 +291,44 @@ impl DecisionRecord {
     }
 }
 
+/// For a table without a default expert (a hand-written one): the usable expert ranked first
+/// in the most classes; on a tie the higher mean score over the classes that score it, then the
+/// kernel default (no load, no switch), then the name. None when no class ranks a usable
+/// expert.
+pub fn first_in_most_classes(
+    mapping: &MappingTable,
+    usable: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
+    for class in &mapping.classes {
+        if let Some(r) = class.ranked.iter().find(|r| usable(&r.expert)) {
+            *firsts.entry(r.expert.as_str()).or_default() += 1;
+        }
+    }
+    let mean = |e: &str| {
+        let s: Vec<f64> = mapping
+            .classes
+            .iter()
+            .filter_map(|c| c.ranked.iter().find(|r| r.expert == e).map(|r| r.score))
+            .collect();
+        if s.is_empty() {
+            f64::NEG_INFINITY
+        } else {
+            s.iter().sum::<f64>() / s.len() as f64
+        }
+    };
+    let is_default = |e: &str| e == asa_experts::EEVDF;
+    firsts
+        .into_iter()
+        .max_by(|(a, na), (b, nb)| {
+            na.cmp(nb)
+                .then_with(|| mean(a).total_cmp(&mean(b)))
+                .then_with(|| is_default(a).cmp(&is_default(b)))
+                .then_with(|| b.cmp(a))
+        })
+        .map(|(e, _)| e.to_string())
+}
+
 /// The decision policy (see the module doc).
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -308,6 +346,7 @@ pub struct Policy {
     /// completed inside a calibration run) costs the largest measured cost of the table.
     switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
+    overall_best: Option<String>,
     current_expert: Option<String>,
     /// Since when the current expert runs (as far as the policy knows).
     current_since: Option<Duration>,
@@ -342,6 +381,10 @@ impl Policy {
         );
         config.quarantine.check()?;
         let voter = TimeWeightedVoter::new(config.voting, classes.len())?;
+        let fallback = mapping.default_expert().filter(|e| usable(e));
+        let overall_best = fallback
+            .clone()
+            .or_else(|| first_in_most_classes(mapping, &usable));
         let class_usable = classes
             .iter()
             .map(|class| {
@@ -411,13 +454,14 @@ impl Policy {
             class_noise,
             switch_costs,
             voter,
+            overall_best,
             current_expert,
             current_since: None,
             last_switch: None,
             last_now: Duration::ZERO,
             quarantine: Quarantine::new(config.quarantine),
             tick: 0,
-            fallback: mapping.default_expert().filter(|e| usable(e)),
+            fallback,
             unsure_ticks: 0,
             confident_seen: false,
         })
@@ -443,6 +487,13 @@ impl Policy {
     pub fn expert_for(&self, class: &str) -> Option<&str> {
         let index = self.classes.iter().position(|c| c == class)?;
         self.class_usable[index].first().map(String::as_str)
+    }
+
+    /// The expert the table ranks best over all classes: its default expert
+    /// ([`Policy::fallback_expert`]) when it has one usable here, else the usable expert first
+    /// in the most classes ([`first_in_most_classes`]). The hot-standby pool keeps it loaded.
+    pub fn overall_best(&self) -> Option<&str> {
+        self.overall_best.as_deref()
     }
 
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
@@ -886,6 +937,53 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
             assert_eq!(r.action, Action::Stay, "t = {s}: {}", r.summary());
         }
         assert_eq!(p.current_expert(), Some("eevdf"));
+    }
+
+    /// The overall best: first in the most classes; on a tie the higher mean score; an
+    /// expert that is not usable here does not count.
+    #[test]
+    fn the_overall_best_is_first_in_the_most_classes() {
+        // busy → lavd, calm → eevdf: one first place each; lavd's mean 0.9 beats eevdf's 0.7.
+        assert_eq!(policy(15, "").overall_best(), Some("lavd"));
+        // lavd not usable: busy → bpfland (0.8) still beats eevdf (0.7).
+        assert_eq!(policy(15, "lavd").overall_best(), Some("bpfland"));
+        let table = MappingTable::parse(
+            &TABLE.replace(
+                "[[class]]\nname = \"calm\"",
+                "[[class]]\nname = \"odd\"\nranked = [{ expert = \"eevdf\", score = 0.5, spread = 0.0, runs = 0 }]\n[[class]]\nname = \"calm\"",
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let p = Policy::new(PolicyConfig::default(), classes, &table, |_| true, None).unwrap();
+        // eevdf is first in two classes (calm, odd), lavd in one.
+        assert_eq!(p.overall_best(), Some("eevdf"));
+        // A table that states it: its word, while that expert is usable here.
+        let stated = MappingTable::parse(
+            &TABLE.replace(
+                "created = \"2026-11-22\"",
+                "created = \"2026-11-22\"\ndefault_expert = \"bpfland\"",
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = || vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        let p = Policy::new(PolicyConfig::default(), classes(), &stated, |_| true, None).unwrap();
+        assert_eq!(p.overall_best(), Some("bpfland"));
+        let p = Policy::new(
+            PolicyConfig::default(),
+            classes(),
+            &stated,
+            |e| e != "bpfland",
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.overall_best(), Some("lavd"));
+        // A tie (one first place each, equal means) goes to the kernel default.
+        let tie = MappingTable::parse(&TABLE.replace("0.7", "0.9"), "test").unwrap();
+        let p = Policy::new(PolicyConfig::default(), classes(), &tie, |_| true, None).unwrap();
+        assert_eq!(p.overall_best(), Some("eevdf"));
     }
 
     /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:

@@ -1,0 +1,286 @@
+//! Which experts stand by: the hot-standby pool the supervisor keeps loaded and held at their
+//! attach gates (see `asa_experts::supervisor`), so that the switches the agent is likely to
+//! make next are only "stop the old one, release the gate".
+//!
+//! Pure logic in two steps, each tested on its own:
+//! * [`vote_candidates`] (decision thread, every tick): the experts the mapping table gives for
+//!   the classes in order of their vote scores, best first;
+//! * [`wanted_standby`] (controller): from those candidates and the table's overall best, the
+//!   standbys wanted now, without the running expert and EEVDF, bounded by a count and a
+//!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Default number of hot standbys. Measured in the lab VM (TCG, 2 vCPUs, 2 GiB,
+/// `results/2026-11-27-standby-switch-times/`, `…-standby-foreground-cost/`): a parked
+/// standby takes no CPU and 8.6 MiB resident (bpfland), 7.7 MiB plus 77 MiB of BPF maps in the
+/// kernel (rusty) or 14.8 plus 2 MiB (lavd), and loads once at nice 19; a switch to it takes
+/// well under a second where a gated start takes 1–26 s. Two cover the usual next step (the
+/// next-voted class's expert and the table's overall best) within ~100 MiB; the catalogue has
+/// four BPF experts, so three would hold every other one and leave the policy nothing to choose.
+pub const DEFAULT_STANDBY: usize = 2;
+/// Default memory budget of the pool (MiB over all standbys, resident plus BPF kernel memory):
+/// rusty and lavd parked together take 102 MiB in the lab.
+pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 128;
+/// The memory assumed for an expert never measured yet (KiB), so that one is tried: twice
+/// lavd's 16.8 MiB, rounded (rusty's 85 MiB is then learned when it parks).
+pub const UNMEASURED_RSS_KIB: u64 = 32 * 1024;
+
+/// Bounds of the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyBounds {
+    /// At most this many standbys (0: none).
+    pub max: usize,
+    /// At most this much memory over all standbys, resident plus BPF (KiB).
+    pub memory_kib: u64,
+}
+
+impl Default for StandbyBounds {
+    fn default() -> Self {
+        Self {
+            max: DEFAULT_STANDBY,
+            memory_kib: DEFAULT_STANDBY_MEMORY_MIB * 1024,
+        }
+    }
+}
+
+/// The experts mapped to the voted classes, in order of the classes' vote scores (highest
+/// first, ties by class name; classes with no score, or mapped to nothing, are skipped), each
+/// once.
+pub fn vote_candidates<'a>(
+    vote_scores: &BTreeMap<String, f64>,
+    expert_for: impl Fn(&str) -> Option<&'a str>,
+) -> Vec<String> {
+    let mut classes: Vec<(&String, f64)> = vote_scores
+        .iter()
+        .filter(|(_, s)| **s > 0.0)
+        .map(|(c, s)| (c, *s))
+        .collect();
+    classes.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let mut out: Vec<String> = Vec::new();
+    for (class, _) in classes {
+        if let Some(expert) = expert_for(class) {
+            if !out.iter().any(|e| e == expert) {
+                out.push(expert.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The standbys wanted, most wanted first: the vote's candidates, with the table's overall
+/// best taking the last slot when the candidates would not leave it one, then the standbys
+/// already in the pool (`keep`: a loaded standby keeps a slot no wanted expert needs, so the
+/// pool does not churn as the vote's minor classes come and go); never `running`,
+/// never `kernel_default` (EEVDF has nothing to load), each once; at most `bounds.max`, and an
+/// expert whose memory (`rss_kib`: resident plus BPF, else [`UNMEASURED_RSS_KIB`]) would take the pool
+/// over `bounds.memory_kib` is left out (a smaller one after it may still fit).
+pub fn wanted_standby(
+    candidates: &[String],
+    overall_best: Option<&str>,
+    keep: &[String],
+    running: &str,
+    kernel_default: &str,
+    rss_kib: impl Fn(&str) -> Option<u64>,
+    bounds: StandbyBounds,
+) -> Vec<String> {
+    let eligible = |e: &str| e != running && e != kernel_default;
+    let mut order: Vec<&str> = Vec::new();
+    for e in candidates.iter().map(String::as_str) {
+        if eligible(e) && !order.contains(&e) {
+            order.push(e);
+        }
+    }
+    if let Some(best) = overall_best.filter(|b| eligible(b)) {
+        if !order.contains(&best) {
+            // The last slot within the bound goes to the overall best.
+            let at = order.len().min(bounds.max.saturating_sub(1));
+            order.insert(at, best);
+        }
+    }
+    for e in keep.iter().map(String::as_str) {
+        if eligible(e) && !order.contains(&e) {
+            order.push(e);
+        }
+    }
+    let mut out = Vec::new();
+    let mut used = 0u64;
+    for e in order {
+        if out.len() == bounds.max {
+            break;
+        }
+        let rss = rss_kib(e).unwrap_or(UNMEASURED_RSS_KIB);
+        if used + rss > bounds.memory_kib {
+            continue;
+        }
+        used += rss;
+        out.push(e.to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scores(v: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        v.iter().map(|(c, s)| (c.to_string(), *s)).collect()
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn mapping(class: &str) -> Option<&'static str> {
+        match class {
+            "game" => Some("lavd"),
+            "build" => Some("rusty"),
+            "web" => Some("bpfland"),
+            "batch" => Some("rusty"),
+            "idle" => Some("eevdf"),
+            _ => None,
+        }
+    }
+
+    const UNLIMITED: StandbyBounds = StandbyBounds {
+        max: 10,
+        memory_kib: u64::MAX / 2,
+    };
+
+    #[test]
+    fn candidates_follow_the_vote_scores_each_expert_once() {
+        let s = scores(&[
+            ("web", 0.5),
+            ("game", 2.0),
+            ("build", 1.0),
+            ("batch", 0.9),
+            ("unknown", 3.0),
+            ("idle", 0.0),
+        ]);
+        assert_eq!(
+            vote_candidates(&s, mapping),
+            names(&["lavd", "rusty", "bpfland"])
+        );
+        // Equal scores: by class name, so the order does not depend on the map's.
+        let tie = scores(&[("web", 1.0), ("build", 1.0)]);
+        assert_eq!(vote_candidates(&tie, mapping), names(&["rusty", "bpfland"]));
+        assert!(vote_candidates(&BTreeMap::new(), mapping).is_empty());
+    }
+
+    #[test]
+    fn the_running_expert_and_eevdf_never_stand_by() {
+        let c = names(&["eevdf", "lavd", "rusty", "lavd"]);
+        let w = wanted_standby(&c, Some("eevdf"), &[], "lavd", "eevdf", |_| None, UNLIMITED);
+        assert_eq!(w, names(&["rusty"]));
+    }
+
+    #[test]
+    fn the_overall_best_takes_the_last_slot_within_the_bound() {
+        let c = names(&["lavd", "rusty", "gru"]);
+        let bounds = |max| StandbyBounds { max, ..UNLIMITED };
+        let want = |max| {
+            wanted_standby(
+                &c,
+                Some("bpfland"),
+                &[],
+                "eevdf",
+                "eevdf",
+                |_| None,
+                bounds(max),
+            )
+        };
+        assert_eq!(want(1), names(&["bpfland"]));
+        assert_eq!(want(2), names(&["lavd", "bpfland"]));
+        assert_eq!(want(3), names(&["lavd", "rusty", "bpfland"]));
+        assert_eq!(want(5), names(&["lavd", "rusty", "gru", "bpfland"]));
+        assert!(want(0).is_empty());
+        // Already a candidate: not repeated, the vote's order kept.
+        let w = wanted_standby(
+            &c,
+            Some("rusty"),
+            &[],
+            "eevdf",
+            "eevdf",
+            |_| None,
+            bounds(2),
+        );
+        assert_eq!(w, names(&["lavd", "rusty"]));
+        // No vote yet: the overall best alone.
+        let w = wanted_standby(
+            &[],
+            Some("rusty"),
+            &[],
+            "bpfland",
+            "eevdf",
+            |_| None,
+            bounds(2),
+        );
+        assert_eq!(w, names(&["rusty"]));
+    }
+
+    #[test]
+    fn a_standby_no_longer_voted_for_keeps_a_slot_nothing_else_wants() {
+        let bounds = StandbyBounds {
+            max: 2,
+            ..UNLIMITED
+        };
+        let pool = names(&["bpfland"]);
+        // The vote moved on from bpfland's class: it stays beside the overall best.
+        let w = wanted_standby(
+            &[],
+            Some("rusty"),
+            &pool,
+            "eevdf",
+            "eevdf",
+            |_| None,
+            bounds,
+        );
+        assert_eq!(w, names(&["rusty", "bpfland"]));
+        // A voted expert needs the slot: bpfland goes.
+        let c = names(&["lavd"]);
+        let w = wanted_standby(&c, Some("rusty"), &pool, "eevdf", "eevdf", |_| None, bounds);
+        assert_eq!(w, names(&["lavd", "rusty"]));
+        // Kept ones follow the same rules: never the running expert.
+        let w = wanted_standby(&[], None, &pool, "bpfland", "eevdf", |_| None, bounds);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn the_memory_budget_skips_what_does_not_fit() {
+        let c = names(&["lavd", "rusty", "bpfland"]);
+        let rss = |e: &str| match e {
+            "lavd" => Some(60_000),
+            "rusty" => Some(50_000),
+            _ => None,
+        };
+        let bounds = StandbyBounds {
+            max: 3,
+            memory_kib: 100_000,
+        };
+        // lavd fits; rusty would overflow; bpfland (unmeasured: 32 MiB assumed) fits after it.
+        assert_eq!(
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", rss, bounds),
+            names(&["lavd", "bpfland"])
+        );
+        let bounds = StandbyBounds {
+            max: 3,
+            memory_kib: 115_000,
+        };
+        assert_eq!(
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", rss, bounds),
+            names(&["lavd", "rusty"])
+        );
+        // A budget too small for the first still admits a smaller one after it.
+        let small = |e: &str| if e == "bpfland" { Some(10_000) } else { rss(e) };
+        let bounds = StandbyBounds {
+            max: 3,
+            memory_kib: 40_000,
+        };
+        assert_eq!(
+            wanted_standby(&c, None, &[], "eevdf", "eevdf", small, bounds),
+            names(&["bpfland"])
+        );
+    }
+}
