@@ -1,9 +1,11 @@
-#!/usr/bin/env python3
-"""Median switch times per ordered pair, attach gate vs hot standby, from the per-round JSON
-files `lab/bench-switch-standby.sh` writes (gate-r<N>.json, standby-r<N>.json).
+"""Median switch times per ordered pair, attach gate against hot standby, from the per-round
+JSON files `lab/bench-switch-standby.sh` writes (gate-r<N>.json, standby-r<N>.json), and each
+standby expert's load time and resident set when parked.
 
-    python3 summarize.py DIR > table.md
+Usage: python -m asa_analysis.standby_switch_times FOLDER > table.md
+       (e.g. results/2026-11-27-standby-switch-times/run2)
 """
+import argparse
 import glob
 import json
 import os
@@ -37,8 +39,10 @@ def fmt(v, scale=1.0, digits=0):
     return "–" if v is None else f"{v / scale:.{digits}f}"
 
 
-def main():
-    d = sys.argv[1]
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('folder', help='a bench folder with gate-r*.json and standby-r*.json')
+    d = parser.parse_args(argv).folder
     gate, _ = load(os.path.join(d, "gate-r*.json"))
     standby, parked = load(os.path.join(d, "standby-r*.json"))
     g, s = by_pair(gate), by_pair(standby)
