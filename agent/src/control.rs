@@ -95,6 +95,28 @@ pub struct AgentStatus {
     pub standby: StandbyStatus,
 }
 
+impl AgentStatus {
+    /// The status of this process in `mode`, with `active` running and nothing else known yet
+    /// (no pin, switch, error, event, kernel reading, decision or standby).
+    pub fn new(mode: &str, active: Active, note: &str) -> Self {
+        AgentStatus {
+            pid: std::process::id(),
+            mode: mode.to_owned(),
+            active,
+            pinned: None,
+            switching_to: None,
+            last_switch: None,
+            last_error: None,
+            last_event: None,
+            note: note.to_owned(),
+            kernel: None,
+            consistent: None,
+            decision: None,
+            standby: StandbyStatus::default(),
+        }
+    }
+}
+
 /// The hot-standby pool as `asa status` shows it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StandbyStatus {

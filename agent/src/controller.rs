@@ -19,9 +19,7 @@ use asa_experts::supervisor::unix_ms;
 use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SupervisorEvent, SwitchError, EEVDF};
 use log::{info, warn};
 
-use crate::control::{
-    self, AgentStatus, DecisionStatus, Request, Response, StandbyStatus, TimedEvent,
-};
+use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
 use crate::decision::standby::{wanted_standby, StandbyBounds};
 
 /// How often the standbys' resident memory is read for the pool's memory budget.
@@ -93,21 +91,11 @@ impl Controller {
     /// A controller around `supervisor`; `mode` is shown by `asa status`.
     pub fn new(supervisor: Supervisor, mode: &str, note: &str) -> Self {
         let (tx, rx) = mpsc::channel();
-        let status = Arc::new(Mutex::new(AgentStatus {
-            pid: std::process::id(),
-            mode: mode.to_owned(),
-            active: supervisor.active().clone(),
-            pinned: None,
-            switching_to: None,
-            last_switch: None,
-            last_error: None,
-            last_event: None,
-            note: note.to_owned(),
-            kernel: None,
-            consistent: None,
-            decision: None,
-            standby: StandbyStatus::default(),
-        }));
+        let status = Arc::new(Mutex::new(AgentStatus::new(
+            mode,
+            supervisor.active().clone(),
+            note,
+        )));
         let handle = ControllerHandle {
             status: status.clone(),
             jobs: tx,

@@ -459,21 +459,6 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
     )?;
     engine.log_features(settings.log_features);
     let status = Arc::new(Mutex::new(AgentStatus {
-        pid: std::process::id(),
-        mode: "dry-run".into(),
-        active: Active {
-            expert: current.clone(),
-            since_unix_ms: unix_ms(SystemTime::now()),
-            pid: None,
-        },
-        pinned: None,
-        switching_to: None,
-        last_switch: None,
-        last_error: None,
-        last_event: None,
-        note: "dry run: decisions are logged, nothing is switched".into(),
-        kernel: None,
-        consistent: None,
         decision: Some(DecisionStatus {
             engine: engine.info().clone(),
             ticks: 0,
@@ -481,7 +466,15 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             last_switch: None,
             quarantine: Vec::new(),
         }),
-        standby: Default::default(),
+        ..AgentStatus::new(
+            "dry-run",
+            Active {
+                expert: current.clone(),
+                since_unix_ms: unix_ms(SystemTime::now()),
+                pid: None,
+            },
+            "dry run: decisions are logged, nothing is switched",
+        )
     }));
     let served = match control::bind(&ctx.socket) {
         Ok(listener) => {
@@ -603,25 +596,15 @@ fn wait_for_foreign_scheduler(
     if foreign::attached(scx)?.is_none() {
         return Ok(foreign::Waited::NotNeeded);
     }
-    let status = Arc::new(Mutex::new(AgentStatus {
-        pid: std::process::id(),
-        mode: "waiting".into(),
-        active: Active {
+    let status = Arc::new(Mutex::new(AgentStatus::new(
+        "waiting",
+        Active {
             expert: EEVDF.to_string(),
             since_unix_ms: unix_ms(SystemTime::now()),
             pid: None,
         },
-        pinned: None,
-        switching_to: None,
-        last_switch: None,
-        last_error: None,
-        last_event: None,
-        note: String::new(),
-        kernel: None,
-        consistent: None,
-        decision: None,
-        standby: Default::default(),
-    }));
+        "",
+    )));
     let served_stop = Arc::new(AtomicBool::new(false));
     let server = {
         let status = status.clone();
