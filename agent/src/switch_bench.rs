@@ -180,8 +180,10 @@ pub fn run(
     supervisor.switch_to(&circuit[0])?;
     let mut switches = Vec::new();
     let mut parked = Vec::new();
+    let progress = asa_scenarios::progress::Progress::new(rounds * (circuit.len() - 1));
     for round in 0..rounds {
         for target in &circuit[1..] {
+            eprintln!("switch {}: to {target}", progress.line(switches.len() + 1));
             if standby && target != asa_experts::EEVDF {
                 let p = park(supervisor, target)?;
                 eprintln!(
