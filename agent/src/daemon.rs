@@ -606,32 +606,16 @@ fn wait_for_foreign_scheduler(
         "",
     )));
     let served_stop = Arc::new(AtomicBool::new(false));
-    let server = {
-        let status = status.clone();
-        let scx = scx.clone();
-        control::serve(
-            listener.try_clone().context("cloning the control socket")?,
-            served_stop.clone(),
-            move |request| {
-                match request {
-                Request::Status => {
-                    let mut st = status.lock().unwrap().clone();
-                    st.kernel = scx.snapshot().ok();
-                    Response {
-                        ok: true,
-                        error: None,
-                        status: Some(st),
-                        switch: None,
-                    }
-                }
-                _ => control::refusal(format!(
-                    "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
-                    status.lock().unwrap().note
-                )),
-            }
-            },
-        )
-    };
+    let server = control::serve(
+        listener.try_clone().context("cloning the control socket")?,
+        served_stop.clone(),
+        status_only(status.clone(), scx.clone(), |st| {
+            format!(
+                "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
+                st.note
+            )
+        }),
+    );
     let since = unix_ms(SystemTime::now());
     let take_over = || foreign::take_over(Path::new("/proc"), foreign::sigint);
     let result = foreign::wait_until_gone(
@@ -681,24 +665,36 @@ fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: S
     control::serve(
         listener,
         Arc::new(AtomicBool::new(false)),
-        move |request| {
-            match request {
-            Request::Status => {
-                let mut st = status.lock().unwrap().clone();
-                st.kernel = scx.snapshot().ok();
-                Response {
-                    ok: true,
-                    error: None,
-                    status: Some(st),
-                    switch: None,
-                }
-            }
-            _ => control::refusal(
-                "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin",
-            ),
-        }
-        },
+        status_only(status, scx, |_| {
+            "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin"
+                .to_string()
+        }),
     );
+}
+
+/// A control-socket handler for an agent that switches nothing (a dry run, or one waiting for a
+/// foreign scheduler): `status` answers from `status` with the kernel's state read now; every
+/// other request is refused with `why(status)`.
+fn status_only(
+    status: Arc<Mutex<AgentStatus>>,
+    scx: SchedExt,
+    why: impl Fn(&AgentStatus) -> String + Send + Sync + 'static,
+) -> impl Fn(Request) -> Response + Send + Sync + 'static {
+    move |request| {
+        let st = status.lock().unwrap().clone();
+        match request {
+            Request::Status => Response {
+                ok: true,
+                error: None,
+                status: Some(AgentStatus {
+                    kernel: scx.snapshot().ok(),
+                    ..st
+                }),
+                switch: None,
+            },
+            _ => control::refusal(why(&st)),
+        }
+    }
 }
 
 /// Where the decision loop gets the agent's state from and publishes its decisions.
