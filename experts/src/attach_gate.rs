@@ -332,23 +332,25 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::Instant;
 
-    /// The gate on a plain process: the held open blocks it until released, every other
-    /// open goes through.
-    #[test]
-    fn holds_the_named_open_until_released() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
+    /// Starts `/bin/sh -c script` (`{state}` in it: a file holding `disabled`) behind a gate
+    /// that holds its open of that file, and waits until it is held.
+    fn held_child(
+        dir: &std::path::Path,
+        script: &str,
+        stdout: Stdio,
+    ) -> (std::process::Child, AttachGate) {
+        let state = dir.join("state");
         std::fs::write(&state, "disabled\n").unwrap();
-        let script = format!(
-            "cat /etc/hostname > /dev/null; echo before; cat {}; echo after",
-            state.display()
-        );
         let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", &script]).stdout(Stdio::piped());
+        cmd.args([
+            "-c",
+            &script.replace("{state}", &state.display().to_string()),
+        ])
+        .stdout(stdout);
         unsafe {
             cmd.pre_exec(|| install_in_child());
         }
-        let mut child = cmd.spawn().unwrap();
+        let child = cmd.spawn().unwrap();
         let gate = AttachGate::attach_to(
             child.id(),
             GatePolicy {
@@ -358,6 +360,19 @@ mod tests {
         )
         .unwrap();
         assert!(gate.wait_reached(Duration::from_secs(20)).unwrap());
+        (child, gate)
+    }
+
+    /// The gate on a plain process: the held open blocks it until released, every other
+    /// open goes through.
+    #[test]
+    fn holds_the_named_open_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut child, gate) = held_child(
+            dir.path(),
+            "cat /etc/hostname > /dev/null; echo before; cat {state}; echo after",
+            Stdio::piped(),
+        );
         // Held: the child cannot finish.
         std::thread::sleep(Duration::from_millis(300));
         assert!(child.try_wait().unwrap().is_none(), "the gate did not hold");
@@ -382,24 +397,7 @@ mod tests {
     #[test]
     fn a_killed_process_is_no_longer_held() {
         let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        std::fs::write(&state, "disabled\n").unwrap();
-        let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", &format!("exec cat {}", state.display())])
-            .stdout(Stdio::null());
-        unsafe {
-            cmd.pre_exec(|| install_in_child());
-        }
-        let mut child = cmd.spawn().unwrap();
-        let gate = AttachGate::attach_to(
-            child.id(),
-            GatePolicy {
-                path: state.display().to_string(),
-                require_bpf_loaded: false,
-            },
-        )
-        .unwrap();
-        assert!(gate.wait_reached(Duration::from_secs(20)).unwrap());
+        let (mut child, gate) = held_child(dir.path(), "exec cat {state}", Stdio::null());
         assert!(gate.is_holding());
         child.kill().unwrap();
         child.wait().unwrap();
