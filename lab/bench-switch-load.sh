@@ -16,14 +16,9 @@ NICES=${NICES:-0 -10}
 ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-target/release}
 TIMEOUT=${TIMEOUT:-3600}
-for b in asa asa-lab; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
-done
+. lab/vm-run.sh
+lab_bench_prepare "$OUT" || exit 1
 command -v stress-ng > /dev/null || { echo "stress-ng missing on the host: apt-get install stress-ng" >&2; exit 1; }
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-SCRIPT=$(mktemp)
-trap 'rm -f "$SCRIPT"' EXIT
 cat > "$SCRIPT" <<EOF
 set -u
 stress-ng --cpu 2 --timeout 0 > /dev/null 2>&1 &

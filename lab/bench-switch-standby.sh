@@ -18,13 +18,8 @@ BIN=${BIN:-target/release}
 TIMEOUT=${TIMEOUT:-5400}
 MODES=${MODES:-gate standby}
 GRACE=${STOP_GRACE_MS:+export ASA_STOP_GRACE_MS=$STOP_GRACE_MS}
-for b in asa asa-lab; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
-done
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-SCRIPT=$(mktemp)
-trap 'rm -f "$SCRIPT"' EXIT
+. lab/vm-run.sh
+lab_bench_prepare "$OUT" || exit 1
 cat > "$SCRIPT" <<EOF
 set -u
 $GRACE

@@ -13,14 +13,9 @@ OUT=${1:?usage: $0 OUT_DIR}
 ROUNDS=${ROUNDS:-3}
 SECONDS_RUN=${SECONDS_RUN:-15}
 BIN=${BIN:-target/release}
-for b in asa asa-lab; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
-done
+. lab/vm-run.sh
+lab_bench_prepare "$OUT" || exit 1
 command -v stress-ng > /dev/null || { echo "stress-ng missing on the host: apt-get install stress-ng" >&2; exit 1; }
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-SCRIPT=$(mktemp)
-trap 'rm -f "$SCRIPT"' EXIT
 cat > "$SCRIPT" <<EOF
 set -u
 run() {

@@ -1,10 +1,13 @@
 # Shared by the long lab runs (scenarios/lab/full-run.sh, mapping/lab/live-run.sh,
-# mapping/lab/overhead-run.sh): sourced, not executed.
+# mapping/lab/overhead-run.sh) and the switch benches (lab/bench-switch-load.sh,
+# lab/bench-switch-standby.sh, lab/standby-foreground-cost.sh): sourced, not executed.
 #
 #   BIN=target/release; . lab/vm-run.sh
 #   lab_prepare OUT_DIR SCENARIOS EXPERTS  # checks $BIN; sets OUT (absolute), PACKAGES (the
 #                                          # scenarios' guest packages), GUEST_EXPERTS (all but
 #                                          # eevdf) and GUEST_SCRIPT (a temporary file)
+#   lab_bench_prepare OUT_DIR              # for the benches: checks $BIN/asa and asa-lab; sets
+#                                          # OUT (absolute) and SCRIPT (a temporary file)
 #   lab_guest_script NAME LOG 'asa ... --out /tmp/NAME ...'
 #                                          # writes GUEST_SCRIPT: runs the command with its output
 #                                          # on the console and in /tmp/NAME/LOG, leaves /tmp/NAME
@@ -21,6 +24,19 @@
 # lab_run_vm streams the guest's progress (lines of the asa runner and calibration, and lines
 # starting with ASA-) to stderr while the whole console goes to OUT/console.log, unpacks
 # OUT/guest/NAME.tar into OUT and returns the VM's exit status.
+
+lab_bench_prepare() {
+  for b in asa asa-lab; do
+    [ -x "$BIN/$b" ] || {
+      echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2
+      return 1
+    }
+  done
+  mkdir -p "$1"
+  OUT=$(cd "$1" && pwd)
+  SCRIPT=$(mktemp)
+  trap 'rm -f "$SCRIPT"' EXIT
+}
 
 lab_prepare() {
   for b in asa asa-lab asa-scenarios; do
