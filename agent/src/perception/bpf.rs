@@ -12,19 +12,7 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
 
-mod skel {
-    #![allow(
-        clippy::all,
-        clippy::pedantic,
-        missing_docs,
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        unused_imports,
-        dead_code
-    )]
-    include!(concat!(env!("OUT_DIR"), "/perception.skel.rs"));
-}
+bpf_skeleton!("perception.skel.rs");
 
 /// Number of log2 latency buckets (`PERCEPTION_LATENCY_BUCKETS` in src/bpf/perception.h).
 pub const LATENCY_BUCKETS: usize = 32;

@@ -18,19 +18,7 @@ use libbpf_rs::{Iter, Link};
 
 use super::procfs_source::processes::ProcessStat;
 
-mod skel {
-    #![allow(
-        clippy::all,
-        clippy::pedantic,
-        missing_docs,
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        unused_imports,
-        dead_code
-    )]
-    include!(concat!(env!("OUT_DIR"), "/task_scan.skel.rs"));
-}
+bpf_skeleton!("task_scan.skel.rs");
 
 /// Size of `struct task_scan_record` (src/bpf/task_scan.h): two u32 and ten u64.
 pub const RECORD_BYTES: usize = 8 + 10 * 8;
