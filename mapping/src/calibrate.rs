@@ -136,6 +136,44 @@ fn sample_spread(xs: &[f64]) -> f64 {
     stats::std_dev(xs).unwrap_or(0.0) * (n / (n - 1.0)).sqrt()
 }
 
+/// One expert's cell from its runs' scores (at least one): their mean, sample spread and count.
+pub fn cell_stats(expert: &str, xs: &[f64]) -> CellStats {
+    CellStats {
+        expert: expert.to_owned(),
+        mean: stats::mean(xs).expect("a cell holds at least one run"),
+        spread: sample_spread(xs),
+        runs: xs.len() as u32,
+    }
+}
+
+/// The noise floor from the spreads of the cells measured twice or more: their median, or
+/// [`DEFAULT_NOISE_FLOOR`] when there is none. `cells` names them for the source line.
+pub fn noise_estimate(spreads: &[f64], cells: &str) -> NoiseEstimate {
+    match stats::median(spreads) {
+        Some(m) => NoiseEstimate {
+            floor: m,
+            source: format!(
+                "median run-to-run spread of the {} {cells} with 2+ runs",
+                spreads.len()
+            ),
+        },
+        None => NoiseEstimate {
+            floor: DEFAULT_NOISE_FLOOR,
+            source: "default: no cell was measured twice, so no spread is known".into(),
+        },
+    }
+}
+
+/// What the difference of two cells' means must exceed to count: max(noise floor, 2 standard
+/// errors of the difference), a cell measured once borrowing the floor as its spread.
+pub fn difference_threshold(a: &CellStats, b: &CellStats, noise_floor: f64) -> f64 {
+    let variance_of_mean = |c: &CellStats| {
+        let s = if c.runs >= 2 { c.spread } else { noise_floor };
+        s * s / f64::from(c.runs.max(1))
+    };
+    noise_floor.max(2.0 * (variance_of_mean(a) + variance_of_mean(b)).sqrt())
+}
+
 /// Scores of every valid run, grouped by class and expert, from result sets.
 type ClassScores = BTreeMap<String, (Vec<String>, BTreeMap<String, Vec<f64>>)>;
 
@@ -240,16 +278,11 @@ pub struct Ranking {
 pub fn rank(mut cells: Vec<CellStats>, baseline: &str, noise_floor: f64) -> Ranking {
     cells.sort_by(|a, b| b.mean.total_cmp(&a.mean).then(a.expert.cmp(&b.expert)));
     let base = cells.iter().position(|c| c.expert == baseline);
-    let variance_of_mean = |c: &CellStats| {
-        let s = if c.runs >= 2 { c.spread } else { noise_floor };
-        s * s / c.runs.max(1) as f64
-    };
     let (gain, threshold) = match base {
-        Some(b) => {
-            let gain = cells[0].mean - cells[b].mean;
-            let se = (variance_of_mean(&cells[0]) + variance_of_mean(&cells[b])).sqrt();
-            (Some(gain), noise_floor.max(2.0 * se))
-        }
+        Some(b) => (
+            Some(cells[0].mean - cells[b].mean),
+            difference_threshold(&cells[0], &cells[b], noise_floor),
+        ),
         None => (None, noise_floor),
     };
     let kept_baseline = matches!((base, gain), (Some(b), Some(g)) if b != 0 && g <= threshold);
@@ -291,19 +324,7 @@ pub fn prototype(
                 .filter(|xs| xs.len() >= 2)
                 .map(|xs| sample_spread(xs))
                 .collect();
-            let cells = spreads.len();
-            match stats::median(&spreads) {
-                Some(m) => NoiseEstimate {
-                    floor: m,
-                    source: format!(
-                        "median run-to-run spread of the {cells} (class, expert) cells with 2+ runs"
-                    ),
-                },
-                None => NoiseEstimate {
-                    floor: DEFAULT_NOISE_FLOOR,
-                    source: "default: no cell was measured twice, so no spread is known".into(),
-                },
-            }
+            noise_estimate(&spreads, "(class, expert) cells")
         }
     };
     let mut table_classes = Vec::new();
@@ -311,12 +332,7 @@ pub fn prototype(
     for (class, (scenarios, experts)) in classes {
         let cells: Vec<CellStats> = experts
             .iter()
-            .map(|(expert, xs)| CellStats {
-                expert: expert.clone(),
-                mean: stats::mean(xs).expect("a cell holds at least one run"),
-                spread: sample_spread(xs),
-                runs: xs.len() as u32,
-            })
+            .map(|(expert, xs)| cell_stats(expert, xs))
             .collect();
         let Ranking {
             cells,

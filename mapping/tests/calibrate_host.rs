@@ -216,7 +216,7 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
     assert_eq!(s.traces[0].switches, ["bpfland"]);
     // One repetition: the verdicts use the default noise floor, and every cell has one run.
     let noise = summary.noise.as_ref().unwrap();
-    assert_eq!(noise.floor, live::verdict::DEFAULT_NOISE_FLOOR);
+    assert_eq!(noise.floor, asa_mapping::calibrate::DEFAULT_NOISE_FLOOR);
     assert_eq!(s.cells[AGENT].runs, 1);
     assert!(s.agent_vs_baseline.is_some(), "{summary:#?}");
     let n = summary.agent_beyond_noise;

@@ -137,13 +137,6 @@ pub fn live_summary(
         let Some(row) = table.get(&result.scenario) else {
             continue;
         };
-        let means: BTreeMap<String, f64> = row
-            .iter()
-            .filter_map(|(e, reps)| {
-                let xs: Vec<f64> = reps.iter().flatten().copied().collect();
-                stats::mean(&xs).map(|m| (e.clone(), m))
-            })
-            .collect();
         let cells: BTreeMap<String, CellStats> = row
             .iter()
             .filter_map(|(e, reps)| {
@@ -151,6 +144,7 @@ pub fn live_summary(
                 verdict::cell(e, &xs).map(|c| (e.clone(), c))
             })
             .collect();
+        let means: BTreeMap<String, f64> = cells.iter().map(|(e, c)| (e.clone(), c.mean)).collect();
         let oracle = means
             .iter()
             .filter(|(e, _)| !is_agent(e))

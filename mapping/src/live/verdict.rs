@@ -3,7 +3,7 @@
 //!
 //! Each (scenario, expert) cell is the mean of its repetitions with their sample spread. The
 //! **noise floor** is the median spread of the static experts' cells measured at least twice
-//! (a run without repetitions falls back to [`DEFAULT_NOISE_FLOOR`]). Two cells differ when
+//! (a run without repetitions falls back to [`crate::calibrate::DEFAULT_NOISE_FLOOR`]). Two cells differ when
 //! their means are further apart than max(noise floor, 2 standard errors of the difference),
 //! a cell run once borrowing the floor as its spread — the rule the calibration's ranking
 //! uses ([`crate::calibrate::rank`]), so a live report and a table agree on what is noise.
@@ -11,10 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::{CellStats, NoiseEstimate};
-
-/// The noise floor when no cell was measured twice (the calibration's default too).
-pub const DEFAULT_NOISE_FLOOR: f64 = 0.03;
+use crate::calibrate::{
+    cell_stats, difference_threshold, noise_estimate, CellStats, NoiseEstimate,
+};
 
 /// How one cell compares with another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,64 +55,24 @@ impl VerdictCount {
     }
 }
 
-/// A cell from its repetitions' scores: mean and sample spread (0 for one run).
+/// A cell from its repetitions' scores: mean and sample spread (0 for one run); None for none.
 pub fn cell(expert: &str, scores: &[f64]) -> Option<CellStats> {
-    let n = scores.len();
-    if n == 0 {
-        return None;
-    }
-    let mean = scores.iter().sum::<f64>() / n as f64;
-    let spread = if n < 2 {
-        0.0
-    } else {
-        (scores.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-    };
-    Some(CellStats {
-        expert: expert.to_owned(),
-        mean,
-        spread,
-        runs: n as u32,
-    })
+    (!scores.is_empty()).then(|| cell_stats(expert, scores))
 }
 
 /// The noise floor from the cells measured at least twice: their median spread.
 pub fn noise_floor<'a>(cells: impl IntoIterator<Item = &'a CellStats>) -> NoiseEstimate {
-    let mut spreads: Vec<f64> = cells
+    let spreads: Vec<f64> = cells
         .into_iter()
         .filter(|c| c.runs >= 2)
         .map(|c| c.spread)
         .collect();
-    if spreads.is_empty() {
-        return NoiseEstimate {
-            floor: DEFAULT_NOISE_FLOOR,
-            source: "default: no cell was measured twice".into(),
-        };
-    }
-    spreads.sort_by(f64::total_cmp);
-    let n = spreads.len();
-    let median = if n % 2 == 1 {
-        spreads[n / 2]
-    } else {
-        (spreads[n / 2 - 1] + spreads[n / 2]) / 2.0
-    };
-    NoiseEstimate {
-        floor: median,
-        source: format!("median run-to-run spread of the {n} static cells with 2+ runs"),
-    }
-}
-
-/// The difference `a − b` must exceed to count: max(floor, 2 standard errors of it).
-pub fn threshold(a: &CellStats, b: &CellStats, floor: f64) -> f64 {
-    let var = |c: &CellStats| {
-        let s = if c.runs >= 2 { c.spread } else { floor };
-        s * s / f64::from(c.runs.max(1))
-    };
-    floor.max(2.0 * (var(a) + var(b)).sqrt())
+    noise_estimate(&spreads, "static cells")
 }
 
 /// How `a` compares with `b` beyond the noise.
 pub fn compare(a: &CellStats, b: &CellStats, floor: f64) -> Verdict {
-    let t = threshold(a, b, floor);
+    let t = difference_threshold(a, b, floor);
     let d = a.mean - b.mean;
     if d > t {
         Verdict::Win
@@ -163,7 +122,7 @@ mod tests {
     #[test]
     fn without_repetitions_the_floor_is_the_default() {
         let n = noise_floor(&[c(0.5, 0.0, 1)]);
-        assert_eq!(n.floor, DEFAULT_NOISE_FLOOR);
+        assert_eq!(n.floor, crate::calibrate::DEFAULT_NOISE_FLOOR);
     }
 
     #[test]
@@ -186,14 +145,14 @@ mod tests {
     fn scattered_repetitions_widen_the_threshold_beyond_the_floor() {
         // spreads 0.1 over 2 runs each: 2 * sqrt(0.005 + 0.005) = 0.2
         let (a, b) = (c(0.65, 0.1, 2), c(0.50, 0.1, 2));
-        assert!((threshold(&a, &b, 0.03) - 0.2).abs() < 1e-12);
+        assert!((difference_threshold(&a, &b, 0.03) - 0.2).abs() < 1e-12);
         assert_eq!(compare(&a, &b, 0.03), Verdict::Tie);
     }
 
     #[test]
     fn a_single_run_borrows_the_floor_as_its_spread() {
         // 2 * sqrt(0.05² + 0.05²) = 0.1414
-        let t = threshold(&c(0.6, 0.0, 1), &c(0.5, 0.0, 1), 0.05);
+        let t = difference_threshold(&c(0.6, 0.0, 1), &c(0.5, 0.0, 1), 0.05);
         assert!((t - 0.141_421_356).abs() < 1e-6, "{t}");
     }
 
