@@ -525,6 +525,10 @@ fn renice_process(pid: u32, nice: i32) {
     }
 }
 
+/// How long a lost standby's exit status is waited for before it is described by why it was
+/// found lost.
+const LOST_STANDBY_REAP_WAIT: Duration = Duration::from_millis(250);
+
 /// How long to wait before starting a standby again after it was lost `failures` times in a
 /// row: at once the first time, then 5 s doubling up to 2 min (an expert that cannot load must
 /// not be restarted in a tight loop).
@@ -1163,9 +1167,17 @@ impl Supervisor {
     fn lose(&mut self, mut sb: Standby, why: String) -> SupervisorEvent {
         let pid = sb.pid();
         let name = sb.name().to_owned();
-        let status = match sb.starting.running.as_mut().map(|r| r.child.try_wait()) {
-            Some(Ok(Some(status))) => describe_status(status),
-            _ => why,
+        // A killed standby's gate can let go a moment before its exit can be reaped: wait a
+        // little for the exit status, which says more than "no longer held".
+        let deadline = Instant::now() + LOST_STANDBY_REAP_WAIT;
+        let status = loop {
+            match sb.starting.running.as_mut().map(|r| r.child.try_wait()) {
+                Some(Ok(Some(status))) => break describe_status(status),
+                Some(Ok(None)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => break why,
+            }
         };
         // Give the reader threads a moment to collect the last words.
         std::thread::sleep(Duration::from_millis(20));
