@@ -878,6 +878,9 @@ fn decision_loop(
             }
             last_event_ms = status.last_event.as_ref().map(|e| e.at_unix_ms);
         }
+        // The hot standbys' loading (BPF verification at low priority) is the agent's work,
+        // not the workload's: never describe it as the busiest process.
+        engine.ignore_processes(status.standby.experts.iter().map(|s| s.pid as i32));
         let mut record = match engine.tick(now) {
             Ok(r) => {
                 failed_in_a_row = 0;

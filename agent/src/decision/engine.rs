@@ -282,6 +282,12 @@ impl DecisionEngine {
         self.feature_log = on.then(|| self.sampler.schema().names());
     }
 
+    /// Processes the perception leaves out of the per-process features from the next tick on
+    /// (the agent's hot-standby experts), in place of the previous call's.
+    pub fn ignore_processes(&mut self, pids: impl IntoIterator<Item = i32>) {
+        self.sampler.ignore_processes(pids);
+    }
+
     /// The engine's settings.
     pub fn info(&self) -> &EngineInfo {
         &self.info

@@ -226,6 +226,13 @@ impl Sampler {
         self.procfs.uses_task_scan()
     }
 
+    /// Leave these processes (besides the sampler's own) out of the per-process features from
+    /// the next sample on, in place of the previous call's: the agent's hot-standby experts,
+    /// whose loading is not the workload.
+    pub fn ignore_processes(&mut self, pids: impl IntoIterator<Item = i32>) {
+        self.procfs.ignore_also(pids);
+    }
+
     /// Whether the BPF features are being measured.
     pub fn bpf_active(&self) -> bool {
         self.probe.is_some()

@@ -188,6 +188,9 @@ pub struct ProcessScanner {
     /// A process left out of the rankings (busiest, second-busiest, most I/O, largest RSS):
     /// the sampling process itself, so the agent does not describe its own work.
     ignored_pid: Option<i32>,
+    /// More processes left out of the rankings, replaced by [`ProcessScanner::ignore_also`]:
+    /// the agent's hot-standby experts, whose loading (BPF verification) is not the workload.
+    also_ignored: Vec<i32>,
 }
 
 impl Default for ProcessScanner {
@@ -209,6 +212,7 @@ impl ProcessScanner {
             files: StatFiles::default(),
             stats: Vec::new(),
             ignored_pid: None,
+            also_ignored: Vec::new(),
         }
     }
 
@@ -222,6 +226,13 @@ impl ProcessScanner {
             ignored_pid: Some(pid),
             ..Self::new()
         }
+    }
+
+    /// Leave `pids` out of the rankings too (counted, never ranked), in place of the previous
+    /// call's: the agent passes its hot-standby experts' processes each tick.
+    pub fn ignore_also(&mut self, pids: impl IntoIterator<Item = i32>) {
+        self.also_ignored.clear();
+        self.also_ignored.extend(pids);
     }
 
     /// One pass over /proc (every /proc/<pid>/stat, and /proc/<pid>/io of the candidates for
@@ -250,7 +261,7 @@ impl ProcessScanner {
         self.fresh.clear();
         for stat in processes {
             tick.count += 1;
-            if Some(stat.pid) == self.ignored_pid {
+            if Some(stat.pid) == self.ignored_pid || self.also_ignored.contains(&stat.pid) {
                 continue;
             }
             let key = (stat.pid, stat.start);
@@ -468,6 +479,38 @@ mod tests {
         assert_eq!(mine.top_rss_bytes, 200 * page);
         assert_eq!(mine.top_io_bytes, Some(300));
         assert_eq!((mine.io_top_bytes, mine.io_top_threads), (300, 2));
+    }
+
+    /// Processes passed to `ignore_also` (the agent's standby experts) are left out like the
+    /// sampler itself, and a later call replaces the set.
+    #[test]
+    fn processes_ignored_also_are_counted_but_never_ranked_until_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write_stat(r, 40, (0, 0), 100, 10);
+        write_stat(r, 41, (0, 0), 101, 10);
+        write_stat(r, 42, (0, 0), 102, 10);
+        let mut scanner = ProcessScanner::ignoring(40);
+        scanner.ignore_also([41]);
+        scanner.scan(r).unwrap();
+        // 41, a standby loading, is the busiest; 42 the workload.
+        write_stat(r, 40, (50, 0), 100, 10);
+        write_stat(r, 41, (80, 0), 101, 10);
+        write_stat(r, 42, (20, 0), 102, 10);
+        let tick = scanner.scan(r).unwrap();
+        assert_eq!(tick.count, 3);
+        assert_eq!((tick.top_cpu_ticks, tick.second_cpu_ticks), (20, 0));
+        // The standby was attached (no longer ignored): first seen again at the next scan,
+        // ranked from the one after.
+        scanner.ignore_also([]);
+        write_stat(r, 41, (160, 0), 101, 10);
+        write_stat(r, 42, (30, 0), 102, 10);
+        let tick = scanner.scan(r).unwrap();
+        assert_eq!((tick.top_cpu_ticks, tick.second_cpu_ticks), (10, 0));
+        write_stat(r, 41, (200, 0), 101, 10);
+        write_stat(r, 42, (35, 0), 102, 10);
+        let tick = scanner.scan(r).unwrap();
+        assert_eq!((tick.top_cpu_ticks, tick.second_cpu_ticks), (40, 5));
     }
 
     #[test]

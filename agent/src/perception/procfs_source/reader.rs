@@ -224,6 +224,12 @@ impl ProcReader {
         self.task_scan = Some(scan);
     }
 
+    /// Leave these processes out of the per-process features too, in place of the previous
+    /// call's ([`ProcessScanner::ignore_also`]).
+    pub fn ignore_also(&mut self, pids: impl IntoIterator<Item = i32>) {
+        self.scanner.ignore_also(pids);
+    }
+
     /// Whether the process scan uses the BPF task iterator.
     pub fn uses_task_scan(&self) -> bool {
         self.task_scan.is_some()
