@@ -39,7 +39,7 @@ bench-switch: setup
 	  --json $(SWITCH_OUT)/switch-times-standby.json \
 	  | tee $(SWITCH_OUT)/switch-times-standby.md
 
-# Long run, not in CI: every scenario x eevdf,lavd,bpfland,rusty in one lab VM, with feature
+# Long run, not in CI: every scenario x every sched_ext expert and EEVDF in one lab VM, with feature
 # recording for the workload classifier (see scenarios/README.md for time and settings).
 SCENARIOS_OUT ?= results/$(shell date -u +%F)-scenarios-every-expert
 scenarios-full: setup

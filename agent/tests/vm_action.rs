@@ -152,6 +152,49 @@ rec scx_processes $(pidof scx_bpfland scx_lavd scx_rusty | wc -w)
     assert_eq!(r["enable_seq"], "4");
 }
 
+/// The portfolio beyond the first three: p2dq, flash and cosmos from crates.io each load
+/// behind the gate, attach, run under a CPU load, report themselves, and stop on a switch.
+#[test]
+#[ignore = "boots the lab VM"]
+fn p2dq_flash_and_cosmos_each_attach_run_a_load_and_stop() {
+    let script = format!(
+        r#"{RECORD}
+# A load on both vCPUs.
+sh -c 'while :; do :; done' & S1=$!
+sh -c 'while :; do :; done' & S2=$!
+asa pin p2dq &
+P=$!
+asa status --wait-for p2dq --timeout 180 --json > /lab/out/p2dq.json; rec wait_p2dq $?
+sleep 2; rec p2dq_still $(state)
+asa pin flash; rec pin_flash $?
+sleep 2; asa status --json > /lab/out/flash.json
+asa pin cosmos; rec pin_cosmos $?
+sleep 2; asa status --json > /lab/out/cosmos.json
+kill -INT $P
+wait $P; rec foreground_exit $?
+kill $S1 $S2
+rec final_state $(state)
+rec enable_seq $(cat /sys/kernel/sched_ext/enable_seq)
+rec scx_processes $(pidof scx_p2dq scx_flash scx_cosmos | wc -w)
+"#
+    );
+    let experts = ["p2dq", "flash", "cosmos"];
+    let out = guest("portfolio", &script, &experts, vec![]);
+    assert_eq!(out.exit_code, 0);
+    let r = results(&out);
+    for key in ["wait_p2dq", "pin_flash", "pin_cosmos", "foreground_exit"] {
+        assert_eq!(r[key], "0", "{key}: {r:?}");
+    }
+    assert_eq!(r["p2dq_still"], "enabled", "{r:?}");
+    for expert in experts {
+        assert_running(&json(&out, &format!("{expert}.json")), expert, Some(expert));
+    }
+    assert_eq!(r["final_state"], "disabled");
+    assert_eq!(r["scx_processes"], "0");
+    // One attach each, none repeated by a retry.
+    assert_eq!(r["enable_seq"], "3");
+}
+
 #[test]
 #[ignore = "boots the lab VM"]
 fn killed_expert_is_reported_as_eevdf_within_a_second() {

@@ -238,7 +238,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The gru expert brings ONNX Runtime into the guest; the agent's classifier uses it.
             let script = demo::script("/lab/classifier.onnx", asa_lab::GRU_GUEST_ORT_LIB);
             let mut run = GuestRun::new("demo", &script).with_asa(&asa_binary(&asa)?);
-            run.experts = ["bpfland", "lavd", "rusty", "gru"].map(String::from).into();
+            // Every expert of the catalogue, so the guest's `asa experts` lists none missing.
+            run.experts = asa_experts::Catalogue::builtin()
+                .experts()
+                .iter()
+                .filter(|e| e.available && !e.is_kernel_default())
+                .map(|e| e.name.clone())
+                .collect();
             run.host_tools = vec!["stress-ng".into(), "xz".into()];
             run.files
                 .push((model, PathBuf::from("/lab/classifier.onnx")));

@@ -6,20 +6,21 @@
 #
 #   scenarios/lab/full-run.sh OUT_DIR
 #
-# Settings (environment): SCENARIOS (default all), EXPERTS (eevdf,lavd,bpfland,rusty),
-# DURATION / SETTLE / COOLDOWN (seconds per run), REPS, RECORD_INTERVAL_MS, MEMORY (MiB),
+# Settings (environment): SCENARIOS (default all),
+# EXPERTS (eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos), DURATION / SETTLE / COOLDOWN (seconds per
+# run), REPS, RECORD_INTERVAL_MS, MEMORY (MiB),
 # TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 SCENARIOS=${SCENARIOS:-all}
-EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty}
+EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos}
 DURATION=${DURATION:-12}
 SETTLE=${SETTLE:-2}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 RECORD_INTERVAL_MS=${RECORD_INTERVAL_MS:-1000}
 MEMORY=${MEMORY:-4096}
-TIMEOUT=${TIMEOUT:-6000}
+TIMEOUT=${TIMEOUT:-9000}
 BIN=${BIN:-target/release}
 
 . lab/vm-run.sh
