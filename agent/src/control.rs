@@ -153,6 +153,23 @@ pub struct DecisionStatus {
     /// Experts with failures on record: quarantined ones are skipped by the decision.
     #[serde(default)]
     pub quarantine: Vec<crate::decision::quarantine::QuarantineEntry>,
+    /// Ticks whose decision-log line could not be written (a full disk): deciding goes on.
+    #[serde(default)]
+    pub unlogged_ticks: u64,
+}
+
+impl DecisionStatus {
+    /// Before the first tick.
+    pub fn new(engine: EngineInfo) -> Self {
+        DecisionStatus {
+            engine,
+            ticks: 0,
+            last: None,
+            last_switch: None,
+            quarantine: Vec::new(),
+            unlogged_ticks: 0,
+        }
+    }
 }
 
 /// The agent's answer.

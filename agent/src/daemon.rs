@@ -10,8 +10,6 @@
 //! is one error at start and nothing is switched. SIGINT/SIGTERM/SIGHUP stop the loop and the
 //! controller returns the machine to EEVDF.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,6 +30,7 @@ use crate::decision::policy::{PolicyConfig, Reason};
 use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
 use crate::decision::standby::vote_candidates;
 use crate::decision::voting::VotingConfig;
+use crate::decision_log::DecisionLog;
 use crate::foreign;
 use crate::sd_notify;
 
@@ -406,13 +405,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         Vec::new(),
         engine.policy().overall_best().map(str::to_owned),
     );
-    handle.set_decision(DecisionStatus {
-        engine: engine.info().clone(),
-        ticks: 0,
-        last: None,
-        last_switch: None,
-        quarantine: Vec::new(),
-    });
+    handle.set_decision(DecisionStatus::new(engine.info().clone()));
     handle.clone().serve(listener);
     log::info!(
         "agent serving {}; deciding every {} ms",
@@ -459,13 +452,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
     )?;
     engine.log_features(settings.log_features);
     let status = Arc::new(Mutex::new(AgentStatus {
-        decision: Some(DecisionStatus {
-            engine: engine.info().clone(),
-            ticks: 0,
-            last: None,
-            last_switch: None,
-            quarantine: Vec::new(),
-        }),
+        decision: Some(DecisionStatus::new(engine.info().clone())),
         ..AgentStatus::new(
             "dry-run",
             Active {
@@ -711,9 +698,10 @@ impl Sink {
         }
     }
 
-    fn publish(&self, record: &TickRecord, quarantine: Vec<QuarantineEntry>) {
+    fn publish(&self, record: &TickRecord, quarantine: Vec<QuarantineEntry>, unlogged: u64) {
         let update = |d: &mut DecisionStatus| {
             d.ticks += 1;
+            d.unlogged_ticks = unlogged;
             d.quarantine = quarantine;
             d.last = Some(record.clone());
             if record.outcome != Outcome::Stay {
@@ -811,13 +799,7 @@ fn decision_loop(
     heartbeat: &Heartbeat,
 ) -> Result<()> {
     let mut log_file = match &settings.decision_log {
-        Some(path) => Some(BufWriter::new(
-            File::options()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("opening the decision log {}", path.display()))?,
-        )),
+        Some(path) => Some(DecisionLog::open(path)?),
         None => None,
     };
     if settings.nice != 0 {
@@ -962,10 +944,8 @@ fn decision_loop(
             }
         }
         let mut line = serde_json::to_string(&record)?;
-        if let Some(f) = log_file.as_mut() {
-            writeln!(f, "{line}")
-                .and_then(|_| f.flush())
-                .context("writing the decision log")?;
+        if let Some(log) = log_file.as_mut() {
+            log.append(&line);
         }
         // The console and `asa status` show the decision, not the 50-odd feature values.
         if record.features.take().is_some() {
@@ -978,7 +958,8 @@ fn decision_loop(
             log::debug!(target: "asa::decision", "{line}");
         }
         previous_key = Some(key);
-        sink.publish(&record, engine.policy().quarantine_entries(now));
+        let unlogged = log_file.as_ref().map_or(0, DecisionLog::unwritten);
+        sink.publish(&record, engine.policy().quarantine_entries(now), unlogged);
     }
 }
 

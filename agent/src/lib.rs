@@ -13,6 +13,7 @@ pub mod control;
 pub mod controller;
 pub mod daemon;
 pub mod decision;
+pub mod decision_log;
 pub mod foreign;
 pub mod memory;
 pub mod perception;

@@ -618,6 +618,12 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
             asa_agent::decision::quarantine::describe(q)
         );
     }
+    if d.unlogged_ticks > 0 {
+        println!(
+            "{:<13}{} tick(s) could not be written to the decision log (is its disk full?)",
+            "decision log:", d.unlogged_ticks
+        );
+    }
 }
 
 #[cfg(test)]

@@ -525,3 +525,47 @@ fn the_agent_notifies_readiness_and_feeds_the_watchdog() {
         );
     }
 }
+
+/// A decision log on a full disk (`/dev/full`) never stops the agent: it decides on for the
+/// whole run, exits cleanly, and `asa status` counts the ticks it could not log.
+#[test]
+fn a_full_decision_log_disk_loses_lines_not_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let child = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "200"])
+        .args(["--duration-s", "3", "--decision-log", "/dev/full"])
+        .arg("--onnxruntime")
+        .arg(ort_library())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut unlogged = 0;
+    while t0.elapsed() < Duration::from_millis(2500) {
+        let status = asa_agent::control::request(
+            &socket,
+            &asa_agent::control::Request::Status,
+            Duration::from_secs(2),
+        );
+        if let Ok(Some(r)) = status {
+            let d = r.status.unwrap().decision.unwrap();
+            unlogged = d.unlogged_ticks;
+            assert_eq!(unlogged, d.ticks, "every tick's line was lost");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(unlogged >= 3, "{unlogged} unlogged ticks seen in 2.5 s");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // One warning for the whole outage, naming the file and the cause.
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("writing the decision log /dev/full"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("No space left on device"), "{stderr}");
+}
