@@ -568,6 +568,11 @@ fn scxctl_drives_the_agent_through_asa_dbus_and_asa_status_agrees() {
         .expect("PropertiesChanged within 5 s of the agent's switch");
     assert_eq!(changed, ("CurrentScheduler".into(), "scx_lavd".into()));
     scxctl_says(&bin, &bus, &["get"], "running Lavd in Auto mode");
+    // scxctl knows scx_loader's schedulers only: gru runs, and it cannot name it.
+    agent.state.lock().unwrap().active = "gru".into();
+    let r = scxctl(&bin, &bus, &["get"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("scx_gru is not supported"), "{r:?}");
 
     // SIGTERM: a clean exit that releases the name; each call was logged.
     assert!(server.sigterm().success());
