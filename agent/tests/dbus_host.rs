@@ -720,7 +720,8 @@ fn the_shipped_policy_lets_anyone_read_and_only_root_own_and_switch() {
     );
 
     let agent = FakeAgent::serve(&socket, "bpfland", None);
-    let server = asa_dbus(&bus, &socket, &dir.path().join("asa-dbus.log"));
+    let log = dir.path().join("asa-dbus.log");
+    let server = asa_dbus(&bus, &socket, &log);
     let as_nobody = |args: &[&str]| ran(&mut scxctl_cmd(&scxctl_copy, &bus, Some(nobody), args));
     let r = as_nobody(&["get"]);
     assert_eq!(r.code, Some(0), "{r:?}");
@@ -735,6 +736,16 @@ fn the_shipped_policy_lets_anyone_read_and_only_root_own_and_switch() {
         "{r:?}"
     );
     assert!(agent.requests().is_empty(), "{:?}", agent.requests());
+    // The refusal is in the agent's log, with who was refused.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains("D-Bus SwitchScheduler from")
+                && l.contains("refused")
+                && l.contains("uid 65534")),
+        "{logged}"
+    );
     // Root switches.
     scxctl_says(
         &scxctl_copy,

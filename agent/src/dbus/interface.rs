@@ -52,8 +52,11 @@ impl Loader {
         method: &str,
         request: Result<Request, String>,
     ) -> zbus::fdo::Result<()> {
-        super::authorize::authorize(connection, header).await?;
         let sender = header.sender().map(|s| s.to_string()).unwrap_or_default();
+        if let Err(e) = super::authorize::authorize(connection, header).await {
+            log::warn!("D-Bus {method} from {sender} refused: {e}");
+            return Err(e);
+        }
         let request = request.map_err(|why| {
             log::info!("D-Bus {method} from {sender} refused: {why}");
             zbus::fdo::Error::InvalidArgs(why)
