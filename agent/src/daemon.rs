@@ -383,13 +383,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     let dbus_agent = dbus::AgentLink::refusing("the agent is starting: try again in a moment");
     let dbus_service = match settings
         .dbus
-        .then(|| {
-            dbus::serve(
-                dbus_agent.clone(),
-                ctx.catalogue.clone(),
-                &dbus::Bus::System,
-            )
-        })
+        .then(|| serve_dbus(dbus_agent.clone(), &ctx.catalogue))
         .transpose()
     {
         Ok(service) => service,
@@ -528,11 +522,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
         let agent = dbus::AgentLink::new(status_only(status.clone(), scx.clone(), |_| {
             DRY_RUN_REFUSAL.to_string()
         }));
-        Some(dbus::serve(
-            agent,
-            ctx.catalogue.clone(),
-            &dbus::Bus::System,
-        )?)
+        Some(serve_dbus(agent, &ctx.catalogue)?)
     } else {
         None
     };
@@ -720,6 +710,14 @@ fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
             .unwrap_or_else(|| format!("unknown ({})", snap.ops.unwrap_or_default())),
         _ => EEVDF.to_string(),
     }
+}
+
+/// `--dbus`: org.scx.Loader on the system bus, answered by `agent`; the error says how to run
+/// without it.
+fn serve_dbus(agent: dbus::AgentLink, catalogue: &Catalogue) -> Result<dbus::Service> {
+    dbus::serve(agent, catalogue.clone(), &dbus::Bus::System).context(
+        "--dbus: scx_loader's D-Bus interface cannot be served (without --dbus or `dbus = true` the agent runs without it)",
+    )
 }
 
 /// What a dry run answers a pin or unpin.

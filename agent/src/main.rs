@@ -355,7 +355,12 @@ fn dbus(cli: &Cli) -> Result<ExitCode> {
     let stop = stop_flag()?;
     let socket = cli.socket.clone();
     let agent = asa_agent::dbus::AgentLink::new(move |request| {
-        match control::request(&socket, &request, Duration::from_secs(300)) {
+        // A status is answered from a snapshot at once; a switch may take minutes.
+        let timeout = match request {
+            Request::Status => Duration::from_secs(10),
+            _ => Duration::from_secs(300),
+        };
+        match control::request(&socket, &request, timeout) {
             Ok(Some(response)) => response,
             Ok(None) => control::refusal(format!(
                 "no agent is running (`asa run`): nothing answers on {}",

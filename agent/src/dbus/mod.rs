@@ -140,7 +140,7 @@ pub fn serve(agent: AgentLink, catalogue: Catalogue, bus: &Bus) -> Result<Servic
         .and_then(|b| b.build())
         .with_context(|| {
             format!(
-                "cannot connect to {} to serve {BUS_NAME}: is dbus-daemon running? (without --dbus the agent needs no bus)",
+                "cannot connect to {} to serve {BUS_NAME}: is dbus-daemon running?",
                 bus.describe()
             )
         })?;
@@ -149,7 +149,7 @@ pub fn serve(agent: AgentLink, catalogue: Catalogue, bus: &Bus) -> Result<Servic
         Ok(RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner) => {}
         Ok(RequestNameReply::Exists | RequestNameReply::InQueue) | Err(zbus::Error::NameTaken) => {
             bail!(
-                "{BUS_NAME} is already owned on {} by {}: stop it first (scx_loader: `systemctl disable --now scx_loader`), or run the agent without --dbus",
+                "{BUS_NAME} is already owned on {} by {}: stop it first (scx_loader: `systemctl disable --now scx_loader`)",
                 bus.describe(),
                 owner(&connection)
             )
