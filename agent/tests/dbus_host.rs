@@ -756,3 +756,104 @@ fn the_shipped_policy_lets_anyone_read_and_only_root_own_and_switch() {
     assert_eq!(agent.requests(), [pin("rusty")]);
     assert!(server.sigterm().success());
 }
+
+/// One CheckAuthorization: subject kind, subject's bus name, action id, flags.
+type PolkitQuestion = (String, String, String, u32);
+
+/// polkit's Authority as far as the agent uses it: answers CheckAuthorization with `allow`
+/// and records what it was asked.
+struct FakePolkit {
+    allow: Arc<AtomicBool>,
+    asked: Arc<Mutex<Vec<PolkitQuestion>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
+impl FakePolkit {
+    fn check_authorization(
+        &self,
+        subject: (String, HashMap<String, zbus::zvariant::OwnedValue>),
+        action_id: String,
+        _details: HashMap<String, String>,
+        flags: u32,
+        _cancellation_id: String,
+    ) -> (bool, bool, HashMap<String, String>) {
+        let name = subject
+            .1
+            .get("name")
+            .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+            .unwrap_or_default();
+        self.asked
+            .lock()
+            .unwrap()
+            .push((subject.0, name, action_id, flags));
+        let allow = self.allow.load(std::sync::atomic::Ordering::SeqCst);
+        (allow, false, HashMap::new())
+    }
+}
+
+/// A caller who is neither root nor the agent's user switches when polkit allows
+/// scx_loader's action for it (the subject is its bus name, user interaction allowed), and is
+/// refused, before the agent is asked, when polkit does not. Needs root (setpriv).
+#[test]
+fn polkit_decides_for_other_users_with_scx_loaders_action() {
+    let Some(bin) = dbus_common::scxctl() else {
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root (calls the bus as another user with setpriv)");
+        return;
+    }
+    let bus = PrivateBus::open();
+    let scxctl_copy = bus.dir.path().join("scxctl");
+    std::fs::copy(&bin, &scxctl_copy).unwrap();
+    let allow = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let _polkit = zbus::blocking::connection::Builder::address(bus.address.as_str())
+        .unwrap()
+        .name("org.freedesktop.PolicyKit1")
+        .unwrap()
+        .serve_at(
+            "/org/freedesktop/PolicyKit1/Authority",
+            FakePolkit {
+                allow: allow.clone(),
+                asked: asked.clone(),
+            },
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let agent = FakeAgent::serve(&socket, "bpfland", None);
+    let server = asa_dbus(&bus, &socket, &dir.path().join("asa-dbus.log"));
+    let as_nobody = |args: &[&str]| ran(&mut scxctl_cmd(&scxctl_copy, &bus, Some(65534), args));
+
+    let r = as_nobody(&["switch", "--sched", "rusty"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "uid 65534 is not authorized to manage sched_ext schedulers (polkit action org.scx.loader.manage-schedulers)"
+        ),
+        "{r:?}"
+    );
+    assert!(agent.requests().is_empty());
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let (kind, name, action, flags) = &asked[0];
+        assert_eq!(kind, "system-bus-name");
+        assert!(name.starts_with(':'), "the caller's unique name: {name:?}");
+        assert_eq!(action, "org.scx.loader.manage-schedulers");
+        assert_eq!(*flags, 1, "AllowUserInteraction");
+    }
+
+    allow.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = as_nobody(&["switch", "--sched", "rusty"]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.stdout.trim(), "switched to Rusty in Auto mode");
+    assert_eq!(agent.requests(), [pin("rusty")]);
+    // Root is not asked about.
+    scxctl_says(&bin, &bus, &["stop"], "stopped");
+    assert_eq!(asked.lock().unwrap().len(), 2);
+    assert!(server.sigterm().success());
+}
