@@ -4,10 +4,13 @@
 #   - Debian packages: qemu 8.1 or newer (the lab VM; from bookworm-backports on Debian 12,
 #     whose own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the
 #     guest's userland), clang-19 and libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng
-#     (workloads in the guest), xz-utils (the guest kernel modules are xz-compressed);
+#     (workloads in the guest), xz-utils (the guest kernel modules are xz-compressed),
+#     dbus-daemon (the D-Bus tests' private bus);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
 #     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>);
+#   - scxctl (scx_loader's D-Bus client, for the D-Bus tests) at the version Cargo.toml pins,
+#     likewise into ~/.cache/asa/scxctl/scxctl-<ver>;
 #   - ONNX Runtime's library (pinned wheel) into the cache, and classifier/.venv (pip, pinned).
 # The sched_ext kernel is fetched by `asa-lab kernel` (the Makefile runs it after the build).
 set -euo pipefail
@@ -16,7 +19,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
 packages=(busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
-          bpftool stress-ng make debootstrap e2fsprogs xz-utils)
+          bpftool stress-ng make debootstrap e2fsprogs xz-utils dbus-daemon)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -107,6 +110,20 @@ while read -r crate version binary; do
   log "$crate $version built in $((SECONDS - start)) s"
 done < /tmp/asa-experts.$$
 rm -f /tmp/asa-experts.$$
+
+# scxctl, scx_loader's D-Bus client, which the D-Bus tests drive asa with: the version pinned in
+# Cargo.toml ([workspace.metadata.asa.tools]), into $cache/scxctl/scxctl-<version>.
+scxctl_version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["metadata"]["asa"]["tools"]["scxctl"])')
+root="$cache/scxctl/scxctl-$scxctl_version"
+if [[ -x "$root/bin/scxctl" ]]; then
+  log "scxctl $scxctl_version present"
+else
+  log "building scxctl $scxctl_version"
+  start=$SECONDS
+  CARGO_TARGET_DIR="$cache/experts/target" \
+    cargo install --quiet --locked --root "$root" "scxctl@$scxctl_version"
+  log "scxctl $scxctl_version built in $((SECONDS - start)) s"
+fi
 
 # ONNX Runtime for scx_gru and the agent's classifier (one shared library in the cache), and the
 # classifier's Python environment (training, export, pytest) in classifier/.venv.

@@ -340,7 +340,9 @@ impl ControllerHandle {
         st
     }
 
-    fn answer(&self, request: Request) -> Response {
+    /// Answer one control request (`status` from the snapshot; `pin`/`unpin` wait for the
+    /// controller, at most 300 s), as the control socket and the D-Bus interface do.
+    pub fn answer(&self, request: Request) -> Response {
         let (tx, rx) = mpsc::channel();
         let job = match request {
             Request::Status => {

@@ -23,6 +23,7 @@ use serde::Deserialize;
 
 use crate::control::{self, AgentStatus, DecisionStatus, Request, Response};
 use crate::controller::{Controller, ControllerHandle, StandbySettings};
+use crate::dbus;
 use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
 };
@@ -96,6 +97,14 @@ pub struct RunArgs {
     /// it to go. Never SIGKILL; with no owner or several, the agent waits.
     #[arg(long)]
     pub take_over: bool,
+    /// Also serve scx_loader's D-Bus interface: the name org.scx.Loader on the system bus
+    /// (DBUS_SYSTEM_BUS_ADDRESS, else /var/run/dbus/system_bus_socket), so `scxctl` and
+    /// scx_loader's desktop clients pin experts (switch/start), return to EEVDF (stop) and hand
+    /// the choice back (restore). Default: off (or `dbus = true` in the config file). Needs the
+    /// bus policy agent/dist/org.scx.Loader.conf; the agent does not start when the bus is
+    /// missing or another process (scx_loader) owns the name.
+    #[arg(long)]
+    pub dbus: bool,
 }
 
 /// The config file (all keys optional; relative paths are relative to the file).
@@ -122,6 +131,8 @@ pub struct ConfigFile {
     pub no_bpf: Option<bool>,
     /// Ask a foreign scheduler's owner to stop at start instead of waiting for it.
     pub take_over: Option<bool>,
+    /// Serve scx_loader's D-Bus interface (org.scx.Loader on the system bus).
+    pub dbus: Option<bool>,
     /// Decision parameters.
     #[serde(default)]
     pub policy: PolicySection,
@@ -207,6 +218,8 @@ pub struct RunSettings {
     pub duration: Option<Duration>,
     /// Ask a foreign scheduler's owner to stop at start (else wait for it to go).
     pub take_over: bool,
+    /// Serve org.scx.Loader on the system bus.
+    pub dbus: bool,
     /// The config file read, if any.
     pub config_file: Option<PathBuf>,
 }
@@ -319,6 +332,7 @@ impl RunSettings {
             dry_run: args.dry_run,
             duration,
             take_over: args.take_over || config.take_over.unwrap_or(false),
+            dbus: args.dbus || config.dbus.unwrap_or(false),
             config_file,
         })
     }
@@ -364,12 +378,33 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     let scx = SchedExt::system()?;
     // The socket before the supervisor: a second `asa run` is told an agent already serves it.
     let listener = control::bind(&ctx.socket)?;
+    // The bus name too, before the scheduler is touched: scx_loader owning it is one error.
+    let dbus_agent = dbus::AgentLink::refusing("the agent is starting: try again in a moment");
+    let dbus_service = match settings
+        .dbus
+        .then(|| serve_dbus(dbus_agent.clone(), &ctx.catalogue))
+        .transpose()
+    {
+        Ok(service) => service,
+        Err(e) => {
+            let _ = std::fs::remove_file(&ctx.socket);
+            return Err(e);
+        }
+    };
     let heartbeat = Heartbeat::start(stop.clone());
     sd_notify::notify_or_log("READY=1\nSTATUS=starting");
     let supervisor = loop {
         // Another tool's scheduler: wait for it to go (or ask it to, --take-over), answering
         // `asa status` meanwhile, rather than fail and be restarted by systemd forever.
-        match wait_for_foreign_scheduler(&scx, &listener, &ctx, &settings, &stop, &heartbeat) {
+        match wait_for_foreign_scheduler(
+            &scx,
+            &listener,
+            &ctx,
+            &settings,
+            &stop,
+            &heartbeat,
+            &dbus_agent,
+        ) {
             Ok(foreign::Waited::Stopped) => {
                 let _ = std::fs::remove_file(&ctx.socket);
                 log::info!("stopped while waiting for the foreign scheduler to go");
@@ -407,6 +442,10 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     );
     handle.set_decision(DecisionStatus::new(engine.info().clone()));
     handle.clone().serve(listener);
+    {
+        let handle = handle.clone();
+        dbus_agent.set(move |request| handle.answer(request));
+    }
     log::info!(
         "agent serving {}; deciding every {} ms",
         ctx.socket.display(),
@@ -427,6 +466,9 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     };
     let result = controller.run(&stop);
     sd_notify::notify_or_log("STOPPING=1\nSTATUS=returning the machine to EEVDF");
+    // D-Bus callers from now on are told the agent is stopping; the name goes with the service.
+    dbus_agent.set(|_| control::refusal("the agent is stopping"));
+    drop(dbus_service);
     // Dropping the controller drops its job queue: a decision waiting for a switch returns.
     drop(controller);
     let decided = decisions
@@ -463,6 +505,14 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
             "dry run: decisions are logged, nothing is switched",
         )
     }));
+    let _dbus_service = if settings.dbus {
+        let agent = dbus::AgentLink::new(status_only(status.clone(), scx.clone(), |_| {
+            DRY_RUN_REFUSAL.to_string()
+        }));
+        Some(serve_dbus(agent, &ctx.catalogue)?)
+    } else {
+        None
+    };
     let served = match control::bind(&ctx.socket) {
         Ok(listener) => {
             serve_dry_run(listener, status.clone(), scx);
@@ -579,6 +629,7 @@ fn wait_for_foreign_scheduler(
     settings: &RunSettings,
     stop: &AtomicBool,
     heartbeat: &Heartbeat,
+    dbus_agent: &dbus::AgentLink,
 ) -> Result<foreign::Waited> {
     if foreign::attached(scx)?.is_none() {
         return Ok(foreign::Waited::NotNeeded);
@@ -592,16 +643,18 @@ fn wait_for_foreign_scheduler(
         },
         "",
     )));
+    let waiting = |st: &AgentStatus| {
+        format!(
+            "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
+            st.note
+        )
+    };
+    dbus_agent.set(status_only(status.clone(), scx.clone(), waiting));
     let served_stop = Arc::new(AtomicBool::new(false));
     let server = control::serve(
         listener.try_clone().context("cloning the control socket")?,
         served_stop.clone(),
-        status_only(status.clone(), scx.clone(), |st| {
-            format!(
-                "the agent is waiting for another tool's scheduler to detach ({}): it switches nothing until then",
-                st.note
-            )
-        }),
+        status_only(status.clone(), scx.clone(), waiting),
     );
     let since = unix_ms(SystemTime::now());
     let take_over = || foreign::take_over(Path::new("/proc"), foreign::sigint);
@@ -646,16 +699,25 @@ fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
     }
 }
 
+/// `--dbus`: org.scx.Loader on the system bus, answered by `agent`; the error says how to run
+/// without it.
+fn serve_dbus(agent: dbus::AgentLink, catalogue: &Catalogue) -> Result<dbus::Service> {
+    dbus::serve(agent, catalogue.clone(), &dbus::Bus::System).context(
+        "--dbus: scx_loader's D-Bus interface cannot be served (without --dbus or `dbus = true` the agent runs without it)",
+    )
+}
+
+/// What a dry run answers a pin or unpin.
+const DRY_RUN_REFUSAL: &str =
+    "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin";
+
 /// The dry run's control socket: `status` from the shared snapshot, everything else refused.
 /// Each client on its own thread with the bounds of [`control::serve`].
 fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: SchedExt) {
     control::serve(
         listener,
         Arc::new(AtomicBool::new(false)),
-        status_only(status, scx, |_| {
-            "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin"
-                .to_string()
-        }),
+        status_only(status, scx, |_| DRY_RUN_REFUSAL.to_string()),
     );
 }
 
@@ -1089,6 +1151,7 @@ cooldown_s = 30
         assert!(config.model.is_some() && config.mapping.is_some() && config.onnxruntime.is_some());
         assert!(config.decision_log.is_some() && config.no_bpf == Some(false));
         assert_eq!(config.log_features, Some(false));
+        assert_eq!(config.dbus, Some(false));
         assert_eq!(config.nice, Some(0));
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();

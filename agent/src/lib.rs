@@ -4,6 +4,7 @@
 //! - [`control`]: the control socket protocol between `asa` commands and a running agent;
 //! - [`controller`]: the action path, one thread that owns the expert supervisor;
 //! - [`daemon`]: `asa run`, the perception → decision → action loop;
+//! - [`dbus`]: scx_loader's D-Bus interface (`org.scx.Loader`) answered by the agent;
 //! - [`foreign`]: another tool's sched_ext scheduler at start: wait for it, or take over;
 //! - [`memory`]: keeping the resident set small (start-up code pages released);
 //! - [`sd_notify`]: readiness and watchdog notifications to systemd;
@@ -12,6 +13,7 @@
 pub mod control;
 pub mod controller;
 pub mod daemon;
+pub mod dbus;
 pub mod decision;
 pub mod decision_log;
 pub mod foreign;

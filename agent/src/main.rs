@@ -96,6 +96,11 @@ enum Command {
     /// Run the agent daemon: every tick perception -> classifier -> vote -> mapping -> switch;
     /// serves the control socket (`asa pin` overrides, `asa unpin` hands back).
     Run(asa_agent::daemon::RunArgs),
+    /// Serve scx_loader's D-Bus interface (org.scx.Loader on the system bus) for an agent that
+    /// runs without --dbus (`asa run`, or a foreground `asa pin`): each call becomes a request
+    /// on the control socket, so `scxctl` drives that agent. Runs until SIGINT/SIGTERM; fails
+    /// when the bus is missing or another process (scx_loader) owns the name.
+    Dbus,
     /// List the experts and whether their binaries are installed.
     Experts,
     /// Record the feature vector every tick to Parquet or CSV (training data for the classifier).
@@ -235,6 +240,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             timeout,
         } => status(&cli, *json, wait_for.as_deref(), *timeout),
         Command::Run(args) => daemon(&cli, args),
+        Command::Dbus => dbus(&cli),
         Command::Experts => {
             let cat = catalogue(&cli)?;
             println!("{:<8} {:<15} {:<10} binary", "name", "kind", "version");
@@ -341,6 +347,43 @@ fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
         standby: standby_settings(cli),
     };
     asa_agent::daemon::run(args, ctx, stop)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `asa dbus`: org.scx.Loader answered by the agent on the control socket.
+fn dbus(cli: &Cli) -> Result<ExitCode> {
+    let stop = stop_flag()?;
+    let socket = cli.socket.clone();
+    let agent = asa_agent::dbus::AgentLink::new(move |request| {
+        // A status is answered from a snapshot at once; a switch may take minutes.
+        let timeout = match request {
+            Request::Status => Duration::from_secs(10),
+            _ => Duration::from_secs(300),
+        };
+        match control::request(&socket, &request, timeout) {
+            Ok(Some(response)) => response,
+            Ok(None) => control::refusal(format!(
+                "no agent is running (`asa run`): nothing answers on {}",
+                socket.display()
+            )),
+            Err(e) => control::refusal(format!("{e:#}")),
+        }
+    });
+    if agent.ask(Request::Status).error.is_some() {
+        log::warn!(
+            "no agent answers on {} yet: D-Bus calls fail until one does",
+            cli.socket.display()
+        );
+    }
+    let service = asa_agent::dbus::serve(agent, catalogue(cli)?, &asa_agent::dbus::Bus::System)?;
+    log::info!(
+        "asa dbus: requests go to the agent on {}; Ctrl-C stops",
+        cli.socket.display()
+    );
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(service);
     Ok(ExitCode::SUCCESS)
 }
 
