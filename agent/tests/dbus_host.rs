@@ -131,35 +131,29 @@ impl FakeState {
 fn decision(default_expert: Option<String>) -> DecisionStatus {
     use asa_agent::decision::classifier::ModelInfo;
     use asa_agent::decision::engine::EngineInfo;
-    DecisionStatus {
-        engine: EngineInfo {
-            model: "/fake.onnx".into(),
-            model_info: ModelInfo {
-                schema: asa_agent::decision::FeatureSchema {
-                    name: "asa.features".into(),
-                    version: 1,
-                    features: vec![],
-                    since: vec![],
-                },
-                class_names: vec![],
-                training_date: String::new(),
-                trained_on: String::new(),
-                ignored_features: vec![],
+    DecisionStatus::new(EngineInfo {
+        model: "/fake.onnx".into(),
+        model_info: ModelInfo {
+            schema: asa_agent::decision::FeatureSchema {
+                name: "asa.features".into(),
+                version: 1,
+                features: vec![],
+                since: vec![],
             },
-            mapping: "fake".into(),
-            class_experts: vec![],
-            overall_best: None,
-            interval_ms: 1000,
-            bpf: false,
-            policy: asa_agent::decision::policy::PolicyConfig::default(),
-            dry_run: false,
-            default_expert,
+            class_names: vec![],
+            training_date: String::new(),
+            trained_on: String::new(),
+            ignored_features: vec![],
         },
-        ticks: 0,
-        last: None,
-        last_switch: None,
-        quarantine: vec![],
-    }
+        mapping: "fake".into(),
+        class_experts: vec![],
+        overall_best: None,
+        interval_ms: 1000,
+        bpf: false,
+        policy: asa_agent::decision::policy::PolicyConfig::default(),
+        dry_run: false,
+        default_expert,
+    })
 }
 
 /// A fake agent on a control socket: `pin` runs the expert and pins it, `unpin` returns to
@@ -412,7 +406,7 @@ fn scxctl_drives_the_agent_through_asa_dbus_and_asa_status_agrees() {
         &bin,
         &bus,
         &["list"],
-        r#"supported schedulers: ["bpfland", "lavd", "rusty", "gru"]"#,
+        r#"supported schedulers: ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru"]"#,
     );
     assert_eq!(asa_status(&socket), ("rusty".into(), None));
 

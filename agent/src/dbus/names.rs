@@ -184,7 +184,9 @@ mod tests {
         let err = switch_request(&cat, "eevdf", 0).unwrap_err();
         assert!(err.contains("unknown scheduler \"eevdf\""), "{err}");
         assert!(
-            err.contains("scx_bpfland, scx_lavd, scx_rusty, scx_gru"),
+            err.contains(
+                "scx_bpfland, scx_lavd, scx_rusty, scx_p2dq, scx_flash, scx_cosmos, scx_gru"
+            ),
             "{err}"
         );
         assert!(!supported(&cat).iter().any(|s| s.contains("eevdf")));
@@ -240,35 +242,29 @@ mod tests {
         use crate::decision::classifier::ModelInfo;
         use crate::decision::engine::EngineInfo;
         use crate::decision::FeatureSchema;
-        st.decision = Some(crate::control::DecisionStatus {
-            engine: EngineInfo {
-                model: "/m.onnx".into(),
-                model_info: ModelInfo {
-                    schema: FeatureSchema {
-                        name: "asa.features".into(),
-                        version: 1,
-                        features: vec![],
-                        since: vec![],
-                    },
-                    class_names: vec![],
-                    training_date: String::new(),
-                    trained_on: String::new(),
-                    ignored_features: vec![],
+        st.decision = Some(crate::control::DecisionStatus::new(EngineInfo {
+            model: "/m.onnx".into(),
+            model_info: ModelInfo {
+                schema: FeatureSchema {
+                    name: "asa.features".into(),
+                    version: 1,
+                    features: vec![],
+                    since: vec![],
                 },
-                mapping: "test".into(),
-                class_experts: vec![],
-                overall_best: overall_best.map(str::to_owned),
-                interval_ms: 1000,
-                bpf: false,
-                policy: crate::decision::policy::PolicyConfig::default(),
-                dry_run: false,
-                default_expert: default_expert.map(str::to_owned),
+                class_names: vec![],
+                training_date: String::new(),
+                trained_on: String::new(),
+                ignored_features: vec![],
             },
-            ticks: 0,
-            last: None,
-            last_switch: None,
-            quarantine: vec![],
-        });
+            mapping: "test".into(),
+            class_experts: vec![],
+            overall_best: overall_best.map(str::to_owned),
+            interval_ms: 1000,
+            bpf: false,
+            policy: crate::decision::policy::PolicyConfig::default(),
+            dry_run: false,
+            default_expert: default_expert.map(str::to_owned),
+        }));
         st
     }
 
