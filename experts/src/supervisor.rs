@@ -39,7 +39,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
-use crate::attach_gate::{self, AttachGate, GatePolicy};
+use crate::attach_gate::{self, AttachGate, GatePolicy, ListenerHandoff};
 use crate::catalogue::{Catalogue, Expert, EEVDF};
 use crate::control_lock::{ControlLock, CONTROL_LOCK};
 use crate::locate::locate_binary;
@@ -839,6 +839,13 @@ impl Supervisor {
             // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
             // in order, instead of racing it.
             .process_group(0);
+        // The gated child hands its seccomp listener over before exec and keeps none.
+        let handoff = if gated {
+            Some(ListenerHandoff::new()?)
+        } else {
+            None
+        };
+        let handoff_fd = handoff.as_ref().map(ListenerHandoff::child_end);
         let (nice, death_signal) = match launch {
             Launch::Standby => (self.config.standby_nice, libc::SIGKILL),
             _ => (self.config.expert_nice, libc::SIGINT),
@@ -856,8 +863,8 @@ impl Supervisor {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if gated {
-                    attach_gate::install_in_child()?;
+                if let Some(fd) = handoff_fd {
+                    attach_gate::install_in_child(fd)?;
                 }
                 Ok(())
             });
@@ -865,17 +872,19 @@ impl Supervisor {
         let spawned_at = Instant::now();
         let mut child = spawn_from_lasting_thread(cmd)
             .with_context(|| format!("starting {}", binary.display()))?;
-        let gate = if gated {
-            match AttachGate::attach_to(child.id(), GatePolicy::default()) {
+        let gate = match handoff {
+            Some(handoff) => match handoff
+                .receive()
+                .and_then(|l| AttachGate::start(l, child.id(), GatePolicy::default()))
+            {
                 Ok(g) => Some(g),
                 Err(e) => {
-                    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                    let _ = child.kill();
                     let _ = child.wait();
                     return Err(e.context("the attach gate could not take the listener"));
                 }
-            }
-        } else {
-            None
+            },
+            None => None,
         };
         let output = Arc::new(Mutex::new(VecDeque::new()));
         spawn_reader(&expert.name, child.stdout.take(), output.clone());
@@ -909,7 +918,7 @@ impl Supervisor {
 
     /// Start `expert` behind the attach gate and wait until it is loaded and waits to attach;
     /// the running expert is not touched. `Ok(None)`: the gate is not available here (no
-    /// seccomp user notification or pidfd_getfd), switch break-before-make instead.
+    /// seccomp user notification), switch break-before-make instead.
     fn prepare_gated(&self, expert: &Expert, binary: &Path) -> Result<Option<Starting>> {
         let starting = match self.spawn(expert, binary, Launch::Gated) {
             Ok(s) => s,
