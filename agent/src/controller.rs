@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SupervisorEvent, SwitchError, EEVDF};
-use log::{info, warn};
+use log::info;
 
 use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
 use crate::decision::standby::{wanted_standby, StandbyBounds};
@@ -402,42 +402,77 @@ impl ControllerHandle {
         self.submit(Job::Decide(expert.to_owned(), tx), rx)
     }
 
-    /// Accept connections on `listener` on a background thread, serving root (or the agent's
-    /// own user) only.
+    /// Serve `listener` on a background thread with the bounds of [`control::serve`] (a line
+    /// of at most 64 KiB within 5 s, at most 32 connections at once), root (or the agent's own
+    /// user) only, for the life of the process.
     pub fn serve(self, listener: UnixListener) {
-        std::thread::Builder::new()
-            .name("control-socket".into())
-            .spawn(move || {
-                let me = nix::unistd::geteuid().as_raw();
-                for stream in listener.incoming() {
-                    let Ok(stream) = stream else { continue };
-                    let handle = self.clone();
-                    std::thread::spawn(move || {
-                        let response = match control::peer_uid(&stream) {
-                            Ok(uid) if uid == 0 || uid == me => {
-                                match control::read_request(&stream) {
-                                    Ok(req) => handle.answer(req),
-                                    Err(e) => failure(format!("{e:#}")),
-                                }
-                            }
-                            Ok(uid) => failure(format!("uid {uid} may not control the agent")),
-                            Err(e) => failure(format!("{e:#}")),
-                        };
-                        if let Err(e) = control::write_response(&stream, &response) {
-                            warn!("answering a control request: {e:#}");
-                        }
-                    });
-                }
-            })
-            .expect("spawning the control socket thread");
+        control::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
+            self.answer(request)
+        });
     }
 }
 
 fn failure(error: String) -> Response {
-    Response {
-        ok: false,
-        error: Some(error),
-        status: None,
-        switch: None,
+    control::refusal(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asa_experts::Active;
+    use std::os::unix::net::UnixStream;
+
+    /// A handle with no controller thread behind it, and the controller's end of its queue.
+    fn handle() -> (ControllerHandle, Receiver<Job>) {
+        let (jobs, queue) = mpsc::channel();
+        let active = Active {
+            expert: EEVDF.to_owned(),
+            since_unix_ms: 0,
+            pid: None,
+        };
+        let handle = ControllerHandle {
+            status: Arc::new(Mutex::new(AgentStatus::new("test", active, ""))),
+            jobs,
+            catalogue: Catalogue::builtin(),
+            scx: SchedExt::at("/nonexistent/sched_ext"),
+            candidates: Arc::default(),
+        };
+        (handle, queue)
+    }
+
+    /// The controller's socket is the bounded server: with `MAX_CONNECTIONS` clients connected
+    /// and silent, one more is told at once that the agent is busy (an unbounded server starts
+    /// a thread for it and every further client); once they leave, `status` answers.
+    #[test]
+    fn the_controllers_socket_turns_away_clients_beyond_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.sock");
+        let (handle, _queue) = handle();
+        handle.serve(control::bind(&path).unwrap());
+        let held: Vec<UnixStream> = (0..control::MAX_CONNECTIONS)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        let t0 = Instant::now();
+        let busy = control::request(&path, &Request::Status, Duration::from_secs(10))
+            .unwrap()
+            .unwrap();
+        assert!(
+            !busy.ok && busy.error.as_deref().unwrap().contains("busy"),
+            "{busy:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        drop(held);
+        let t0 = Instant::now();
+        let status = loop {
+            let r = control::request(&path, &Request::Status, Duration::from_secs(5))
+                .unwrap()
+                .unwrap();
+            if r.ok || t0.elapsed() > Duration::from_secs(3) {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.ok, "{status:?}");
+        assert_eq!(status.status.unwrap().mode, "test");
     }
 }
