@@ -24,7 +24,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -70,9 +70,9 @@ struct FdCmsgBuf([u8; FD_CMSG_SPACE]);
 
 /// How the gated child hands its listener to the supervisor: a Unix socket pair (both ends
 /// close-on-exec). The child sends the listener over its end in `pre_exec` and closes its own
-/// copy, so after `exec` the only listener is the supervisor's: when the supervisor dies (or
-/// drops the gate) the listener closes with it and the kernel fails the child's trapped
-/// `openat` calls (`ENOSYS`) instead of holding them for good.
+/// copy, so after `exec` the only listener is the supervisor's gate thread's: when the
+/// supervisor dies or that thread ends, the listener closes and the kernel fails the child's
+/// trapped `openat` calls (`ENOSYS`) instead of holding them for good.
 pub struct ListenerHandoff {
     ours: OwnedFd,
     theirs: OwnedFd,
@@ -226,7 +226,8 @@ impl Default for GatePolicy {
 
 /// The supervisor's end of a gate on one expert process.
 pub struct AttachGate {
-    listener: Arc<OwnedFd>,
+    /// The listener, owned by the serving thread: it closes when that thread ends.
+    listener: Weak<OwnedFd>,
     held: Arc<Mutex<Option<u64>>>,
     reached: Receiver<()>,
 }
@@ -234,20 +235,20 @@ pub struct AttachGate {
 impl AttachGate {
     /// Serve the gate of the child `pid` through `listener` (from
     /// [`ListenerHandoff::receive`]): start the thread that answers its notifications. The
-    /// thread holds the listener as long as the child lives, so every `openat` after the gate
-    /// opened is continued. The listener closes when both the thread and this gate are gone
-    /// (the supervisor died, or its thread ended and the gate was dropped); the child's
-    /// `openat` calls then fail instead of waiting.
+    /// thread owns the listener and serves as long as the child lives, so every `openat` after
+    /// the gate opened is continued. When the thread ends (the child is gone, or an error) or
+    /// the supervisor dies, the listener closes with it: the child's `openat` calls then fail
+    /// instead of waiting for an answer that cannot come, and this gate holds nothing.
     pub fn start(listener: OwnedFd, pid: u32, policy: GatePolicy) -> Result<Self> {
-        let listener = Arc::new(listener);
+        let owned = Arc::new(listener);
+        let listener = Arc::downgrade(&owned);
         let held = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::channel();
         {
-            let listener = listener.clone();
             let held = held.clone();
             std::thread::Builder::new()
                 .name(format!("attach-gate-{pid}"))
-                .spawn(move || serve(&listener, pid, &policy, &held, tx))
+                .spawn(move || serve(&owned, pid, &policy, &held, tx))
                 .context("spawning the attach gate thread")?;
         }
         Ok(Self {
@@ -271,15 +272,19 @@ impl AttachGate {
 
     /// True when the expert waits at the gate right now: an open is held and the kernel still
     /// has it pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`: false once the process died or the
-    /// held call was interrupted). A hot standby is released only after this said yes.
+    /// held call was interrupted, or the serving thread has ended). A hot standby is released
+    /// only after this said yes.
     pub fn is_holding(&self) -> bool {
         let Some(mut id) = *self.held.lock().unwrap() else {
+            return false;
+        };
+        let Some(listener) = self.listener.upgrade() else {
             return false;
         };
         // SAFETY: the ioctl reads one u64 we own.
         let r = unsafe {
             libc::ioctl(
-                self.listener.as_raw_fd(),
+                listener.as_raw_fd(),
                 libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
                 &mut id as *mut u64,
             )
@@ -287,11 +292,12 @@ impl AttachGate {
         r == 0
     }
 
-    /// Let the held open go on (and every later one).
+    /// Let the held open go on (and every later one). Nothing to do when the serving thread
+    /// has ended: its listener closed, and the held open failed.
     pub fn release(&self) -> Result<()> {
         let id = self.held.lock().unwrap().take();
-        if let Some(id) = id {
-            respond_continue(&self.listener, id).context("releasing the attach gate")?;
+        if let (Some(id), Some(listener)) = (id, self.listener.upgrade()) {
+            respond_continue(&listener, id).context("releasing the attach gate")?;
         }
         Ok(())
     }
@@ -564,6 +570,29 @@ mod tests {
             in_child.is_empty(),
             "the gated process holds listener fd(s) {in_child:?}"
         );
+    }
+
+    /// The listener lives exactly as long as its serving thread: once the gated process is
+    /// gone the thread ends and the listener is closed although the gate still exists (the
+    /// path an error in the thread takes too: the process's next `openat` then fails instead
+    /// of waiting), and the gate no longer claims to hold anything.
+    #[test]
+    fn the_listener_closes_when_its_serving_thread_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut child, gate) = held_child(dir.path(), "exec cat {state}", Stdio::null());
+        assert!(gate.listener.upgrade().is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let t0 = Instant::now();
+        while gate.listener.upgrade().is_some() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            gate.listener.upgrade().is_none(),
+            "the listener outlives its serving thread"
+        );
+        assert!(!gate.is_holding());
+        gate.release().unwrap();
     }
 
     /// Set in the process [`killing_the_gate_holder_frees_the_gated_child`] starts to hold the
