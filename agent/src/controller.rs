@@ -6,6 +6,13 @@
 //! ([`crate::decision::standby::wanted_standby`], from the decision thread's candidates or a
 //! fixed list) is handed to the supervisor, which starts and stops standbys without blocking;
 //! a switch never waits for the pool, and `status` reads it from the snapshot.
+//!
+//! Every job has a deadline: the moment its submitter stops waiting for the answer
+//! ([`JOB_TIMEOUT`] after it was queued). A job still queued at its deadline (behind a slow
+//! switch) is dropped when it comes up and reported in `asa status` as the last error, never
+//! run: a pin whose client was told "timed out" must not change the scheduler minutes later.
+//! A job that has started when its deadline passes runs to its end (a switch is not abandoned
+//! half-way); its outcome is in `asa status`.
 
 use std::collections::HashMap;
 use std::os::unix::net::UnixListener;
@@ -47,11 +54,75 @@ struct StandbyCandidates {
 /// How often the controller looks at the running expert between requests.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 
-enum Job {
-    Pin(String, Sender<Response>),
-    Unpin(Sender<Response>),
+/// How long a submitter waits for its job's answer, and so the job's deadline: two full
+/// enable timeouts (switch and rollback) and some. The `asa pin`/`asa unpin` clients wait 5 s
+/// longer, for the answer.
+pub const JOB_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a job asks the controller to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum JobKind {
+    Pin(String),
+    Unpin,
     /// A switch the decision engine chose (refused while pinned).
-    Decide(String, Sender<Response>),
+    Decide(String),
+}
+
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pin(e) => write!(f, "pin {e}"),
+            Self::Unpin => f.write_str("unpin"),
+            Self::Decide(e) => write!(f, "the decision engine's switch to {e}"),
+        }
+    }
+}
+
+/// A queued request for the controller thread: what, where the answer goes, and until when
+/// anyone waits for it.
+struct Job {
+    kind: JobKind,
+    reply: Sender<Response>,
+    queued_at: Instant,
+    deadline: Instant,
+}
+
+/// A job that came up after its deadline: dropped, not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expired {
+    kind: JobKind,
+    /// How long it had waited in the queue.
+    waited: Duration,
+}
+
+impl std::fmt::Display for Expired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} waited {:.0} s behind other work, past its {:.0} s deadline (its client had \
+             stopped waiting): dropped, not run",
+            self.kind,
+            self.waited.as_secs_f64(),
+            JOB_TIMEOUT.as_secs_f64()
+        )
+    }
+}
+
+impl Job {
+    /// The job as it comes off the queue at `now`: its kind and reply channel while its
+    /// submitter still waits (`now` at or before the deadline); else it is answered with an
+    /// error (for a submitter that might still read it) and returned as [`Expired`].
+    fn take(self, now: Instant) -> Result<(JobKind, Sender<Response>), Expired> {
+        if now <= self.deadline {
+            return Ok((self.kind, self.reply));
+        }
+        let expired = Expired {
+            kind: self.kind,
+            waited: now.saturating_duration_since(self.queued_at),
+        };
+        let _ = self.reply.send(failure(expired.to_string()));
+        Err(expired)
+    }
 }
 
 /// What the socket server needs to answer requests.
@@ -273,28 +344,33 @@ impl Controller {
         }
     }
 
-    /// Serve jobs and watch the expert until `stop` is set, then return to EEVDF.
+    /// Do one job.
+    fn perform(&mut self, kind: JobKind) -> Response {
+        match kind {
+            JobKind::Pin(expert) => self.pin(&expert),
+            JobKind::Decide(expert) => self.decide(&expert),
+            JobKind::Unpin => {
+                // Back to what the agent chose last (EEVDF when it never switched).
+                let choice = self.agent_choice.clone();
+                let mut r = self.pin(&choice);
+                self.status.lock().unwrap().pinned = None;
+                r.status = Some(self.handle.status_now());
+                r
+            }
+        }
+    }
+
+    /// Serve jobs and watch the expert until `stop` is set, then return to EEVDF. A job that
+    /// comes up past its deadline is dropped and reported (see the module documentation).
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
-            match self.jobs.recv_timeout(WATCH_INTERVAL) {
-                Ok(Job::Pin(expert, reply)) => {
-                    let r = self.pin(&expert);
+            match next_job(&self.jobs, &self.status, WATCH_INTERVAL, Instant::now) {
+                Next::Run(kind, reply) => {
+                    let r = self.perform(kind);
                     let _ = reply.send(r);
                 }
-                Ok(Job::Decide(expert, reply)) => {
-                    let r = self.decide(&expert);
-                    let _ = reply.send(r);
-                }
-                Ok(Job::Unpin(reply)) => {
-                    // Back to what the agent chose last (EEVDF when it never switched).
-                    let choice = self.agent_choice.clone();
-                    let mut r = self.pin(&choice);
-                    self.status.lock().unwrap().pinned = None;
-                    r.status = Some(self.handle.status_now());
-                    let _ = reply.send(r);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                Next::Idle => {}
+                Next::Closed => break,
             }
             if let Some(ev) = self.supervisor.check() {
                 let mut st = self.status.lock().unwrap();
@@ -307,6 +383,39 @@ impl Controller {
         let result = self.supervisor.stop();
         self.status.lock().unwrap().active = self.supervisor.active().clone();
         result
+    }
+}
+
+/// What the controller thread does next.
+enum Next {
+    /// Run this job and send its answer.
+    Run(JobKind, Sender<Response>),
+    /// Nothing to run now (no job came, or the one that came was past its deadline).
+    Idle,
+    /// Every handle is gone.
+    Closed,
+}
+
+/// Wait up to `wait` for the next job; one that comes up past its deadline (by `now`, read
+/// when it was taken off the queue) is dropped, logged and recorded as the last error in
+/// `status`.
+fn next_job(
+    jobs: &Receiver<Job>,
+    status: &Mutex<AgentStatus>,
+    wait: Duration,
+    now: impl FnOnce() -> Instant,
+) -> Next {
+    match jobs.recv_timeout(wait) {
+        Ok(job) => match job.take(now()) {
+            Ok((kind, reply)) => Next::Run(kind, reply),
+            Err(expired) => {
+                warn!("{expired}");
+                status.lock().unwrap().last_error = Some(event(expired.to_string()));
+                Next::Idle
+            }
+        },
+        Err(RecvTimeoutError::Timeout) => Next::Idle,
+        Err(RecvTimeoutError::Disconnected) => Next::Closed,
     }
 }
 
@@ -341,10 +450,9 @@ impl ControllerHandle {
     }
 
     /// Answer one control request (`status` from the snapshot; `pin`/`unpin` wait for the
-    /// controller, at most 300 s), as the control socket and the D-Bus interface do.
+    /// controller, at most [`JOB_TIMEOUT`]), as the control socket and the D-Bus interface do.
     pub fn answer(&self, request: Request) -> Response {
-        let (tx, rx) = mpsc::channel();
-        let job = match request {
+        let kind = match request {
             Request::Status => {
                 return Response {
                     ok: true,
@@ -353,22 +461,33 @@ impl ControllerHandle {
                     switch: None,
                 }
             }
-            Request::Pin { expert } => Job::Pin(expert, tx),
-            Request::Unpin => Job::Unpin(tx),
+            Request::Pin { expert } => JobKind::Pin(expert),
+            Request::Unpin => JobKind::Unpin,
         };
-        self.submit(job, rx)
+        self.submit(kind, JOB_TIMEOUT)
     }
 
-    fn submit(&self, job: Job, rx: Receiver<Response>) -> Response {
+    /// Queue a job with a deadline `wait` from now and wait for its answer until then.
+    fn submit(&self, kind: JobKind, wait: Duration) -> Response {
+        let (reply, answer) = mpsc::channel();
+        let queued_at = Instant::now();
+        let deadline = queued_at + wait;
+        let job = Job {
+            kind,
+            reply,
+            queued_at,
+            deadline,
+        };
         if self.jobs.send(job).is_err() {
             return failure("the agent is shutting down".into());
         }
-        // Two full enable timeouts (switch + rollback) and some.
-        match rx.recv_timeout(Duration::from_secs(300)) {
+        match answer.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(response) => response,
-            Err(RecvTimeoutError::Timeout) => {
-                failure("the agent did not finish the switch in 300 s".into())
-            }
+            Err(RecvTimeoutError::Timeout) => failure(format!(
+                "the agent did not finish in {:.0} s (a job not started by then is dropped, \
+                 one under way finishes: see `asa status`)",
+                wait.as_secs_f64()
+            )),
             Err(RecvTimeoutError::Disconnected) => failure("the agent is shutting down".into()),
         }
     }
@@ -400,46 +519,184 @@ impl ControllerHandle {
     /// Switch to `expert` for the decision engine; waits for the switch. Fails (changing
     /// nothing) while an expert is pinned, and when the controller has stopped.
     pub fn decide(&self, expert: &str) -> Response {
-        let (tx, rx) = mpsc::channel();
-        self.submit(Job::Decide(expert.to_owned(), tx), rx)
+        self.submit(JobKind::Decide(expert.to_owned()), JOB_TIMEOUT)
     }
 
-    /// Accept connections on `listener` on a background thread, serving root (or the agent's
-    /// own user) only.
+    /// Serve `listener` on a background thread with the bounds of [`control::serve`] (a line
+    /// of at most 64 KiB within 5 s, at most 32 connections at once), root (or the agent's own
+    /// user) only, for the life of the process.
     pub fn serve(self, listener: UnixListener) {
-        std::thread::Builder::new()
-            .name("control-socket".into())
-            .spawn(move || {
-                let me = nix::unistd::geteuid().as_raw();
-                for stream in listener.incoming() {
-                    let Ok(stream) = stream else { continue };
-                    let handle = self.clone();
-                    std::thread::spawn(move || {
-                        let response = match control::peer_uid(&stream) {
-                            Ok(uid) if uid == 0 || uid == me => {
-                                match control::read_request(&stream) {
-                                    Ok(req) => handle.answer(req),
-                                    Err(e) => failure(format!("{e:#}")),
-                                }
-                            }
-                            Ok(uid) => failure(format!("uid {uid} may not control the agent")),
-                            Err(e) => failure(format!("{e:#}")),
-                        };
-                        if let Err(e) = control::write_response(&stream, &response) {
-                            warn!("answering a control request: {e:#}");
-                        }
-                    });
-                }
-            })
-            .expect("spawning the control socket thread");
+        control::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
+            self.answer(request)
+        });
     }
 }
 
 fn failure(error: String) -> Response {
-    Response {
-        ok: false,
-        error: Some(error),
-        status: None,
-        switch: None,
+    control::refusal(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asa_experts::Active;
+    use std::os::unix::net::UnixStream;
+
+    /// A handle with no controller thread behind it, and the controller's end of its queue.
+    fn handle() -> (ControllerHandle, Receiver<Job>) {
+        let (jobs, queue) = mpsc::channel();
+        let active = Active {
+            expert: EEVDF.to_owned(),
+            since_unix_ms: 0,
+            pid: None,
+        };
+        let handle = ControllerHandle {
+            status: Arc::new(Mutex::new(AgentStatus::new("test", active, ""))),
+            jobs,
+            catalogue: Catalogue::builtin(),
+            scx: SchedExt::at("/nonexistent/sched_ext"),
+            candidates: Arc::default(),
+        };
+        (handle, queue)
+    }
+
+    fn job(kind: JobKind, queued_at: Instant) -> (Job, Receiver<Response>) {
+        let (reply, answer) = mpsc::channel();
+        let job = Job {
+            kind,
+            reply,
+            queued_at,
+            deadline: queued_at + JOB_TIMEOUT,
+        };
+        (job, answer)
+    }
+
+    /// Up to its deadline (inclusive) a job runs; one moment later it is dropped, its waiter
+    /// (if any is left) is told so, and how long it waited is reported.
+    #[test]
+    fn a_job_runs_until_its_deadline_and_is_dropped_after() {
+        let t0 = Instant::now();
+        let (on_time, _) = job(JobKind::Pin("bpfland".into()), t0);
+        let (kind, _) = on_time.take(t0 + JOB_TIMEOUT).unwrap();
+        assert_eq!(kind, JobKind::Pin("bpfland".into()));
+        let (late, answer) = job(JobKind::Unpin, t0);
+        let expired = late
+            .take(t0 + JOB_TIMEOUT + Duration::from_secs(1))
+            .unwrap_err();
+        assert_eq!(
+            expired,
+            Expired {
+                kind: JobKind::Unpin,
+                waited: Duration::from_secs(301)
+            }
+        );
+        let told = answer.try_recv().unwrap();
+        assert!(!told.ok);
+        let error = told.error.unwrap();
+        assert!(
+            error.contains("unpin waited 301 s") && error.contains("dropped, not run"),
+            "{error}"
+        );
+    }
+
+    /// A pin whose client stopped waiting (here after 50 ms, no controller thread to run it)
+    /// is still queued when the controller comes to it: it is not run but recorded as the last
+    /// error, which `asa status` shows.
+    #[test]
+    fn a_pin_whose_client_gave_up_is_dropped_not_run_later() {
+        let (handle, queue) = handle();
+        let answer = handle.submit(JobKind::Pin("lavd".into()), Duration::from_millis(50));
+        assert!(!answer.ok);
+        assert!(
+            answer.error.as_deref().unwrap().contains("did not finish"),
+            "{answer:?}"
+        );
+        let next = next_job(&queue, &handle.status, Duration::ZERO, Instant::now);
+        assert!(
+            matches!(next, Next::Idle),
+            "the late pin was handed out to run"
+        );
+        let reported = handle.status_now().last_error.expect("reported");
+        assert!(
+            reported.message.contains("pin lavd waited 0 s")
+                && reported.message.contains("dropped, not run"),
+            "{}",
+            reported.message
+        );
+        // The queue is empty: nothing runs it later either.
+        assert!(matches!(
+            next_job(&queue, &handle.status, Duration::ZERO, Instant::now),
+            Next::Idle
+        ));
+    }
+
+    /// A submitter still waiting when its job comes up past the deadline (a fake clock 301 s
+    /// on) gets the "dropped" answer at once; on time, the same kind of job is handed out to
+    /// run.
+    #[test]
+    fn a_waiting_submitter_learns_its_job_was_dropped() {
+        let (handle, queue) = handle();
+        let submitter = {
+            let handle = handle.clone();
+            std::thread::spawn(move || handle.decide("rusty"))
+        };
+        let queued = queue.recv_timeout(Duration::from_secs(5)).unwrap();
+        let late = queued.queued_at + JOB_TIMEOUT + Duration::from_secs(1);
+        handle.jobs.send(queued).unwrap();
+        assert!(matches!(
+            next_job(&queue, &handle.status, Duration::ZERO, || late),
+            Next::Idle
+        ));
+        let answer = submitter.join().unwrap();
+        assert!(
+            answer
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("the decision engine's switch to rusty waited 301 s"),
+            "{answer:?}"
+        );
+        let (on_time, _answer) = job(JobKind::Decide("rusty".into()), Instant::now());
+        handle.jobs.send(on_time).unwrap();
+        assert!(matches!(
+            next_job(&queue, &handle.status, Duration::ZERO, Instant::now),
+            Next::Run(JobKind::Decide(e), _) if e == "rusty"
+        ));
+    }
+
+    /// The controller's socket is the bounded server: with `MAX_CONNECTIONS` clients connected
+    /// and silent, one more is told at once that the agent is busy (an unbounded server starts
+    /// a thread for it and every further client); once they leave, `status` answers.
+    #[test]
+    fn the_controllers_socket_turns_away_clients_beyond_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.sock");
+        let (handle, _queue) = handle();
+        handle.serve(control::bind(&path).unwrap());
+        let held: Vec<UnixStream> = (0..control::MAX_CONNECTIONS)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        let t0 = Instant::now();
+        let busy = control::request(&path, &Request::Status, Duration::from_secs(10))
+            .unwrap()
+            .unwrap();
+        assert!(
+            !busy.ok && busy.error.as_deref().unwrap().contains("busy"),
+            "{busy:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        drop(held);
+        let t0 = Instant::now();
+        let status = loop {
+            let r = control::request(&path, &Request::Status, Duration::from_secs(5))
+                .unwrap()
+                .unwrap();
+            if r.ok || t0.elapsed() > Duration::from_secs(3) {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.ok, "{status:?}");
+        assert_eq!(status.status.unwrap().mode, "test");
     }
 }

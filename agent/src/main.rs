@@ -8,12 +8,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use asa_agent::control::{self, AgentStatus, Request, Response};
-use asa_agent::controller::{Controller, StandbySettings};
+use asa_agent::controller::{Controller, StandbySettings, JOB_TIMEOUT};
 use asa_agent::decision::standby::StandbyBounds;
 use asa_agent::switch_bench;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
 use clap::{Parser, Subcommand};
+
+/// How long `asa pin`/`asa unpin` wait for the agent: its job deadline and a little more, so
+/// the agent's own "did not finish" answer arrives before the client gives up.
+const CLIENT_JOB_WAIT: Duration = JOB_TIMEOUT.saturating_add(Duration::from_secs(5));
 
 #[derive(Parser)]
 #[command(
@@ -230,7 +234,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Unpin => {
-            let resp = control::request(&cli.socket, &Request::Unpin, Duration::from_secs(300))?
+            let resp = control::request(&cli.socket, &Request::Unpin, CLIENT_JOB_WAIT)?
                 .context("no agent is running (`asa run`); nothing is pinned")?;
             print_response(&resp)
         }
@@ -300,7 +304,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
         &Request::Pin {
             expert: expert.to_owned(),
         },
-        Duration::from_secs(300),
+        CLIENT_JOB_WAIT,
     )? {
         return print_response(&resp);
     }

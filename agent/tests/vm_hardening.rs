@@ -16,7 +16,10 @@
 //!   ProtectKernelTunables (/sys, /proc/sys, /proc/sysrq-trigger read-only), and
 //!   MemoryDenyWriteExecute as the kernel's PR_SET_MDWE. The system-call
 //!   filters (SystemCallFilter, RestrictAddressFamilies, SystemCallArchitectures, ...) need
-//!   systemd and are not applied here (agent/dist/README.md).
+//!   systemd and are not applied here (agent/dist/README.md);
+//! - an agent killed with SIGKILL while the expert it started behind the attach gate runs
+//!   leaves no scheduler behind: the expert holds no seccomp listener (only the agent does),
+//!   gets its parent-death SIGINT, exits, and the kernel is back on EEVDF within 2 s.
 
 mod daemon_common;
 
@@ -408,4 +411,72 @@ cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
         .filter(|r| r.decision.quarantined.contains_key("bpfland"))
         .count();
     assert!(quarantined_ticks >= 10, "{quarantined_ticks} ticks");
+}
+
+#[test]
+#[ignore = "boots the lab VM"]
+fn a_killed_agent_leaves_no_gated_expert_behind() {
+    let script = format!(
+        "{HELPERS}{}",
+        r#"
+listeners() { ls -l /proc/$1/fd 2>/dev/null | grep -c 'seccomp notify'; }
+gone() { [ ! -d /proc/$1 ] || grep -q '^State:[[:space:]]*[ZX]' /proc/$1/status 2>/dev/null; }
+asa pin bpfland > /lab/out/pin.log 2>&1 &
+A=$!
+asa status --wait-for bpfland --timeout 120 > /dev/null; rec up $?
+X=$(pidof scx_bpfland)
+rec ops "$(cat /sys/kernel/sched_ext/root/ops)"
+rec listeners_expert $(listeners $X)
+rec listeners_agent $(listeners $A)
+sleep 1
+rec t_kill $(ms)
+kill -9 $A
+t_gone=; t_disabled=; i=0
+while [ $i -lt 500 ]; do
+  [ -z "$t_gone" ] && gone $X && t_gone=$(ms)
+  [ -z "$t_disabled" ] && [ "$(state)" = disabled ] && t_disabled=$(ms)
+  [ -n "$t_gone" ] && [ -n "$t_disabled" ] && break
+  sleep 0.02; i=$((i+1))
+done
+rec t_gone "${t_gone:-none}"
+rec t_disabled "${t_disabled:-none}"
+if [ -z "$t_gone" ]; then
+  rec expert_wchan "$(cat /proc/$X/wchan)"
+  kill -9 $X
+fi
+wait $A
+sleep 0.5
+rec scx_processes $(pidof scx_bpfland | wc -w)
+rec final_state $(state)
+"#
+    );
+    let (out, console) = lab_run("killed-agent", &script, "eevdf");
+    let pin_log = out.read_out("pin.log").unwrap_or_default();
+    eprintln!("---- guest console ----\n{console}\n---- pin.log ----\n{pin_log}");
+    assert_eq!(out.exit_code, 0);
+    let r = out.read_results("results").unwrap();
+    eprintln!("{r:#?}");
+    assert_eq!(r["up"], "0", "{r:?}");
+    assert!(r["ops"].starts_with("bpfland"), "{r:?}");
+    assert_eq!(r["listeners_expert"], "0", "the expert holds a listener");
+    assert_ne!(r["listeners_agent"], "0", "the agent holds the listener");
+    let t_kill: u64 = r["t_kill"].parse().unwrap();
+    let after = |key: &str| -> u64 {
+        r[key]
+            .parse::<u64>()
+            .map(|t| t - t_kill)
+            .unwrap_or_else(|_| panic!("{key}: never within 10 s ({r:?})"))
+    };
+    let (gone_ms, disabled_ms) = (after("t_gone"), after("t_disabled"));
+    eprintln!("agent SIGKILLed: scx_bpfland gone after {gone_ms} ms, sched_ext disabled after {disabled_ms} ms");
+    assert!(
+        gone_ms < 2000,
+        "scx_bpfland exited {gone_ms} ms after the agent died"
+    );
+    assert!(
+        disabled_ms < 2000,
+        "sched_ext disabled {disabled_ms} ms after the agent died"
+    );
+    assert_eq!(r["scx_processes"], "0");
+    assert_eq!(r["final_state"], "disabled");
 }

@@ -15,10 +15,16 @@
 //! The filter only notifies `openat`; every other system call runs untouched, and after the
 //! gate opens each `openat` is continued immediately by a thread that lives as long as the
 //! expert (scx schedulers open few files once running).
+//!
+//! The filter's listener is created in the expert's process between fork and exec and sent to
+//! the supervisor over a socket pair ([`ListenerHandoff`]); the expert closes its copy before
+//! exec. Only the supervisor holds it, so when the supervisor dies the kernel fails the
+//! expert's trapped `openat` calls (`ENOSYS`) instead of keeping them waiting for an answer
+//! that never comes, and the expert can act on its parent-death signal and exit.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -26,9 +32,6 @@ use log::{debug, warn};
 
 /// The file whose read the gate holds.
 pub const SCHED_EXT_STATE: &str = "/sys/kernel/sched_ext/state";
-/// The descriptor number the listener gets in the expert (out of the way of normal fds).
-pub const LISTENER_FD: RawFd = 1021;
-
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 
 /// The seccomp program: notify on `openat`, allow everything else.
@@ -58,12 +61,110 @@ fn filter() -> [libc::sock_filter; 6] {
     ]
 }
 
-/// Install the filter in the calling process and move its listener to [`LISTENER_FD`].
-/// Meant for `CommandExt::pre_exec`: only async-signal-safe calls.
+/// Room for one `SCM_RIGHTS` message with one descriptor, 8-byte aligned as `cmsghdr` wants.
+const FD_CMSG_SPACE: usize =
+    // SAFETY: CMSG_SPACE is plain arithmetic.
+    unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+#[repr(C, align(8))]
+struct FdCmsgBuf([u8; FD_CMSG_SPACE]);
+
+/// How the gated child hands its listener to the supervisor: a Unix socket pair (both ends
+/// close-on-exec). The child sends the listener over its end in `pre_exec` and closes its own
+/// copy, so after `exec` the only listener is the supervisor's gate thread's: when the
+/// supervisor dies or that thread ends, the listener closes and the kernel fails the child's
+/// trapped `openat` calls (`ENOSYS`) instead of holding them for good.
+pub struct ListenerHandoff {
+    ours: OwnedFd,
+    theirs: OwnedFd,
+}
+
+impl ListenerHandoff {
+    /// A new socket pair.
+    pub fn new() -> Result<Self> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: socketpair fills the two descriptors, owned below.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if r < 0 {
+            bail!(
+                "socketpair for the attach gate: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: fresh descriptors nobody else owns.
+        Ok(unsafe {
+            Self {
+                ours: OwnedFd::from_raw_fd(fds[0]),
+                theirs: OwnedFd::from_raw_fd(fds[1]),
+            }
+        })
+    }
+
+    /// The descriptor the child sends its listener on (for [`install_in_child`]). Valid as long
+    /// as `self` lives: keep it until the child has been spawned.
+    pub fn child_end(&self) -> RawFd {
+        self.theirs.as_raw_fd()
+    }
+
+    /// After the child was spawned (its `pre_exec` has run, so the listener was sent or the
+    /// spawn failed): take the listener it sent. Never waits.
+    pub fn receive(self) -> Result<OwnedFd> {
+        drop(self.theirs);
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: byte.len(),
+        };
+        let mut control = FdCmsgBuf([0; FD_CMSG_SPACE]);
+        // SAFETY: a zeroed msghdr pointing at buffers we own; the kernel fills them.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = FD_CMSG_SPACE;
+        let n = unsafe {
+            libc::recvmsg(
+                self.ours.as_raw_fd(),
+                &mut msg,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        if n < 0 {
+            bail!(
+                "the gated process sent no seccomp listener: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: the kernel wrote msg_controllen bytes of control messages into `control`.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+                || (*cmsg).cmsg_len
+                    < libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize
+            {
+                bail!("the gated process sent no seccomp listener ({n} bytes, no descriptor)");
+            }
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+            Ok(OwnedFd::from_raw_fd(fd))
+        }
+    }
+}
+
+/// Install the filter in the calling process, send its listener over `handoff` (the child's
+/// end of a [`ListenerHandoff`]) and close it here: the process keeps no listener. Meant for
+/// `CommandExt::pre_exec`: only async-signal-safe calls, nothing allocated.
 ///
 /// # Safety
 /// Call only in a freshly forked child before `exec`.
-pub unsafe fn install_in_child() -> std::io::Result<()> {
+pub unsafe fn install_in_child(handoff: RawFd) -> std::io::Result<()> {
     let prog = filter();
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -78,12 +179,28 @@ pub unsafe fn install_in_child() -> std::io::Result<()> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let fd = fd as RawFd;
-    if fd != LISTENER_FD {
-        if libc::dup2(fd, LISTENER_FD) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        libc::close(fd);
+    let listener = fd as libc::c_int;
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    let mut control = FdCmsgBuf([0; FD_CMSG_SPACE]);
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = FD_CMSG_SPACE;
+    let cmsg = libc::CMSG_FIRSTHDR(&msg);
+    (*cmsg).cmsg_level = libc::SOL_SOCKET;
+    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+    (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut libc::c_int, listener);
+    let sent = libc::sendmsg(handoff, &msg, libc::MSG_NOSIGNAL);
+    let err = std::io::Error::last_os_error();
+    libc::close(listener);
+    if sent < 0 {
+        return Err(err);
     }
     Ok(())
 }
@@ -109,37 +226,29 @@ impl Default for GatePolicy {
 
 /// The supervisor's end of a gate on one expert process.
 pub struct AttachGate {
-    listener: Arc<OwnedFd>,
+    /// The listener, owned by the serving thread: it closes when that thread ends.
+    listener: Weak<OwnedFd>,
     held: Arc<Mutex<Option<u64>>>,
     reached: Receiver<()>,
 }
 
 impl AttachGate {
-    /// Take the listener out of the child `pid` (needs `pidfd_getfd`, Linux 5.6+) and start
-    /// the thread that answers its notifications.
-    pub fn attach_to(pid: u32, policy: GatePolicy) -> Result<Self> {
-        // SAFETY: plain syscalls; the returned descriptors are owned below.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if pidfd < 0 {
-            bail!("pidfd_open({pid}): {}", std::io::Error::last_os_error());
-        }
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), LISTENER_FD, 0) };
-        if fd < 0 {
-            bail!(
-                "pidfd_getfd({pid}, {LISTENER_FD}): {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let listener = Arc::new(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    /// Serve the gate of the child `pid` through `listener` (from
+    /// [`ListenerHandoff::receive`]): start the thread that answers its notifications. The
+    /// thread owns the listener and serves as long as the child lives, so every `openat` after
+    /// the gate opened is continued. When the thread ends (the child is gone, or an error) or
+    /// the supervisor dies, the listener closes with it: the child's `openat` calls then fail
+    /// instead of waiting for an answer that cannot come, and this gate holds nothing.
+    pub fn start(listener: OwnedFd, pid: u32, policy: GatePolicy) -> Result<Self> {
+        let owned = Arc::new(listener);
+        let listener = Arc::downgrade(&owned);
         let held = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::channel();
         {
-            let listener = listener.clone();
             let held = held.clone();
             std::thread::Builder::new()
                 .name(format!("attach-gate-{pid}"))
-                .spawn(move || serve(&listener, pid, &policy, &held, tx))
+                .spawn(move || serve(&owned, pid, &policy, &held, tx))
                 .context("spawning the attach gate thread")?;
         }
         Ok(Self {
@@ -163,15 +272,19 @@ impl AttachGate {
 
     /// True when the expert waits at the gate right now: an open is held and the kernel still
     /// has it pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`: false once the process died or the
-    /// held call was interrupted). A hot standby is released only after this said yes.
+    /// held call was interrupted, or the serving thread has ended). A hot standby is released
+    /// only after this said yes.
     pub fn is_holding(&self) -> bool {
         let Some(mut id) = *self.held.lock().unwrap() else {
+            return false;
+        };
+        let Some(listener) = self.listener.upgrade() else {
             return false;
         };
         // SAFETY: the ioctl reads one u64 we own.
         let r = unsafe {
             libc::ioctl(
-                self.listener.as_raw_fd(),
+                listener.as_raw_fd(),
                 libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
                 &mut id as *mut u64,
             )
@@ -179,11 +292,12 @@ impl AttachGate {
         r == 0
     }
 
-    /// Let the held open go on (and every later one).
+    /// Let the held open go on (and every later one). Nothing to do when the serving thread
+    /// has ended: its listener closed, and the held open failed.
     pub fn release(&self) -> Result<()> {
         let id = self.held.lock().unwrap().take();
-        if let Some(id) = id {
-            respond_continue(&self.listener, id).context("releasing the attach gate")?;
+        if let (Some(id), Some(listener)) = (id, self.listener.upgrade()) {
+            respond_continue(&listener, id).context("releasing the attach gate")?;
         }
         Ok(())
     }
@@ -327,10 +441,34 @@ fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
     use std::io::Read;
     use std::os::unix::process::CommandExt;
+    use std::path::Path;
     use std::process::{Command, Stdio};
     use std::time::Instant;
+
+    /// Spawns `cmd` behind a gate with `policy`, running `before` in the child first (like the
+    /// supervisor: the listener is handed over before exec).
+    fn spawn_gated(
+        mut cmd: Command,
+        policy: GatePolicy,
+        mut before: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+    ) -> (std::process::Child, AttachGate) {
+        let handoff = ListenerHandoff::new().unwrap();
+        let fd = handoff.child_end();
+        unsafe {
+            cmd.pre_exec(move || {
+                before()?;
+                install_in_child(fd)
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let listener = handoff.receive().unwrap();
+        let gate = AttachGate::start(listener, child.id(), policy).unwrap();
+        (child, gate)
+    }
 
     /// Starts `/bin/sh -c script` (`{state}` in it: a file holding `disabled`) behind a gate
     /// that holds its open of that file, and waits until it is held.
@@ -347,18 +485,14 @@ mod tests {
             &script.replace("{state}", &state.display().to_string()),
         ])
         .stdout(stdout);
-        unsafe {
-            cmd.pre_exec(|| install_in_child());
-        }
-        let child = cmd.spawn().unwrap();
-        let gate = AttachGate::attach_to(
-            child.id(),
+        let (child, gate) = spawn_gated(
+            cmd,
             GatePolicy {
                 path: state.display().to_string(),
                 require_bpf_loaded: false,
             },
-        )
-        .unwrap();
+            || Ok(()),
+        );
         assert!(gate.wait_reached(Duration::from_secs(20)).unwrap());
         (child, gate)
     }
@@ -405,21 +539,191 @@ mod tests {
         gate.release().unwrap();
     }
 
+    /// The seccomp notification listeners `pid` holds open (`/proc/PID/fd` links to
+    /// `anon_inode:seccomp notify`).
+    fn seccomp_listeners(pid: u32) -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|t| t.to_string_lossy() == "anon_inode:seccomp notify")
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The listener lives in the supervisor only: the gated process holds none (one there
+    /// would keep its every `openat` waiting for an answer after the supervisor died).
+    #[test]
+    fn a_gated_process_holds_no_listener() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut child, gate) = held_child(dir.path(), "exec cat {state}", Stdio::null());
+        assert!(
+            !seccomp_listeners(std::process::id()).is_empty(),
+            "the supervisor's end is seen"
+        );
+        let in_child = seccomp_listeners(child.id());
+        gate.release().unwrap();
+        child.wait().unwrap();
+        assert!(
+            in_child.is_empty(),
+            "the gated process holds listener fd(s) {in_child:?}"
+        );
+    }
+
+    /// The listener lives exactly as long as its serving thread: once the gated process is
+    /// gone the thread ends and the listener is closed although the gate still exists (the
+    /// path an error in the thread takes too: the process's next `openat` then fails instead
+    /// of waiting), and the gate no longer claims to hold anything.
+    #[test]
+    fn the_listener_closes_when_its_serving_thread_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut child, gate) = held_child(dir.path(), "exec cat {state}", Stdio::null());
+        assert!(gate.listener.upgrade().is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let t0 = Instant::now();
+        while gate.listener.upgrade().is_some() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            gate.listener.upgrade().is_none(),
+            "the listener outlives its serving thread"
+        );
+        assert!(!gate.is_holding());
+        gate.release().unwrap();
+    }
+
+    /// Set in the process [`killing_the_gate_holder_frees_the_gated_child`] starts to hold the
+    /// gate: the state file's path.
+    const HOLDER_ENV: &str = "ASA_TEST_GATE_HOLDER_STATE";
+
+    /// The gate holder dies (SIGKILL) while a gated process runs past its released gate; the
+    /// process gets its parent-death SIGINT and, like an scx scheduler, opens a file on its way
+    /// out. That open must fail (the listener died with the holder), not wait forever: the
+    /// process is gone within 2 s. The holder is this test binary run again in the holder
+    /// role (`HOLDER_ENV` set), so the test process itself survives.
+    #[test]
+    fn killing_the_gate_holder_frees_the_gated_child() {
+        if let Some(state) = std::env::var_os(HOLDER_ENV) {
+            return hold_a_gated_child(Path::new(&state));
+        }
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::write(&state, "disabled\n").unwrap();
+        /// Killed when the test ends, however it ends.
+        struct Holder(std::process::Child);
+        impl Drop for Holder {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut holder = Holder(
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "attach_gate::tests::killing_the_gate_holder_frees_the_gated_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(HOLDER_ENV, &state)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // libtest prints `test NAME ... ` before the test's own output, on the same line.
+        let pid: i32 = std::io::BufReader::new(holder.0.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.split_once("gated child ")?.1.trim().parse().ok())
+            .expect("the holder names its gated child");
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                matches!(
+                    s.rsplit_once(')')
+                        .and_then(|(_, r)| r.split_whitespace().next()),
+                    Some("Z" | "X")
+                )
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!gone(), "the gated child runs past its gate");
+        drop(holder);
+        let t0 = Instant::now();
+        while !gone() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let freed = gone();
+        if !freed {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        assert!(
+            freed,
+            "the gated child still runs 2 s after its gate holder died (blocked in openat)"
+        );
+    }
+
+    /// The holder role: start a gated `sh` with SIGINT as its parent-death signal (as the
+    /// supervisor starts an expert), let it through its gate, name it and wait to be killed.
+    fn hold_a_gated_child(state: &Path) {
+        let state = state.display().to_string();
+        let script = "trap 'read s < {state}; exit 0' INT; read s < {state}; \
+                      while :; do sleep 0.1; done"
+            .replace("{state}", &state);
+        let mut cmd = Command::new("/bin/sh");
+        // No pipe of the test's: a child stuck for good must not keep `cargo test` waiting.
+        cmd.args(["-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let policy = GatePolicy {
+            path: state,
+            require_bpf_loaded: false,
+        };
+        let (child, gate) = spawn_gated(cmd, policy, || {
+            // A shell cannot trap a signal ignored when it starts.
+            // SAFETY: async-signal-safe calls in the forked child.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+        assert!(gate.wait_reached(Duration::from_secs(20)).unwrap());
+        gate.release().unwrap();
+        println!("gated child {}", child.id());
+        // Killed by the test long before this.
+        std::thread::sleep(Duration::from_secs(60));
+    }
+
+    /// A process that exits before it reaches the gate: waiting for it is an error, not a
+    /// wait for ever.
     #[test]
     fn gate_reports_a_process_that_exits_before_the_gate() {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "exit 3"]);
+        let (mut child, gate) = spawn_gated(cmd, GatePolicy::default(), || Ok(()));
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+        assert!(gate.wait_reached(Duration::from_secs(20)).is_err());
+    }
+
+    /// A child whose `pre_exec` fails before it sent its listener: the spawn fails, and the
+    /// handoff says no listener came (it does not wait).
+    #[test]
+    fn no_listener_is_an_error_not_a_wait() {
+        let handoff = ListenerHandoff::new().unwrap();
+        let mut cmd = Command::new("/bin/true");
         unsafe {
-            cmd.pre_exec(|| install_in_child());
+            cmd.pre_exec(|| Err(std::io::Error::from_raw_os_error(libc::EPERM)));
         }
-        let mut child = cmd.spawn().unwrap();
-        let gate = AttachGate::attach_to(child.id(), GatePolicy::default());
-        // The child may already be gone before the listener could be taken out of it.
-        if let Ok(gate) = gate {
-            let _ = child.wait();
-            assert!(gate.wait_reached(Duration::from_secs(20)).is_err());
-        } else {
-            assert_eq!(child.wait().unwrap().code(), Some(3));
-        }
+        assert!(cmd.spawn().is_err());
+        let t0 = Instant::now();
+        let err = handoff.receive().unwrap_err().to_string();
+        assert!(err.contains("sent no seccomp listener"), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(1));
     }
 }

@@ -27,6 +27,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -35,11 +36,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use log::{debug, info, warn};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
-use crate::attach_gate::{self, AttachGate, GatePolicy};
+use crate::attach_gate::{self, AttachGate, GatePolicy, ListenerHandoff};
 use crate::catalogue::{Catalogue, Expert, EEVDF};
 use crate::control_lock::{ControlLock, CONTROL_LOCK};
 use crate::locate::locate_binary;
@@ -323,6 +323,9 @@ struct RunningExpert {
     expert: Expert,
     binary: PathBuf,
     child: Child,
+    /// A pidfd on `child`, opened right after spawn (before it could be reaped); every signal
+    /// goes through it. None without pidfd support (Linux < 5.3).
+    pidfd: Option<OwnedFd>,
     output: Arc<Mutex<VecDeque<String>>>,
     /// `enable_seq` when it last attached.
     enable_seq: u64,
@@ -334,8 +337,22 @@ struct RunningExpert {
 }
 
 impl RunningExpert {
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
+    /// Send `signal` to the expert's process, never to a pid it no longer owns (see
+    /// [`signal_child`]). Ok(false): it was already gone.
+    fn signal(&mut self, signal: Signal) -> std::io::Result<bool> {
+        signal_child(&mut self.child, self.pidfd.as_ref(), signal)
+    }
+
+    /// SIGKILL the process (if it still runs) and reap it.
+    fn kill_and_reap(&mut self) {
+        if let Err(e) = self.signal(Signal::SIGKILL) {
+            warn!(
+                "killing {} (pid {}): {e}",
+                self.expert.name,
+                self.child.id()
+            );
+        }
+        let _ = self.child.wait();
     }
 
     fn output_tail(&self, lines: usize) -> Vec<String> {
@@ -389,8 +406,7 @@ impl Drop for Starting {
     /// An expert that never finished starting must not linger (or stay blocked in the gate).
     fn drop(&mut self) {
         if let Some(mut r) = self.running.take() {
-            let _ = kill(r.pid(), Signal::SIGKILL);
-            let _ = r.child.wait();
+            r.kill_and_reap();
         }
     }
 }
@@ -839,6 +855,13 @@ impl Supervisor {
             // Own process group: a terminal's Ctrl-C reaches the agent, which stops the expert
             // in order, instead of racing it.
             .process_group(0);
+        // The gated child hands its seccomp listener over before exec and keeps none.
+        let handoff = if gated {
+            Some(ListenerHandoff::new()?)
+        } else {
+            None
+        };
+        let handoff_fd = handoff.as_ref().map(ListenerHandoff::child_end);
         let (nice, death_signal) = match launch {
             Launch::Standby => (self.config.standby_nice, libc::SIGKILL),
             _ => (self.config.expert_nice, libc::SIGINT),
@@ -856,8 +879,8 @@ impl Supervisor {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if gated {
-                    attach_gate::install_in_child()?;
+                if let Some(fd) = handoff_fd {
+                    attach_gate::install_in_child(fd)?;
                 }
                 Ok(())
             });
@@ -865,17 +888,21 @@ impl Supervisor {
         let spawned_at = Instant::now();
         let mut child = spawn_from_lasting_thread(cmd)
             .with_context(|| format!("starting {}", binary.display()))?;
-        let gate = if gated {
-            match AttachGate::attach_to(child.id(), GatePolicy::default()) {
+        // Before anything could reap it: the pidfd names this process and no other.
+        let pidfd = open_pidfd(&child);
+        let gate = match handoff {
+            Some(handoff) => match handoff
+                .receive()
+                .and_then(|l| AttachGate::start(l, child.id(), GatePolicy::default()))
+            {
                 Ok(g) => Some(g),
                 Err(e) => {
-                    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                    let _ = child.kill();
                     let _ = child.wait();
                     return Err(e.context("the attach gate could not take the listener"));
                 }
-            }
-        } else {
-            None
+            },
+            None => None,
         };
         let output = Arc::new(Mutex::new(VecDeque::new()));
         spawn_reader(&expert.name, child.stdout.take(), output.clone());
@@ -895,6 +922,7 @@ impl Supervisor {
                 expert: expert.clone(),
                 binary: binary.to_owned(),
                 child,
+                pidfd,
                 output,
                 enable_seq: seq_before,
                 ejected: false,
@@ -909,7 +937,7 @@ impl Supervisor {
 
     /// Start `expert` behind the attach gate and wait until it is loaded and waits to attach;
     /// the running expert is not touched. `Ok(None)`: the gate is not available here (no
-    /// seccomp user notification or pidfd_getfd), switch break-before-make instead.
+    /// seccomp user notification), switch break-before-make instead.
     fn prepare_gated(&self, expert: &Expert, binary: &Path) -> Result<Option<Starting>> {
         let starting = match self.spawn(expert, binary, Launch::Gated) {
             Ok(s) => s,
@@ -991,14 +1019,14 @@ impl Supervisor {
                     self.set_active(&name, Some(pid));
                     return Ok(starting.spawned_at.elapsed());
                 }
-                self.kill_and_reap(&mut running);
+                running.kill_and_reap();
                 bail!(
                     "a different scheduler ({ops}) attached while {name} was starting; it is not ours, stop it"
                 );
             }
             if released_at.elapsed() > starting.timeout {
                 let tail = running.output_for_error();
-                self.kill_and_reap(&mut running);
+                running.kill_and_reap();
                 self.wait_disabled()?;
                 bail!(
                     "{name} did not attach within {:?} (state {}); killed it{tail}",
@@ -1008,11 +1036,6 @@ impl Supervisor {
             }
             std::thread::sleep(self.config.poll);
         }
-    }
-
-    fn kill_and_reap(&self, running: &mut RunningExpert) {
-        let _ = kill(running.pid(), Signal::SIGKILL);
-        let _ = running.child.wait();
     }
 
     /// Wait until the kernel reports `disabled`.
@@ -1041,7 +1064,9 @@ impl Supervisor {
         };
         let t0 = Instant::now();
         let name = running.expert.name.clone();
-        let _ = kill(running.pid(), Signal::SIGINT);
+        if let Err(e) = running.signal(Signal::SIGINT) {
+            warn!("asking {name} to stop (SIGINT): {e}");
+        }
         let mut killed = false;
         loop {
             let exited = running.child.try_wait()?.is_some();
@@ -1061,7 +1086,7 @@ impl Supervisor {
                 } else {
                     warn!("{name} did not stop within {grace:?} of SIGINT; sending SIGKILL");
                 }
-                self.kill_and_reap(&mut running);
+                running.kill_and_reap();
                 killed = true;
             }
             if killed && t0.elapsed() > self.config.stop_timeout + self.config.disable_timeout {
@@ -1392,6 +1417,66 @@ impl Drop for Supervisor {
     }
 }
 
+/// A pidfd on `child` (`pidfd_open`), or None when the kernel has none (Linux < 5.3). Open it
+/// before the child is waited for: then it refers to this process even if it has exited.
+fn open_pidfd(child: &Child) -> Option<OwnedFd> {
+    // SAFETY: a plain syscall; the descriptor is owned below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if fd < 0 {
+        debug!(
+            "pidfd_open({}): {}; signals go by pid while it is not reaped",
+            child.id(),
+            std::io::Error::last_os_error()
+        );
+        return None;
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Send `signal` to `child` without ever hitting another process that reuses its pid. Through
+/// `pidfd` (from [`open_pidfd`]) when there is one: a process that has exited or been reaped
+/// gets nothing (`ESRCH`, Ok(false)). Without one, by pid only while `try_wait` says the child
+/// has not been reaped (until its parent reaps it, the kernel gives its pid to no one).
+/// Ok(true): the signal was sent.
+fn signal_child(
+    child: &mut Child,
+    pidfd: Option<&OwnedFd>,
+    signal: Signal,
+) -> std::io::Result<bool> {
+    let sent = match pidfd {
+        Some(fd) => {
+            // SAFETY: a plain syscall on a descriptor we own; no siginfo.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    signal as libc::c_int,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            r == 0
+        }
+        None => {
+            if child.try_wait()?.is_some() {
+                return Ok(false);
+            }
+            // SAFETY: a plain syscall; the pid is our unreaped child's.
+            unsafe { libc::kill(child.id() as libc::pid_t, signal as libc::c_int) == 0 }
+        }
+    };
+    if sent {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
 /// Describe how a process ended, for humans.
 pub fn describe_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
@@ -1542,6 +1627,103 @@ mod tests {
         // No BPF map or program open here: none of its memory.
         assert_eq!(bpf_memlock_kib(std::process::id()), Some(0));
         assert_eq!(bpf_memlock_kib(u32::MAX - 1), None);
+    }
+
+    /// An expert process like `Supervisor::spawn` makes one (pidfd opened right after spawn),
+    /// running `sh -c script`.
+    fn running_sh(script: &str) -> RunningExpert {
+        let child = Command::new("/bin/sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pidfd = open_pidfd(&child);
+        assert!(pidfd.is_some(), "pidfd_open works on this kernel");
+        RunningExpert {
+            expert: Catalogue::builtin().require("bpfland").unwrap().clone(),
+            binary: "/bin/sh".into(),
+            child,
+            pidfd,
+            output: Arc::default(),
+            enable_seq: 0,
+            ejected: false,
+            gate: None,
+        }
+    }
+
+    /// A `sleep 30` with the pid of `reaped` (a process already reaped): the kernel is told to
+    /// hand out that pid next (`/proc/sys/kernel/ns_last_pid`, root only), retried while other
+    /// processes take it first.
+    fn with_reused_pid(reaped: u32) -> Child {
+        for _ in 0..200 {
+            std::fs::write("/proc/sys/kernel/ns_last_pid", (reaped - 1).to_string())
+                .expect("writing /proc/sys/kernel/ns_last_pid (the test needs root)");
+            let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+            if sleeper.id() == reaped {
+                return sleeper;
+            }
+            let _ = sleeper.kill();
+            let _ = sleeper.wait();
+        }
+        panic!("pid {reaped} could not be handed to another process in 200 tries");
+    }
+
+    /// An expert that exited and was reaped while it was starting (what `wait_at_gate` and a
+    /// lost standby do), its pid since taken by another process: dropping its `Starting`
+    /// (SIGKILL, then reap) must not touch that other process. Before the pidfd it got a
+    /// SIGKILL sent to the raw pid.
+    #[test]
+    fn a_dropped_start_whose_process_was_reaped_kills_no_one_else() {
+        let mut r = running_sh("exit 0");
+        assert!(r.child.wait().unwrap().success());
+        let mut other = with_reused_pid(r.child.id());
+        drop(Starting {
+            running: Some(r),
+            gate: None,
+            spawned_at: Instant::now(),
+            seq_before: 0,
+            timeout: Duration::from_secs(1),
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let hit = other.try_wait().unwrap();
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_eq!(hit, None, "the process that reused the pid was signalled");
+    }
+
+    /// `stop_running`'s signals (SIGINT, then SIGKILL and reap) to an expert that has already
+    /// exited and been reaped, its pid since taken by another process: nothing is sent, quietly
+    /// (`Ok(false)`), and the other process lives. A live expert does get them.
+    #[test]
+    fn signals_to_a_reaped_expert_reach_no_one_else() {
+        let mut live = running_sh("sleep 30");
+        assert!(
+            live.signal(Signal::SIGINT).unwrap(),
+            "a live expert is signalled"
+        );
+        assert_eq!(
+            describe_status(live.child.wait().unwrap()),
+            "killed by SIGINT"
+        );
+        // Reaped: the pidfd still names it, and it is gone.
+        assert!(!live.signal(Signal::SIGINT).unwrap());
+        let mut gone = running_sh("exit 0");
+        assert!(gone.child.wait().unwrap().success());
+        let mut other = with_reused_pid(gone.child.id());
+        let sent = gone.signal(Signal::SIGINT).unwrap();
+        gone.kill_and_reap();
+        std::thread::sleep(Duration::from_millis(100));
+        let hit = other.try_wait().unwrap();
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(!sent, "a signal was sent for a reaped expert");
+        assert_eq!(hit, None, "the process that reused the pid was signalled");
+        // Without a pidfd (Linux < 5.3) the handle's own status keeps the pid out of reach.
+        let mut old_kernel = running_sh("exit 0");
+        old_kernel.pidfd = None;
+        assert!(old_kernel.child.wait().unwrap().success());
+        assert!(!old_kernel.signal(Signal::SIGKILL).unwrap());
     }
 
     /// A child with PR_SET_PDEATHSIG started from a thread that then exits: forked by that
