@@ -110,8 +110,9 @@ pin() {
   [ $rc = 0 ] || note "asa pin $1: exit $rc, $(tr '\n' ' ' < /tmp/pin.out | cut -c1-160)"
   return $rc
 }
-# refuse_check: a new agent (a dry run) given the files as they are now.
+# refuse_check FILE: a new agent (a dry run) given the files as they are now, FILE damaged.
 refuse_check() {
+  put refuse_file "$1"
   timeout 60 asa run --dry-run --no-bpf --duration-s 2 $DECIDE_ARGS > $OUT/$ROW.refuse.out 2>&1
   put refuse_rc $?
   put refuse_msg "$(grep -m1 'asa: error' $OUT/$ROW.refuse.out | cut -c1-240)"
@@ -191,25 +192,25 @@ left=$(not_children_of $D)
 row model_replaced_garbage "the model file replaced with garbage while the agent runs (a new file renamed over it)"
 ready; inject
 head -c 65536 /dev/urandom > /lab/classifier.onnx.new && mv /lab/classifier.onnx.new /lab/classifier.onnx
-settle; sleep 3; refuse_check
+settle; sleep 3; refuse_check /lab/classifier.onnx
 cp /lab/orig/classifier.onnx /lab/classifier.onnx; finish 0
 
 row model_truncated "the model file truncated to half its size in place while the agent runs"
 ready; inject
 truncate -s $(( $(stat -c %s /lab/classifier.onnx) / 2 )) /lab/classifier.onnx
-settle; sleep 3; refuse_check
+settle; sleep 3; refuse_check /lab/classifier.onnx
 cp /lab/orig/classifier.onnx /lab/classifier.onnx; finish 0
 
 row mapping_replaced_garbage "the mapping file replaced with garbage while the agent runs (a new file renamed over it)"
 ready; inject
 head -c 4096 /dev/urandom > /lab/mapping.toml.new && mv /lab/mapping.toml.new /lab/mapping.toml
-settle; sleep 3; refuse_check
+settle; sleep 3; refuse_check /lab/mapping.toml
 cp /lab/orig/mapping.toml /lab/mapping.toml; finish 0
 
 row mapping_truncated "the mapping file truncated in place while the agent runs (cut inside an expert's name)"
 ready; inject
 truncate -s @MAPPING_CUT@ /lab/mapping.toml
-settle; sleep 3; refuse_check
+settle; sleep 3; refuse_check /lab/mapping.toml
 cp /lab/orig/mapping.toml /lab/mapping.toml; finish 0
 
 row decision_log_disk_full "the decision log's file system full (its 4 MiB tmpfs filled with dd)"

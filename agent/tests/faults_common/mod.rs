@@ -20,7 +20,7 @@
 //! | `orphan_wait_s` | how long the guest waited for `scx_*` processes not the agent's children to go (at most 5 s) |
 //! | `t_final_start`, `t_final_end`, `final_rc` | the timed `asa status --json` at the end (`ROW.final.json`) |
 //! | `during_status_s` | a timed `asa status` while the fault lasts (the socket flood), or `none` |
-//! | `refuse_rc`, `refuse_msg` | a new `asa run --dry-run` given the damaged file: its exit status and error |
+//! | `refuse_file`, `refuse_rc`, `refuse_msg` | a new `asa run --dry-run` given the damaged file: the file, its exit status and error |
 //! | `note` | anything else worth a line in the table |
 //!
 //! Besides, `ROW.before.json`, `ROW.known.json` (the agreeing answer, else the last poll's) and
@@ -130,6 +130,8 @@ impl StatusView {
 /// A new agent's answer to the damaged file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// The damaged file, which the error must name.
+    pub file: String,
     pub exit_code: i32,
     pub message: String,
 }
@@ -295,10 +297,10 @@ impl FaultRow {
         if let Some(r) = &self.refusal {
             if r.exit_code == 0 {
                 failures.push("a new agent accepted the damaged file".into());
-            } else if r.message.is_empty() {
+            } else if !r.message.contains(&r.file) {
                 failures.push(format!(
-                    "a new agent refused the damaged file (exit {}) without an error message",
-                    r.exit_code
+                    "a new agent refused the damaged file (exit {}) without naming {}: {:?}",
+                    r.exit_code, r.file, r.message
                 ));
             }
         }
@@ -376,6 +378,7 @@ fn row_from(
         StatusView::parse(&file(&format!("{name}.{suffix}.json")).unwrap_or_default())
     };
     let refusal = maybe::<i32>(name, keys, "refuse_rc")?.map(|exit_code| Refusal {
+        file: keys.get("refuse_file").cloned().unwrap_or_default(),
         exit_code,
         message: keys.get("refuse_msg").cloned().unwrap_or_default(),
     });
@@ -676,12 +679,21 @@ mod tests {
         let mut accepted = r.clone();
         accepted.refusal = Some(Refusal {
             exit_code: 0,
-            message: String::new(),
+            ..refusal.clone()
         });
         assert_eq!(
             accepted.failures(),
             ["a new agent accepted the damaged file"]
         );
+        // An error that does not say which file is wrong is no clear refusal (it may be
+        // another fault altogether).
+        let mut vague = r.clone();
+        vague.refusal = Some(Refusal {
+            message: "asa: error: another agent already serves /run/asa/control.sock".into(),
+            ..refusal.clone()
+        });
+        assert_eq!(vague.failures().len(), 1);
+        assert!(vague.failures()[0].contains("without naming /lab/classifier.onnx"));
     }
 
     #[test]
