@@ -65,7 +65,7 @@ ready() {
   [ $i -ge 40 ] && note "no known scheduler before the fault (waited 20 s)"
   st $OUT/$ROW.before.json; put t_before $(now)
 }
-inject() { put t_inject $(now); }
+inject() { T_INJECT=$(now); put t_inject $T_INJECT; }
 # settle [S]: poll every 50 ms (at most S s, default 10) until `known`; the agreeing answer (else
 # the last one) is kept as ROW.known.json, every poll in ROW.polls.
 settle() {
@@ -74,7 +74,7 @@ settle() {
     st /tmp/poll.json; rc=$?; t=$(now)
     if [ $rc = 0 ] && known /tmp/poll.json; then
       put t_known $t; cp /tmp/poll.json $OUT/$ROW.known.json
-      echo "$t known $(active_of /tmp/poll.json)" >> $OUT/$ROW.polls
+      echo "$t known kernel=$(state)/$(ops) agent=$(active_of /tmp/poll.json)" >> $OUT/$ROW.polls
       return 0
     fi
     echo "$t rc=$rc kernel=$(state)/$(ops) agent=$(active_of /tmp/poll.json)/$(active_pid_of /tmp/poll.json)" >> $OUT/$ROW.polls
@@ -183,6 +183,9 @@ note "killed agent $D while rusty (pid $(pidof scx_rusty)) loaded and bpfland (p
 inject; kill -KILL $D
 start_agent
 settle 15
+# How long the kernel alone took (the old expert detaching on its parent-death SIGINT).
+t_k=$(awk '/kernel=disabled\// {print $1; exit}' $OUT/$ROW.polls)
+[ -n "$t_k" ] && note "the kernel was on EEVDF $(elapsed $T_INJECT $t_k) s after the kill (first poll that saw it)"
 wait $P; note "the interrupted asa pin rusty: exit $? ($(tr '\n' ' ' < $OUT/$ROW.pin.out | cut -c1-120))"
 finish
 # What this row leaves would disturb the next ones: killed after it was recorded.
