@@ -33,9 +33,11 @@ pub use vm::{DiskBus, VmConfig, VmError, VmOutcome};
 pub const BASE_ROOTFS_PACKAGES: &[&str] = &["libelf1", "zlib1g", "procps"];
 
 /// The one package set the workspace's VM tests ask for (xz for the decision and calibration
-/// tests, 7-Zip and iperf3 for the scenario smoke test, sysbench for the lab's disk test), so
-/// a fresh machine builds and caches a single test root filesystem.
-pub const TEST_ROOTFS_PACKAGES: [&str; 4] = ["7zip", "iperf3", "sysbench", "xz-utils"];
+/// tests, 7-Zip and iperf3 for the scenario smoke test, sysbench for the lab's disk test,
+/// dbus-daemon for the D-Bus test's system bus), so a fresh machine builds and caches a single
+/// test root filesystem.
+pub const TEST_ROOTFS_PACKAGES: [&str; 5] =
+    ["7zip", "dbus-daemon", "iperf3", "sysbench", "xz-utils"];
 
 /// A binary of this workspace's build, for tests of crates that cannot name it with
 /// `CARGO_BIN_EXE_*`: the folder above the running test's `deps/` (`cargo test --workspace`, as
