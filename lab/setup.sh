@@ -89,6 +89,21 @@ fi
 
 cache="${ASA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/asa}"
 export PATH="/usr/lib/llvm-19/bin:$PATH"
+# `cargo install --locked` of CRATE at VERSION into ROOT unless ROOT/bin/BINARY is there; every
+# build shares one target dir, so common dependencies are built once.
+install_crate() {
+  local root=$1 crate=$2 version=$3 binary=$4 start
+  if [[ -x "$root/bin/$binary" ]]; then
+    log "$crate $version present"
+    return
+  fi
+  log "building $crate $version (a few minutes; shared target dir in $cache/experts/target)"
+  start=$SECONDS
+  CARGO_TARGET_DIR="$cache/experts/target" \
+    cargo install --quiet --locked --root "$root" "$crate@$version"
+  log "$crate $version built in $((SECONDS - start)) s"
+}
+
 # crate version binary, for every expert from crates.io in the catalogue.
 python3 - <<'PY' > /tmp/asa-experts.$$
 import tomllib
@@ -98,32 +113,14 @@ for e in cat["expert"]:
         print(e["crate"], e["version"], e["binary"])
 PY
 while read -r crate version binary; do
-  root="$cache/experts/$crate-$version"
-  if [[ -x "$root/bin/$binary" ]]; then
-    log "$crate $version present"
-    continue
-  fi
-  log "building $crate $version (a few minutes; shared target dir in $cache/experts/target)"
-  start=$SECONDS
-  CARGO_TARGET_DIR="$cache/experts/target" \
-    cargo install --quiet --locked --root "$root" "$crate@$version"
-  log "$crate $version built in $((SECONDS - start)) s"
+  install_crate "$cache/experts/$crate-$version" "$crate" "$version" "$binary"
 done < /tmp/asa-experts.$$
 rm -f /tmp/asa-experts.$$
 
 # scxctl, scx_loader's D-Bus client, which the D-Bus tests drive asa with: the version pinned in
 # Cargo.toml ([workspace.metadata.asa.tools]), into $cache/scxctl/scxctl-<version>.
 scxctl_version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["metadata"]["asa"]["tools"]["scxctl"])')
-root="$cache/scxctl/scxctl-$scxctl_version"
-if [[ -x "$root/bin/scxctl" ]]; then
-  log "scxctl $scxctl_version present"
-else
-  log "building scxctl $scxctl_version"
-  start=$SECONDS
-  CARGO_TARGET_DIR="$cache/experts/target" \
-    cargo install --quiet --locked --root "$root" "scxctl@$scxctl_version"
-  log "scxctl $scxctl_version built in $((SECONDS - start)) s"
-fi
+install_crate "$cache/scxctl/scxctl-$scxctl_version" scxctl "$scxctl_version" scxctl
 
 # ONNX Runtime for scx_gru and the agent's classifier (one shared library in the cache), and the
 # classifier's Python environment (training, export, pytest) in classifier/.venv.
