@@ -18,6 +18,17 @@ fn asa() -> Command {
     Command::new(env!("CARGO_BIN_EXE_asa"))
 }
 
+/// `asa --socket SOCKET run --dry-run --no-bpf --onnxruntime ORT`: a dry run on procfs alone,
+/// to which a test adds its own options.
+fn procfs_dry_run(socket: &Path) -> Command {
+    let mut cmd = asa();
+    cmd.arg("--socket")
+        .arg(socket)
+        .args(["run", "--dry-run", "--no-bpf", "--onnxruntime"])
+        .arg(ort_library());
+    cmd
+}
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
@@ -232,19 +243,10 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
 fn log_features_puts_each_ticks_feature_vector_in_the_decision_log_only() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("decisions.jsonl");
-    let out = asa()
-        .arg("--socket")
-        .arg(dir.path().join("control.sock"))
-        .args(["run", "--dry-run", "--no-bpf", "--log-features"])
+    let out = procfs_dry_run(&dir.path().join("control.sock"))
+        .arg("--log-features")
         .env("RUST_LOG", "debug")
-        .args([
-            "--interval-ms",
-            "200",
-            "--duration-s",
-            "1.5",
-            "--onnxruntime",
-        ])
-        .arg(ort_library())
+        .args(["--interval-ms", "200", "--duration-s", "1.5"])
         .arg("--decision-log")
         .arg(&log)
         .output()
@@ -367,12 +369,8 @@ fn control_socket_serves_status_past_a_silent_client_and_refuses_a_64_mib_line()
     use std::os::unix::net::UnixStream;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
-    let mut child = asa()
-        .arg("--socket")
-        .arg(&socket)
-        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "500"])
-        .args(["--duration-s", "60", "--onnxruntime"])
-        .arg(ort_library())
+    let mut child = procfs_dry_run(&socket)
+        .args(["--interval-ms", "500", "--duration-s", "60"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -477,12 +475,8 @@ fn the_agent_notifies_readiness_and_feeds_the_watchdog() {
     manager
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let child = asa()
-        .arg("--socket")
-        .arg(dir.path().join("control.sock"))
-        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "200"])
-        .args(["--duration-s", "5", "--onnxruntime"])
-        .arg(ort_library())
+    let child = procfs_dry_run(&dir.path().join("control.sock"))
+        .args(["--interval-ms", "200", "--duration-s", "5"])
         .env("NOTIFY_SOCKET", &notify)
         .env("WATCHDOG_USEC", "2000000")
         .stderr(Stdio::piped())
@@ -532,13 +526,9 @@ fn the_agent_notifies_readiness_and_feeds_the_watchdog() {
 fn a_full_decision_log_disk_loses_lines_not_the_agent() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
-    let child = asa()
-        .arg("--socket")
-        .arg(&socket)
-        .args(["run", "--dry-run", "--no-bpf", "--interval-ms", "200"])
-        .args(["--duration-s", "3", "--decision-log", "/dev/full"])
-        .arg("--onnxruntime")
-        .arg(ort_library())
+    let child = procfs_dry_run(&socket)
+        .args(["--interval-ms", "200", "--duration-s", "3"])
+        .args(["--decision-log", "/dev/full"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
