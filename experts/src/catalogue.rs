@@ -251,6 +251,14 @@ impl Catalogue {
         &self.experts
     }
 
+    /// The sched_ext schedulers that can be run: every entry but the kernel default and the
+    /// ones declared `available = false`, in file order.
+    pub fn available_schedulers(&self) -> impl Iterator<Item = &Expert> {
+        self.experts
+            .iter()
+            .filter(|e| e.available && !e.is_kernel_default())
+    }
+
     /// Look an expert up by name.
     pub fn get(&self, name: &str) -> Option<&Expert> {
         self.experts.iter().find(|e| e.name == name)
@@ -318,6 +326,26 @@ mod tests {
     }
 
     const EEVDF_ENTRY: &str = "[[expert]]\nname = \"eevdf\"\nkind = \"kernel-default\"\n";
+
+    #[test]
+    fn available_schedulers_leave_out_the_kernel_default_and_unavailable_entries() {
+        let builtin = Catalogue::builtin();
+        let names: Vec<&str> = builtin
+            .available_schedulers()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru"]
+        );
+        let c = parse(&format!(
+            "schema = \"asa.experts\"\nversion = 1\n{EEVDF_ENTRY}\
+             [[expert]]\nname = \"later\"\nkind = \"scx-crate\"\ncrate = \"scx_later\"\n\
+             version = \"1.0.0\"\nbinary = \"scx_later\"\nops_prefix = \"later\"\navailable = false\n"
+        ))
+        .unwrap();
+        assert_eq!(c.available_schedulers().count(), 0);
+    }
 
     #[test]
     fn rejects_wrong_schema_version_and_fields() {

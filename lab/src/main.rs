@@ -240,9 +240,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut run = GuestRun::new("demo", &script).with_asa(&asa_binary(&asa)?);
             // Every expert of the catalogue, so the guest's `asa experts` lists none missing.
             run.experts = asa_experts::Catalogue::builtin()
-                .experts()
-                .iter()
-                .filter(|e| e.available && !e.is_kernel_default())
+                .available_schedulers()
                 .map(|e| e.name.clone())
                 .collect();
             run.host_tools = vec!["stress-ng".into(), "xz".into()];

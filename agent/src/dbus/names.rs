@@ -42,9 +42,8 @@ pub fn loader_name(catalogue: &Catalogue, expert: &str) -> String {
 /// names, in catalogue order.
 pub fn supported(catalogue: &Catalogue) -> Vec<String> {
     catalogue
-        .experts()
-        .iter()
-        .filter(|e| e.available && !e.is_kernel_default() && !e.binary_name().is_empty())
+        .available_schedulers()
+        .filter(|e| !e.binary_name().is_empty())
         .map(|e| e.binary_name().to_owned())
         .collect()
 }
@@ -67,8 +66,8 @@ pub fn switch_request(catalogue: &Catalogue, scx_name: &str, mode: u32) -> Resul
     }
     let usable = |name: &str| {
         catalogue
-            .get(name)
-            .filter(|e| e.available && !e.is_kernel_default())
+            .available_schedulers()
+            .find(|e| e.name == name)
             .map(|e| e.name.clone())
     };
     let by_binary = catalogue
