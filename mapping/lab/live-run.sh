@@ -12,7 +12,8 @@
 # MIN_PHASE lengthens a phased scenario so its shortest phase lasts that long), REPS,
 # AGENT_COOLDOWN (s), AGENT_NICE (the agent's decision thread, default 0), EXPERT_NICE (the
 # experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
-# (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
+# (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios), DRY_RUN (1: also the
+# `asa run --dry-run` column, the default; 0: without it).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR TABLE MODEL}
 TABLE=${2:?usage: $0 OUT_DIR TABLE MODEL}
@@ -31,6 +32,7 @@ EXPERT_NICE=${EXPERT_NICE:-}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
+DRY_RUN=${DRY_RUN:-1}
 
 . lab/vm-run.sh
 ORT=$(gru_expert/setup_ort.sh)
@@ -42,7 +44,7 @@ GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN --agent-nice $AGENT_NICE --classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
-  --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
+  --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm live --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" \

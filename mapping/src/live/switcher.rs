@@ -26,10 +26,13 @@ pub struct AgentLauncher {
     pub ready_timeout: Duration,
     /// How long the agent may take to stop after SIGTERM (its expert's stop included).
     pub stop_timeout: Duration,
+    /// How long to wait, once it serves its socket, for the agent to be warm (see
+    /// [`warmth`]) before the scenario's load starts; past it the run goes on, with a warning.
+    pub warm_timeout: Duration,
 }
 
 impl AgentLauncher {
-    /// A launcher with the default timeouts (90 s to start, 60 s to stop).
+    /// A launcher with the default timeouts (90 s to start, 120 s to be warm, 60 s to stop).
     pub fn new(program: PathBuf, run_args: Vec<String>, log_dir: PathBuf) -> Self {
         Self {
             program,
@@ -37,6 +40,7 @@ impl AgentLauncher {
             log_dir,
             ready_timeout: Duration::from_secs(90),
             stop_timeout: Duration::from_secs(60),
+            warm_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -186,22 +190,123 @@ impl LiveSwitcher {
         }
         info!("agent started (decision log {})", decisions.display());
         self.agent = Some(agent);
+        self.wait_until_warm()
+    }
+
+    /// Waits until the agent is warm ([`warmth`]): a daemon that was running before the
+    /// workload began, as `asa run` under systemd is, and as a static expert is attached
+    /// before the load starts. Without it each run would charge the agent its start-up (model
+    /// load, first switch, standbys loading) inside the probe's 60 s.
+    fn wait_until_warm(&mut self) -> Result<()> {
+        let Some(agent) = self.agent.as_mut() else {
+            return Ok(());
+        };
+        let pid = agent.child.id();
+        let started = Instant::now();
+        let mut last = Warmth::NoStatus;
+        while started.elapsed() < self.launcher.warm_timeout {
+            if let Some(status) = agent.child.try_wait()? {
+                bail!(
+                    "the agent exited while warming up ({status}): {}",
+                    tail(&agent.log, 8)
+                );
+            }
+            last = status_json(&self.launcher.program)
+                .map_or(Warmth::NoStatus, |v| warmth(&v, pid, WARM_TICKS));
+            if last == Warmth::Warm {
+                info!("agent warm after {:.1} s", started.elapsed().as_secs_f64());
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        warn!(
+            "the agent was not warm within {:?} ({last:?}): the run starts anyway",
+            self.launcher.warm_timeout
+        );
         Ok(())
     }
 }
 
-/// Whether `asa status` reports the agent with process id `pid`.
-fn serves_status(program: &Path, pid: u32) -> bool {
-    let Ok(out) = Command::new(program)
+/// Ticks the agent must have decided since its last switch to count as warm: its start-up
+/// choice made and held (a switch within the first ticks, e.g. to the idle class's expert, is
+/// waited out).
+pub const WARM_TICKS: u64 = 3;
+
+/// How far a starting agent is from warm, read from its `asa status --json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Warmth {
+    /// No status, or the status of another process.
+    NoStatus,
+    /// Fewer than the required ticks since start or since its last switch.
+    Deciding {
+        /// Ticks since the last switch (or since start).
+        ticks: u64,
+    },
+    /// A switch is under way, or the kernel does not run what the agent believes.
+    Switching,
+    /// A wanted hot standby is not loaded and parked yet.
+    StandbyLoading {
+        /// The first such standby.
+        expert: String,
+    },
+    /// Its start-up choice held for the required ticks, nothing switching, every wanted
+    /// standby parked.
+    Warm,
+}
+
+/// Warmth of the agent `pid` from its status (`asa status --json`), requiring `ticks`
+/// decisions since its last switch.
+pub fn warmth(status: &serde_json::Value, pid: u32, ticks: u64) -> Warmth {
+    let agent = &status["agent"];
+    if agent["pid"].as_u64() != Some(u64::from(pid)) {
+        return Warmth::NoStatus;
+    }
+    let decision = &agent["decision"];
+    let now = decision["last"]["tick"].as_u64().unwrap_or(0);
+    let since = now
+        - decision["last_switch"]["tick"]
+            .as_u64()
+            .unwrap_or(0)
+            .min(now);
+    if since < ticks {
+        return Warmth::Deciding { ticks: since };
+    }
+    if !agent["switching_to"].is_null() || agent["consistent"] == serde_json::Value::Bool(false) {
+        return Warmth::Switching;
+    }
+    let standby = &agent["standby"];
+    let parked = |name: &str| {
+        standby["experts"].as_array().is_some_and(|list| {
+            list.iter()
+                .any(|e| e["expert"] == name && e["state"] == "parked")
+        })
+    };
+    let wanted = standby["wanted"].as_array().cloned().unwrap_or_default();
+    if let Some(expert) = wanted
+        .iter()
+        .filter_map(|w| w.as_str())
+        .find(|w| !parked(w))
+    {
+        return Warmth::StandbyLoading {
+            expert: expert.to_string(),
+        };
+    }
+    Warmth::Warm
+}
+
+/// `asa status --json`, parsed.
+fn status_json(program: &Path) -> Option<serde_json::Value> {
+    let out = Command::new(program)
         .args(["status", "--json"])
         .stderr(Stdio::null())
         .output()
-    else {
-        return false;
-    };
-    serde_json::from_slice::<serde_json::Value>(&out.stdout)
-        .map(|v| v["agent"]["pid"].as_u64() == Some(u64::from(pid)))
-        .unwrap_or(false)
+        .ok()?;
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Whether `asa status` reports the agent with process id `pid`.
+fn serves_status(program: &Path, pid: u32) -> bool {
+    status_json(program).is_some_and(|v| v["agent"]["pid"].as_u64() == Some(u64::from(pid)))
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -247,5 +352,79 @@ impl Drop for LiveSwitcher {
         if let Err(e) = self.stop_agent() {
             warn!("{e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(
+        last: u64,
+        last_switch: Option<u64>,
+        wanted: &[&str],
+        parked: &[&str],
+    ) -> serde_json::Value {
+        json!({"agent": {
+            "pid": 42,
+            "switching_to": null,
+            "consistent": true,
+            "decision": {
+                "last": {"tick": last},
+                "last_switch": last_switch.map(|t| json!({"tick": t})),
+            },
+            "standby": {
+                "wanted": wanted,
+                "experts": parked.iter().map(|e| json!({"expert": e, "state": "parked"})).collect::<Vec<_>>(),
+            },
+        }})
+    }
+
+    #[test]
+    fn another_process_status_is_no_status() {
+        assert_eq!(warmth(&status(9, None, &[], &[]), 7, 3), Warmth::NoStatus);
+        assert_eq!(warmth(&json!({}), 42, 3), Warmth::NoStatus);
+    }
+
+    #[test]
+    fn an_agent_is_not_warm_until_its_choice_has_held_for_the_ticks() {
+        assert_eq!(
+            warmth(&status(0, None, &[], &[]), 42, 3),
+            Warmth::Deciding { ticks: 0 }
+        );
+        assert_eq!(
+            warmth(&status(3, Some(1), &[], &[]), 42, 3),
+            Warmth::Deciding { ticks: 2 }
+        );
+        assert_eq!(warmth(&status(4, Some(1), &[], &[]), 42, 3), Warmth::Warm);
+        assert_eq!(warmth(&status(3, None, &[], &[]), 42, 3), Warmth::Warm);
+    }
+
+    #[test]
+    fn a_switch_under_way_or_an_inconsistent_kernel_is_not_warm() {
+        let mut s = status(9, Some(1), &[], &[]);
+        s["agent"]["switching_to"] = json!("lavd");
+        assert_eq!(warmth(&s, 42, 3), Warmth::Switching);
+        let mut s = status(9, Some(1), &[], &[]);
+        s["agent"]["consistent"] = json!(false);
+        assert_eq!(warmth(&s, 42, 3), Warmth::Switching);
+    }
+
+    #[test]
+    fn every_wanted_standby_must_be_parked() {
+        let mut s = status(9, Some(1), &["bpfland", "rusty"], &["bpfland"]);
+        s["agent"]["standby"]["experts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"expert": "rusty", "state": "loading"}));
+        assert_eq!(
+            warmth(&s, 42, 3),
+            Warmth::StandbyLoading {
+                expert: "rusty".into()
+            }
+        );
+        let s = status(9, Some(1), &["bpfland", "rusty"], &["rusty", "bpfland"]);
+        assert_eq!(warmth(&s, 42, 3), Warmth::Warm);
     }
 }
