@@ -129,30 +129,9 @@ impl FakeState {
 
 /// A decision engine's status whose table has `default_expert`.
 fn decision(default_expert: Option<String>) -> DecisionStatus {
-    use asa_agent::decision::classifier::ModelInfo;
-    use asa_agent::decision::engine::EngineInfo;
-    DecisionStatus::new(EngineInfo {
-        model: "/fake.onnx".into(),
-        model_info: ModelInfo {
-            schema: asa_agent::decision::FeatureSchema {
-                name: "asa.features".into(),
-                version: 1,
-                features: vec![],
-                since: vec![],
-            },
-            class_names: vec![],
-            training_date: String::new(),
-            trained_on: String::new(),
-            ignored_features: vec![],
-        },
-        mapping: "fake".into(),
-        class_experts: vec![],
-        overall_best: None,
-        interval_ms: 1000,
-        bpf: false,
-        policy: asa_agent::decision::policy::PolicyConfig::default(),
-        dry_run: false,
+    DecisionStatus::new(asa_agent::decision::engine::EngineInfo {
         default_expert,
+        ..Default::default()
     })
 }
 

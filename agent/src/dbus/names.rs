@@ -238,31 +238,11 @@ mod tests {
         default_expert: Option<&str>,
         overall_best: Option<&str>,
     ) -> AgentStatus {
-        use crate::decision::classifier::ModelInfo;
         use crate::decision::engine::EngineInfo;
-        use crate::decision::FeatureSchema;
         st.decision = Some(crate::control::DecisionStatus::new(EngineInfo {
-            model: "/m.onnx".into(),
-            model_info: ModelInfo {
-                schema: FeatureSchema {
-                    name: "asa.features".into(),
-                    version: 1,
-                    features: vec![],
-                    since: vec![],
-                },
-                class_names: vec![],
-                training_date: String::new(),
-                trained_on: String::new(),
-                ignored_features: vec![],
-            },
-            mapping: "test".into(),
-            class_experts: vec![],
             overall_best: overall_best.map(str::to_owned),
-            interval_ms: 1000,
-            bpf: false,
-            policy: crate::decision::policy::PolicyConfig::default(),
-            dry_run: false,
             default_expert: default_expert.map(str::to_owned),
+            ..EngineInfo::default()
         }));
         st
     }

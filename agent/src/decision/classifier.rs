@@ -166,7 +166,7 @@ impl OrtRuntime {
 }
 
 /// What the model says about itself.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelInfo {
     /// The feature schema it was trained on (name, version, ordered names).
     pub schema: FeatureSchema,

@@ -103,8 +103,8 @@ pub struct TickRecord {
     pub features: Option<BTreeMap<String, Option<f64>>>,
 }
 
-/// The decision engine's settings, as `asa status` shows them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The decision engine's settings, as `asa status` shows them (`Default`: no model, no table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineInfo {
     /// The classifier model file.
     pub model: PathBuf,

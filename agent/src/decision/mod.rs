@@ -21,7 +21,7 @@ pub mod voting;
 /// What the decision module needs to know about the live feature schema: its name and version
 /// and the feature names in the order the sampler writes them. Integration point with
 /// perception: build it from `agent/feature_schema.toml` (schema name, version, ordered names).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeatureSchema {
     /// Schema name (e.g. `asa.features`).
     pub name: String,
