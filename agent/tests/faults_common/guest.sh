@@ -55,8 +55,9 @@ wait_agent() {
 }
 ensure_agent() { agent_alive && return 0; note "$1"; start_agent; wait_agent 60 || note "the new agent did not answer within 60 s"; }
 # Every scx_* process as PID/PPID/STATE/COMM, and the pids of those whose parent is not $1.
-scx_procs() { ps -eo pid=,ppid=,stat=,comm= | awk '$4 ~ /^scx_/ {printf "%s/%s/%s/%s ", $1, $2, substr($3, 1, 1), $4}'; }
-not_children_of() { ps -eo pid=,ppid=,comm= | awk -v d="$1" '$3 ~ /^scx_/ && $2 != d {printf "%s ", $1}'; }
+# Kernel threads (children of kthreadd, pid 2: sched_ext's own scx_enable_helper) are no expert.
+scx_procs() { ps -eo pid=,ppid=,stat=,comm= | awk '$4 ~ /^scx_/ && $2 != 2 {printf "%s/%s/%s/%s ", $1, $2, substr($3, 1, 1), $4}'; }
+not_children_of() { ps -eo pid=,ppid=,comm= | awk -v d="$1" '$3 ~ /^scx_/ && $2 != d && $2 != 2 {printf "%s ", $1}'; }
 
 row() { ROW=$1; shift; put fault "$*"; echo "=== $ROW: $*"; }
 # ready: wait (up to 20 s, not counted) for a known state; the status before the fault.
