@@ -16,12 +16,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use asa_experts::supervisor::StandbyInfo;
-use asa_experts::{Active, ScxSnapshot, SwitchReport};
+use asa_experts::{Active, Catalogue, ScxSnapshot, ScxState, SwitchReport};
 
 use crate::decision::engine::{EngineInfo, TickRecord};
 use serde::{Deserialize, Serialize};
@@ -186,6 +186,53 @@ pub struct Response {
     /// The switch the request caused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<SwitchReport>,
+}
+
+/// Answers one control request.
+pub type Answer = Arc<dyn Fn(Request) -> Response + Send + Sync>;
+
+/// Whatever answers the agent's control requests now, replaceable while the socket (and the
+/// D-Bus interface) serve: the agent moves through phases (starting, waiting for a foreign
+/// scheduler, running, stopping) behind one socket that is bound once, at start.
+#[derive(Clone)]
+pub struct AgentLink(Arc<RwLock<Answer>>);
+
+impl AgentLink {
+    /// A link answering with `answer`.
+    pub fn new(answer: impl Fn(Request) -> Response + Send + Sync + 'static) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(answer))))
+    }
+
+    /// A link that refuses every request with `why` (until [`AgentLink::set`]).
+    pub fn refusing(why: impl Into<String>) -> Self {
+        let why = why.into();
+        Self::new(move |_| refusal(why.clone()))
+    }
+
+    /// From now on, answer with `answer`.
+    pub fn set(&self, answer: impl Fn(Request) -> Response + Send + Sync + 'static) {
+        *self.0.write().unwrap() = Arc::new(answer);
+    }
+
+    /// The agent's answer to `request` (blocks for as long as the request takes: a switch may
+    /// take minutes).
+    pub fn ask(&self, request: Request) -> Response {
+        let answer = self.0.read().unwrap().clone();
+        answer(request)
+    }
+}
+
+/// True when the kernel (`snap`) runs catalogue expert `expert`: EEVDF when no BPF scheduler is
+/// attached (state `disabled`), any other expert when one is `enabled` with its ops name. An
+/// expert the catalogue does not know never agrees.
+pub fn kernel_runs(catalogue: &Catalogue, expert: &str, snap: &ScxSnapshot) -> bool {
+    match catalogue.get(expert) {
+        Some(e) if e.is_kernel_default() => snap.state == ScxState::Disabled,
+        Some(e) => {
+            snap.state == ScxState::Enabled && snap.ops.as_deref().is_some_and(|o| e.owns_ops(o))
+        }
+        None => false,
+    }
 }
 
 /// Send one request; `Ok(None)` when no agent listens at `path`.

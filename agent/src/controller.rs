@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use asa_experts::supervisor::unix_ms;
-use asa_experts::{Catalogue, SchedExt, ScxState, Supervisor, SupervisorEvent, SwitchError, EEVDF};
+use asa_experts::{Catalogue, SchedExt, Supervisor, SupervisorEvent, SwitchError, EEVDF};
 use log::{info, warn};
 
 use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
@@ -435,14 +435,11 @@ impl ControllerHandle {
             .sum();
         let snap = self.scx.snapshot().ok();
         st.consistent = match (&snap, &st.switching_to) {
-            (Some(snap), None) => Some(match self.catalogue.get(&st.active.expert) {
-                Some(e) if e.is_kernel_default() => snap.state == ScxState::Disabled,
-                Some(e) => {
-                    snap.state == ScxState::Enabled
-                        && snap.ops.as_deref().is_some_and(|o| e.owns_ops(o))
-                }
-                None => false,
-            }),
+            (Some(snap), None) => Some(control::kernel_runs(
+                &self.catalogue,
+                &st.active.expert,
+                snap,
+            )),
             _ => None,
         };
         st.kernel = snap;

@@ -5,12 +5,12 @@
 //! no root needed).
 //!
 //! Settings come from the command line, else the config file (TOML, `/etc/asa/asa.toml` when it
-//! exists, or `--config`), else the defaults. Everything the decision needs (schema, ONNX
-//! Runtime, model, mapping) is loaded and checked before the scheduler is touched: a bad model
-//! is one error at start and nothing is switched. SIGINT/SIGTERM/SIGHUP stop the loop and the
-//! controller returns the machine to EEVDF.
+//! exists, or `--config`), else the defaults. The control socket serves `asa status` from the
+//! start (mode `starting` while the slow start-up work runs, then `waiting` or `daemon`).
+//! Everything the decision needs (schema, ONNX Runtime, model, mapping) is loaded and checked
+//! before the scheduler is touched: a bad model is one error at start and nothing is switched.
+//! SIGINT/SIGTERM/SIGHUP stop the loop and the controller returns the machine to EEVDF.
 
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use asa_experts::supervisor::unix_ms;
 use asa_experts::{Active, Catalogue, SchedExt, ScxState, Supervisor, SupervisorConfig, EEVDF};
 use serde::Deserialize;
 
-use crate::control::{self, AgentStatus, DecisionStatus, Request, Response};
+use crate::control::{self, AgentLink, AgentStatus, DecisionStatus, Request, Response};
 use crate::controller::{Controller, ControllerHandle, StandbySettings};
 use crate::dbus;
 use crate::decision::engine::{
@@ -351,7 +351,82 @@ pub struct DaemonContext {
     pub standby: StandbySettings,
 }
 
+/// What `asa status` says while the agent loads what its decisions need.
+pub const STARTING_NOTE: &str = "starting: loading the classifier model (ONNX Runtime, the model, the mapping table); nothing is switched until it is loaded";
+
+/// What a pin or unpin is told meanwhile.
+const STARTING_REFUSAL: &str =
+    "the agent is starting (loading the classifier model): try again in a moment";
+
+/// The control socket from its bind to the end of [`run`], however `run` ends (the socket file
+/// is removed on drop). `link` answers it, and is replaced as the agent moves from starting to
+/// waiting for a foreign scheduler to running.
+struct ControlSocket {
+    path: PathBuf,
+    link: AgentLink,
+}
+
+impl ControlSocket {
+    /// Binds `path` (refused while another agent serves it) and serves it, answered by `link`,
+    /// with the bounds of [`control::serve`], for the life of the process.
+    fn serve(path: &Path, link: AgentLink) -> Result<Self> {
+        let listener = control::bind(path)?;
+        let answer = link.clone();
+        control::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
+            answer.ask(request)
+        });
+        Ok(Self {
+            path: path.to_owned(),
+            link,
+        })
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The control socket's answer while the agent starts (mode `starting`, [`STARTING_NOTE`]):
+/// `status` with `active` (what the agent reports running until it is up: nothing it
+/// started), the kernel's state read now and whether the kernel runs `active`; any other
+/// request is refused until the agent is up.
+fn starting(
+    active: Active,
+    scx: SchedExt,
+    catalogue: Catalogue,
+) -> impl Fn(Request) -> Response + Send + Sync + 'static {
+    let status = AgentStatus::new("starting", active, STARTING_NOTE);
+    move |request| match request {
+        Request::Status => {
+            let kernel = scx.snapshot().ok();
+            let consistent = kernel
+                .as_ref()
+                .map(|k| control::kernel_runs(&catalogue, &status.active.expert, k));
+            Response {
+                ok: true,
+                error: None,
+                status: Some(AgentStatus {
+                    kernel,
+                    consistent,
+                    ..status.clone()
+                }),
+                switch: None,
+            }
+        }
+        _ => control::refusal(STARTING_REFUSAL),
+    }
+}
+
 /// `asa run`: runs until `stop` is set (or `--duration-s`), then restores EEVDF.
+///
+/// The control socket is served first, before the slow start-up work (ONNX Runtime and the
+/// model take seconds, 6 s under the lab's emulator): an agent started again after a crash
+/// says at once what the machine runs (mode `starting`, the kernel's own scheduler). A second
+/// `asa run` is refused at that bind, before it loads anything. Everything the decision needs
+/// is then loaded and checked before the scheduler is touched: a bad model is one error and
+/// nothing is switched.
 pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
     let settings = RunSettings::resolve(args)?;
     if let Some(path) = &settings.config_file {
@@ -365,6 +440,21 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
             "asa run needs root (attaching a sched_ext scheduler needs CAP_SYS_ADMIN and CAP_BPF): run it with sudo, or use --dry-run to decide without switching"
         );
     }
+    let eevdf = Active {
+        expert: EEVDF.to_string(),
+        since_unix_ms: unix_ms(SystemTime::now()),
+        pid: None,
+    };
+    let sysfs = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
+    let control = ControlSocket::serve(
+        &ctx.socket,
+        AgentLink::new(starting(eevdf, sysfs, ctx.catalogue.clone())),
+    )?;
+    log::info!(
+        "serving {} (mode starting) while the classifier model loads",
+        ctx.socket.display()
+    );
+    sd_notify::notify_or_log("STATUS=starting: loading the classifier model");
     // Everything the decision needs, before the scheduler is touched.
     let mut engine = DecisionEngine::load(
         &settings.sources,
@@ -376,45 +466,27 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     )?;
     engine.log_features(settings.log_features);
     let scx = SchedExt::system()?;
-    // The socket before the supervisor: a second `asa run` is told an agent already serves it.
-    let listener = control::bind(&ctx.socket)?;
     // The bus name too, before the scheduler is touched: scx_loader owning it is one error.
-    let dbus_agent = dbus::AgentLink::refusing("the agent is starting: try again in a moment");
-    let dbus_service = match settings
+    let dbus_agent = AgentLink::refusing("the agent is starting: try again in a moment");
+    let dbus_service = settings
         .dbus
         .then(|| serve_dbus(dbus_agent.clone(), &ctx.catalogue))
-        .transpose()
-    {
-        Ok(service) => service,
-        Err(e) => {
-            let _ = std::fs::remove_file(&ctx.socket);
-            return Err(e);
-        }
-    };
+        .transpose()?;
     let heartbeat = Heartbeat::start(stop.clone());
     sd_notify::notify_or_log("READY=1\nSTATUS=starting");
     let supervisor = loop {
         // Another tool's scheduler: wait for it to go (or ask it to, --take-over), answering
         // `asa status` meanwhile, rather than fail and be restarted by systemd forever.
-        match wait_for_foreign_scheduler(
+        let waited = wait_for_foreign_scheduler(
             &scx,
-            &listener,
-            &ctx,
             &settings,
             &stop,
             &heartbeat,
-            &dbus_agent,
-        ) {
-            Ok(foreign::Waited::Stopped) => {
-                let _ = std::fs::remove_file(&ctx.socket);
-                log::info!("stopped while waiting for the foreign scheduler to go");
-                return Ok(());
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let _ = std::fs::remove_file(&ctx.socket);
-                return Err(e);
-            }
+            &[&control.link, &dbus_agent],
+        )?;
+        if waited == foreign::Waited::Stopped {
+            log::info!("stopped while waiting for the foreign scheduler to go");
+            return Ok(());
         }
         match Supervisor::new(ctx.catalogue.clone(), scx.clone(), ctx.supervisor) {
             Ok(s) => break s,
@@ -422,10 +494,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
             Err(e) if matches!(foreign::attached(&scx), Ok(Some(_))) => {
                 log::warn!("{e:#}");
             }
-            Err(e) => {
-                let _ = std::fs::remove_file(&ctx.socket);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     };
     let mut controller = Controller::new(
@@ -441,10 +510,9 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         engine.policy().overall_best().map(str::to_owned),
     );
     handle.set_decision(DecisionStatus::new(engine.info().clone()));
-    handle.clone().serve(listener);
-    {
+    for link in [&control.link, &dbus_agent] {
         let handle = handle.clone();
-        dbus_agent.set(move |request| handle.answer(request));
+        link.set(move |request| handle.answer(request));
     }
     log::info!(
         "agent serving {}; deciding every {} ms",
@@ -474,16 +542,33 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
     let decided = decisions
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the decision thread panicked")));
-    let _ = std::fs::remove_file(&ctx.socket);
+    drop(control);
     result?;
     log::info!("stopped; the machine is on EEVDF");
     decided
 }
 
-/// `--dry-run`: no supervisor; `asa status` is served when the socket can be bound.
+/// `--dry-run`: no supervisor; `asa status` is served, from the start as for [`run`], when the
+/// socket can be bound (another agent may serve it: the dry run then goes without).
 fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
     let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
     let current = running_expert(&ctx.catalogue, &scx);
+    let active = Active {
+        expert: current.clone(),
+        since_unix_ms: unix_ms(SystemTime::now()),
+        pid: None,
+    };
+    let link = AgentLink::new(starting(active.clone(), scx.clone(), ctx.catalogue.clone()));
+    let _control = match ControlSocket::serve(&ctx.socket, link.clone()) {
+        Ok(control) => {
+            log::info!("dry run: `asa status` served on {}", ctx.socket.display());
+            Some(control)
+        }
+        Err(e) => {
+            log::warn!("dry run: no control socket, `asa status` will not see this run: {e:#}");
+            None
+        }
+    };
     let mut engine = DecisionEngine::load(
         &settings.sources,
         &ctx.catalogue,
@@ -497,32 +582,17 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
         decision: Some(DecisionStatus::new(engine.info().clone())),
         ..AgentStatus::new(
             "dry-run",
-            Active {
-                expert: current.clone(),
-                since_unix_ms: unix_ms(SystemTime::now()),
-                pid: None,
-            },
+            active,
             "dry run: decisions are logged, nothing is switched",
         )
     }));
+    let refused = |_: &AgentStatus| DRY_RUN_REFUSAL.to_string();
+    link.set(status_only(status.clone(), scx.clone(), refused));
     let _dbus_service = if settings.dbus {
-        let agent = dbus::AgentLink::new(status_only(status.clone(), scx.clone(), |_| {
-            DRY_RUN_REFUSAL.to_string()
-        }));
+        let agent = AgentLink::new(status_only(status.clone(), scx, refused));
         Some(serve_dbus(agent, &ctx.catalogue)?)
     } else {
         None
-    };
-    let served = match control::bind(&ctx.socket) {
-        Ok(listener) => {
-            serve_dry_run(listener, status.clone(), scx);
-            log::info!("dry run: `asa status` served on {}", ctx.socket.display());
-            true
-        }
-        Err(e) => {
-            log::warn!("dry run: no control socket, `asa status` will not see this run: {e:#}");
-            false
-        }
     };
     log::info!(
         "dry run: deciding every {} ms, switching nothing (the kernel runs {current})",
@@ -530,11 +600,7 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> 
     );
     let heartbeat = Heartbeat::start(stop.clone());
     sd_notify::notify_or_log("READY=1\nSTATUS=dry run: deciding, switching nothing");
-    let result = decision_loop(engine, Sink::DryRun(status), &settings, &stop, &heartbeat);
-    if served {
-        let _ = std::fs::remove_file(&ctx.socket);
-    }
-    result
+    decision_loop(engine, Sink::DryRun(status), &settings, &stop, &heartbeat)
 }
 
 /// How long a switch the decision engine asked for may keep the decision thread (the
@@ -619,17 +685,16 @@ impl Heartbeat {
     }
 }
 
-/// Before the supervisor: when another tool's scheduler is attached, serve `asa status` (mode
-/// `waiting`) and refuse pins on `listener` while [`foreign::wait_until_gone`] waits (with
-/// `--take-over`, after asking its owner to stop). See [`foreign`].
+/// Before the supervisor: when another tool's scheduler is attached, answer `asa status` (mode
+/// `waiting`) and refuse pins on `links` (the control socket's, D-Bus's) while
+/// [`foreign::wait_until_gone`] waits (with `--take-over`, after asking its owner to stop). See
+/// [`foreign`].
 fn wait_for_foreign_scheduler(
     scx: &SchedExt,
-    listener: &UnixListener,
-    ctx: &DaemonContext,
     settings: &RunSettings,
     stop: &AtomicBool,
     heartbeat: &Heartbeat,
-    dbus_agent: &dbus::AgentLink,
+    links: &[&AgentLink],
 ) -> Result<foreign::Waited> {
     if foreign::attached(scx)?.is_none() {
         return Ok(foreign::Waited::NotNeeded);
@@ -649,16 +714,12 @@ fn wait_for_foreign_scheduler(
             st.note
         )
     };
-    dbus_agent.set(status_only(status.clone(), scx.clone(), waiting));
-    let served_stop = Arc::new(AtomicBool::new(false));
-    let server = control::serve(
-        listener.try_clone().context("cloning the control socket")?,
-        served_stop.clone(),
-        status_only(status.clone(), scx.clone(), waiting),
-    );
+    for link in links {
+        link.set(status_only(status.clone(), scx.clone(), waiting));
+    }
     let since = unix_ms(SystemTime::now());
     let take_over = || foreign::take_over(Path::new("/proc"), foreign::sigint);
-    let result = foreign::wait_until_gone(
+    foreign::wait_until_gone(
         scx,
         foreign::POLL,
         settings
@@ -681,9 +742,7 @@ fn wait_for_foreign_scheduler(
             ));
         },
         || heartbeat.beat(),
-    );
-    control::stop_serving(&ctx.socket, &served_stop, server);
-    result
+    )
 }
 
 /// The expert the kernel runs now, by its ops name (EEVDF when none or no sched_ext).
@@ -701,7 +760,7 @@ fn running_expert(catalogue: &Catalogue, scx: &SchedExt) -> String {
 
 /// `--dbus`: org.scx.Loader on the system bus, answered by `agent`; the error says how to run
 /// without it.
-fn serve_dbus(agent: dbus::AgentLink, catalogue: &Catalogue) -> Result<dbus::Service> {
+fn serve_dbus(agent: AgentLink, catalogue: &Catalogue) -> Result<dbus::Service> {
     dbus::serve(agent, catalogue.clone(), &dbus::Bus::System).context(
         "--dbus: scx_loader's D-Bus interface cannot be served (without --dbus or `dbus = true` the agent runs without it)",
     )
@@ -710,16 +769,6 @@ fn serve_dbus(agent: dbus::AgentLink, catalogue: &Catalogue) -> Result<dbus::Ser
 /// What a dry run answers a pin or unpin.
 const DRY_RUN_REFUSAL: &str =
     "this agent is a dry run (`asa run --dry-run`): it switches nothing, so it cannot pin";
-
-/// The dry run's control socket: `status` from the shared snapshot, everything else refused.
-/// Each client on its own thread with the bounds of [`control::serve`].
-fn serve_dry_run(listener: UnixListener, status: Arc<Mutex<AgentStatus>>, scx: SchedExt) {
-    control::serve(
-        listener,
-        Arc::new(AtomicBool::new(false)),
-        status_only(status, scx, |_| DRY_RUN_REFUSAL.to_string()),
-    );
-}
 
 /// A control-socket handler for an agent that switches nothing (a dry run, or one waiting for a
 /// foreign scheduler): `status` answers from `status` with the kernel's state read now; every
@@ -1209,6 +1258,54 @@ cooldown_s = 30
         assert!(denied.starts_with('~'));
         for needed in ["@privileged", "@debug", "@resources", "@process"] {
             assert!(!denied.contains(needed), "{needed} is denied");
+        }
+    }
+
+    /// While the agent starts, `status` reports the kernel's own scheduler with the kernel's
+    /// state read at each request, consistent exactly when no BPF scheduler is attached (a
+    /// killed agent's expert still detaching is a disagreement, not hidden), and refuses pins.
+    #[test]
+    fn a_starting_agent_reports_eevdf_and_whether_the_kernel_runs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("root")).unwrap();
+        std::fs::write(root.join("enable_seq"), "3\n").unwrap();
+        let eevdf = Active {
+            expert: EEVDF.to_string(),
+            since_unix_ms: 1,
+            pid: None,
+        };
+        let answer = starting(eevdf, SchedExt::at(root), Catalogue::builtin());
+        let status = || answer(Request::Status).status.unwrap();
+        std::fs::write(root.join("state"), "enabled\n").unwrap();
+        std::fs::write(root.join("root/ops"), "bpfland_1.1.4_x86_64\n").unwrap();
+        let st = status();
+        assert_eq!(
+            (st.mode.as_str(), st.active.expert.as_str()),
+            ("starting", EEVDF)
+        );
+        assert_eq!(st.note, STARTING_NOTE);
+        assert_eq!(
+            st.kernel.unwrap().ops.as_deref(),
+            Some("bpfland_1.1.4_x86_64")
+        );
+        assert_eq!(st.consistent, Some(false));
+        std::fs::write(root.join("state"), "disabled\n").unwrap();
+        assert_eq!(status().consistent, Some(true));
+        std::fs::remove_file(root.join("state")).unwrap();
+        let st = status();
+        assert!(st.kernel.is_none() && st.consistent.is_none(), "{st:?}");
+        for request in [
+            Request::Pin {
+                expert: "bpfland".into(),
+            },
+            Request::Unpin,
+        ] {
+            let r = answer(request);
+            assert!(
+                !r.ok && r.error.as_deref() == Some(STARTING_REFUSAL),
+                "{r:?}"
+            );
         }
     }
 

@@ -87,10 +87,10 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Wait until the agent reports this expert active and the kernel agrees. Polls the
-        /// agent after 0.1, 0.2, 0.4, 0.8 s and then once a second: each poll is a thread and
-        /// a status snapshot in the agent, which the agent's own perception counts (ten polls
-        /// a second made an idle lab VM look busy to the classifier).
+        /// Wait until the agent is up (not starting), reports this expert active and the kernel
+        /// agrees. Polls the agent after 0.1, 0.2, 0.4, 0.8 s and then once a second: each poll
+        /// is a thread and a status snapshot in the agent, which the agent's own perception
+        /// counts (ten polls a second made an idle lab VM look busy to the classifier).
         #[arg(long)]
         wait_for: Option<String>,
         /// Seconds to wait with --wait-for.
@@ -420,7 +420,11 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
             .and_then(|r| r.status);
         let done = match (wait_for, &agent) {
             (None, _) => true,
-            (Some(want), Some(st)) => st.active.expert == want && st.consistent == Some(true),
+            // A starting agent runs nothing yet (it reports the kernel's own scheduler): wait
+            // for it to be up.
+            (Some(want), Some(st)) => {
+                st.mode != "starting" && st.active.expert == want && st.consistent == Some(true)
+            }
             (Some(_), None) => false,
         };
         if done || t0.elapsed() > Duration::from_secs(timeout) {
@@ -551,7 +555,10 @@ fn print_status(agent: Option<&AgentStatus>) {
     if let Some(e) = &st.last_error {
         println!("last error:  {} ({})", e.message, ago(e.at_unix_ms));
     }
-    print_standby(&st.standby);
+    // A starting agent has no pool yet (its settings apply once it is up).
+    if st.mode != "starting" {
+        print_standby(&st.standby);
+    }
     if let Some(d) = &st.decision {
         print_decision(d);
     }
@@ -562,6 +569,9 @@ fn print_status(agent: Option<&AgentStatus>) {
         None if st.mode == "dry-run" => println!("consistent:  (dry run: nothing is switched)"),
         None if st.mode == "waiting" => {
             println!("consistent:  (waiting: another tool's scheduler runs, see the note)")
+        }
+        None if st.mode == "starting" => {
+            println!("consistent:  (starting: the kernel's state is unknown)")
         }
         None => println!("consistent:  (switch in progress)"),
     }

@@ -22,14 +22,14 @@ pub mod interface;
 pub mod names;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_experts::Catalogue;
 use zbus::fdo::{RequestNameFlags, RequestNameReply};
 
-use crate::control::{Request, Response};
+use crate::control::Request;
 
 /// The well-known bus name scx_loader owns.
 pub const BUS_NAME: &str = "org.scx.Loader";
@@ -41,39 +41,10 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// The system bus when `DBUS_SYSTEM_BUS_ADDRESS` is not set.
 pub const DEFAULT_SYSTEM_BUS: &str = "unix:path=/var/run/dbus/system_bus_socket";
 
-/// Answers one control request, as the agent's control socket does.
-pub type Answer = Arc<dyn Fn(Request) -> Response + Send + Sync>;
-
-/// The agent behind the interface; replaceable while serving, so the name can be taken at
-/// start-up (before the agent is ready) and the same service then answers for the running
-/// agent.
-#[derive(Clone)]
-pub struct AgentLink(Arc<RwLock<Answer>>);
-
-impl AgentLink {
-    /// A link answering with `answer`.
-    pub fn new(answer: impl Fn(Request) -> Response + Send + Sync + 'static) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(answer))))
-    }
-
-    /// A link that refuses every request with `why` (until [`AgentLink::set`]).
-    pub fn refusing(why: impl Into<String>) -> Self {
-        let why = why.into();
-        Self::new(move |_| crate::control::refusal(why.clone()))
-    }
-
-    /// From now on, answer with `answer`.
-    pub fn set(&self, answer: impl Fn(Request) -> Response + Send + Sync + 'static) {
-        *self.0.write().unwrap() = Arc::new(answer);
-    }
-
-    /// The agent's answer to `request` (blocks for as long as the request takes: a switch may
-    /// take minutes).
-    pub fn ask(&self, request: Request) -> Response {
-        let answer = self.0.read().unwrap().clone();
-        answer(request)
-    }
-}
+/// The agent behind the interface: [`AgentLink`] (shared with the control socket), replaceable
+/// while serving, so the name can be taken at start-up (before the agent is ready) and the same
+/// service then answers for the running agent.
+pub use crate::control::{AgentLink, Answer};
 
 /// Which bus to serve on.
 #[derive(Debug, Clone, PartialEq, Eq)]
