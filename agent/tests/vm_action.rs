@@ -388,7 +388,8 @@ fn daemon_serves_pin_unpin_and_restores_eevdf_on_sigterm() {
         r#"{RECORD}
 asa run {args} > /lab/out/daemon.log 2>&1 &
 D=$!
-i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+# Up: the socket answers from the start (mode starting), the daemon once its model is loaded.
+i=0; until asa status --json 2>/dev/null | grep -q '"mode": "daemon"' || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
 asa status --json > /lab/out/idle.json; rec idle $?
 asa run {args} > /lab/out/second.out 2> /lab/out/second.err; rec second_daemon $?
 asa pin bpfland; rec pin $?

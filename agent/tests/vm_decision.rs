@@ -76,7 +76,8 @@ rec broken_socket $(ls /run/asa 2>/dev/null | grep -c sock)
 # The loop.
 asa run {args} --log-features --decision-log /lab/out/decisions.jsonl > /lab/out/daemon.log 2>&1 &
 D=$!
-i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+# Up: the socket answers from the start (mode starting), the daemon once its model is loaded.
+i=0; until asa status --json 2>/dev/null | grep -q '"mode": "daemon"' || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
 rec t_start $(ms)
 sleep 12
 rec t_spike $(ms)

@@ -8,7 +8,10 @@
 //! - an expert that exits 1 s after attaching (catalogue entry `flaky`: scx_bpfland under a
 //!   wrapper that SIGKILLs it);
 //! - the agent SIGKILLed in the middle of a switch (scx_rusty loading behind its attach gate
-//!   while scx_bpfland runs) and started again at once;
+//!   while scx_bpfland runs) and started again at once: the new agent answers `asa status`
+//!   while it still loads its model (mode `starting`, EEVDF, consistent once the killed
+//!   agent's experts have detached), and the suite waits for it to be up (mode `daemon`)
+//!   before the rows that damage the model and the mapping;
 //! - the model and the mapping file each replaced with garbage and truncated while the agent
 //!   runs (it keeps what it loaded; a new agent must refuse the files with an error);
 //! - the decision log's file system full (a 4 MiB tmpfs filled with dd);

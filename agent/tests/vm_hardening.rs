@@ -92,7 +92,8 @@ rec() { echo "$1=$2" >> /lab/out/results; }
 ms() { date +%s%3N; }
 state() { cat /sys/kernel/sched_ext/state; }
 wait_enabled() { i=0; while [ "$(state)" != enabled ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
-wait_socket() { i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+# wait_mode M: until `asa status` says mode M (the socket answers from the start, mode starting).
+wait_mode() { i=0; until asa status --json 2>/dev/null | grep -q "\"mode\": \"$1\"" || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done; }
 alive() { kill -0 "$1" 2>/dev/null && echo 1 || echo 0; }
 "#;
 
@@ -109,7 +110,7 @@ wait_enabled
 rec foreign_ops "$(cat /sys/kernel/sched_ext/root/ops)"
 asa run {args} > /lab/out/wait.log 2>&1 &
 D=$!
-wait_socket
+wait_mode waiting
 sleep 3
 asa status --json > /lab/out/waiting.json; rec status_while_waiting $?
 asa status > /lab/out/waiting.txt
@@ -129,7 +130,6 @@ wait_enabled
 rec t_takeover_start $(ms)
 asa run {args} --take-over > /lab/out/takeover.log 2>&1 &
 D=$!
-wait_socket
 asa status --wait-for eevdf --timeout 60 --json > /lab/out/takeover.json; rec took_over $?
 rec t_took_over $(ms)
 sleep 1
@@ -288,7 +288,7 @@ EOF
 sed -i "s|BOUNDING_SET|__BOUNDING__|; s|ARGS|{args}|" /tmp/sandbox.sh
 unshare --mount --propagation private sh /tmp/sandbox.sh > /lab/out/daemon.log 2>&1 &
 D=$!
-wait_socket
+wait_mode daemon
 # The agent's (D: unshare, sh and setpriv exec each other) and, once one runs, the expert's
 # capabilities.
 rec agent_comm "$(cat /proc/$D/comm)"

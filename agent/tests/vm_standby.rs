@@ -245,7 +245,8 @@ fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
         r#"{HELPERS}
 asa run {args} > /lab/out/daemon.log 2>&1 &
 D=$!
-i=0; while [ ! -S /run/asa/control.sock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+# Up: the socket answers from the start (mode starting), the daemon once its model is loaded.
+i=0; until asa status --json 2>/dev/null | grep -q '"mode": "daemon"' || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
 asa status --json > /lab/out/start.json
 asa status --wait-for rusty --timeout 120 > /dev/null; rec switched $?
 sleep 1

@@ -192,6 +192,9 @@ finish
 # What this row leaves would disturb the next ones: killed after it was recorded.
 left=$(not_children_of $D)
 [ -n "$left" ] && { note "killed what was left after the row: $(scx_procs)"; kill -KILL $left; }
+# The new agent answered while starting (mode starting); the next rows damage the model and
+# the mapping it is loading: it must be up first.
+wait_agent 60 || note "the new agent was not up (mode daemon) 60 s after the row"
 
 row model_replaced_garbage "the model file replaced with garbage while the agent runs (a new file renamed over it)"
 ready; inject
