@@ -8,15 +8,16 @@
 //! Every wait on a client is bounded: a request line is at most [`MAX_REQUEST_BYTES`] and must
 //! arrive within [`REQUEST_TIMEOUT`] (else the client gets an error answer and the connection is
 //! closed), an answer that the client does not read within [`REQUEST_TIMEOUT`] is dropped, and
-//! [`serve`] gives each connection its own thread, at most [`MAX_CONNECTIONS`] at once, so one
-//! silent client never holds up another's `status`.
+//! [`serve`] gives each connection its own thread, at most [`MAX_CONNECTIONS`] at once; when
+//! they are all taken a new connection evicts the one that has waited longest for its request,
+//! so neither one silent client nor a flood of them holds up another's `status`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -304,8 +305,15 @@ pub fn peer_uid(stream: &UnixStream) -> Result<u32> {
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// How long a client has to send its whole request line, and to read the answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections served at once; one more is answered "busy" and closed at once.
+/// Connections served at once. When every one is taken, a new connection evicts the one that
+/// has waited longest for its request, silent ones first ([`serve`]); only when all of them are
+/// being answered (a request complete in each: pins waiting for a switch) is a new one told
+/// "busy".
 pub const MAX_CONNECTIONS: usize = 32;
+/// Connection threads at most: the [`MAX_CONNECTIONS`] served, and evicted ones on their way
+/// out (each writes one short error and ends at once). The server accepts no more connections
+/// while this many threads live: new clients wait in the listen queue, none is refused.
+pub const MAX_CONNECTION_THREADS: usize = 2 * MAX_CONNECTIONS;
 
 /// Read one request from `stream`: one line of at most [`MAX_REQUEST_BYTES`], all of it within
 /// [`REQUEST_TIMEOUT`].
@@ -317,10 +325,45 @@ pub fn read_request(stream: &UnixStream) -> Result<Request> {
 /// that trickles a byte now and then is cut off as well as a silent one); at most `max_bytes`
 /// + 1 bytes are buffered.
 pub fn read_request_within(
-    mut stream: &UnixStream,
+    stream: &UnixStream,
     max_bytes: usize,
     timeout: Duration,
 ) -> Result<Request> {
+    read_request_noting(stream, max_bytes, timeout, &AtomicU8::new(SILENT))
+}
+
+/// How far a connection's request has come (for eviction: silent ones go first).
+const SILENT: u8 = 0;
+/// Some bytes of the request came, not the whole line.
+const PARTIAL: u8 = 1;
+/// The reading is over (a whole line, or an error): the connection is being answered.
+const COMPLETE: u8 = 2;
+
+/// [`read_request_within`], keeping `progress` (SILENT, PARTIAL, COMPLETE) up to date.
+fn read_request_noting(
+    stream: &UnixStream,
+    max_bytes: usize,
+    timeout: Duration,
+    progress: &AtomicU8,
+) -> Result<Request> {
+    let line = read_line_within(stream, max_bytes, timeout, progress);
+    progress.store(COMPLETE, Ordering::Relaxed);
+    let line = line?;
+    let line = String::from_utf8_lossy(&line);
+    serde_json::from_str(&line).with_context(|| {
+        let shown: String = line.trim().chars().take(200).collect();
+        format!("malformed request {shown:?}")
+    })
+}
+
+/// One line (without its newline) of at most `max_bytes`, all of it within `timeout`; what came
+/// before the end of the stream when no newline came.
+fn read_line_within(
+    mut stream: &UnixStream,
+    max_bytes: usize,
+    timeout: Duration,
+    progress: &AtomicU8,
+) -> Result<Vec<u8>> {
     let deadline = Instant::now() + timeout;
     let mut line: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -350,6 +393,9 @@ pub fn read_request_within(
             }
             Err(e) => return Err(e).context("reading the request"),
         };
+        if n > 0 {
+            progress.store(PARTIAL, Ordering::Relaxed);
+        }
         if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
             line.extend_from_slice(&chunk[..end]);
             break;
@@ -362,11 +408,7 @@ pub fn read_request_within(
             break; // End of stream: what came is the request.
         }
     }
-    let line = String::from_utf8_lossy(&line);
-    serde_json::from_str(&line).with_context(|| {
-        let shown: String = line.trim().chars().take(200).collect();
-        format!("malformed request {shown:?}")
-    })
+    Ok(line)
 }
 
 /// Write one response to `stream` (given up after [`REQUEST_TIMEOUT`] when the client does not
@@ -389,10 +431,81 @@ pub fn refusal(error: impl Into<String>) -> Response {
     }
 }
 
+/// One accepted connection, as [`serve`] keeps track of it.
+struct Connection {
+    accepted: Instant,
+    /// The stream (a second descriptor), to shut its reading down when evicted.
+    stream: UnixStream,
+    /// SILENT, PARTIAL or COMPLETE (set by its thread).
+    progress: AtomicU8,
+    /// Set (under the table's lock) when a newer connection took its place.
+    evicted: AtomicBool,
+}
+
+/// The connections [`serve`] has threads for.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<Vec<Arc<Connection>>>,
+    /// Signalled when a connection's thread ends.
+    ended: Condvar,
+}
+
+impl Connections {
+    /// Makes room for `stream` and registers it; None when every served connection is being
+    /// answered (nothing to evict: the caller says "busy"), or `stream` cannot be kept. Waits while
+    /// [`MAX_CONNECTION_THREADS`] threads live. With [`MAX_CONNECTIONS`] served, it evicts the
+    /// one that has waited longest for its request, silent ones before those that sent part of
+    /// one: its reading is shut down, so its thread tells it why and ends.
+    fn admit(&self, stream: &UnixStream) -> Option<Arc<Connection>> {
+        let connection = Arc::new(Connection {
+            accepted: Instant::now(),
+            stream: stream.try_clone().ok()?,
+            progress: AtomicU8::new(SILENT),
+            evicted: AtomicBool::new(false),
+        });
+        let mut open = self.open.lock().unwrap();
+        while open.len() >= MAX_CONNECTION_THREADS {
+            open = self.ended.wait(open).unwrap();
+        }
+        let served = open
+            .iter()
+            .filter(|c| !c.evicted.load(Ordering::Relaxed))
+            .count();
+        if served >= MAX_CONNECTIONS {
+            let victim = open
+                .iter()
+                .filter(|c| !c.evicted.load(Ordering::Relaxed))
+                .filter(|c| c.progress.load(Ordering::Relaxed) < COMPLETE)
+                .min_by_key(|c| (c.progress.load(Ordering::Relaxed), c.accepted))?;
+            victim.evicted.store(true, Ordering::Relaxed);
+            let _ = victim.stream.shutdown(std::net::Shutdown::Read);
+        }
+        open.push(connection.clone());
+        Some(connection)
+    }
+
+    /// `connection`'s thread ends.
+    fn end(&self, connection: &Arc<Connection>) {
+        self.open
+            .lock()
+            .unwrap()
+            .retain(|c| !Arc::ptr_eq(c, connection));
+        self.ended.notify_all();
+    }
+}
+
 /// Serve `listener` until `stop` is set (checked after each accepted connection: whoever sets
-/// it connects once to wake the loop): each connection on its own thread, at most
-/// [`MAX_CONNECTIONS`] at once. Only root and the agent's own user are served; `answer` gets
-/// each well-formed request, with the bounds of [`read_request`].
+/// it connects once to wake the loop): each connection on its own thread. Only root and the
+/// agent's own user are served; `answer` gets each well-formed request, with the bounds of
+/// [`read_request`].
+///
+/// At most [`MAX_CONNECTIONS`] connections are served at once. When they are all taken, a new
+/// connection is not refused: it evicts the one that has waited longest for its request (one
+/// that sent nothing before one that sent part of a line), which is told so and closed. A flood
+/// of clients that connect and say nothing therefore cannot keep `asa status` out: a real
+/// client sends its line as it connects, so by the time it would be evicted it has its answer.
+/// Only when every served connection is being answered (pins waiting for a switch) is a new one
+/// told "busy". Threads are bounded too ([`MAX_CONNECTION_THREADS`]).
 pub fn serve(
     listener: UnixListener,
     stop: Arc<AtomicBool>,
@@ -403,28 +516,36 @@ pub fn serve(
         .name("control-socket".into())
         .spawn(move || {
             let me = nix::unistd::geteuid().as_raw();
-            let open = Arc::new(AtomicUsize::new(0));
+            let connections = Arc::new(Connections::default());
             for stream in listener.incoming() {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(stream) = stream else { continue };
-                if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-                    open.fetch_sub(1, Ordering::SeqCst);
+                let Some(connection) = connections.admit(&stream) else {
                     let busy = refusal(format!(
-                        "the agent is busy ({MAX_CONNECTIONS} connections open): try again"
+                        "the agent is busy ({MAX_CONNECTIONS} requests are being answered): try again"
                     ));
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                     let _ = write_response(&stream, &busy);
                     continue;
-                }
-                let (answer, still_open) = (answer.clone(), open.clone());
+                };
+                let (answer, open, ours) =
+                    (answer.clone(), connections.clone(), connection.clone());
                 let spawned = std::thread::Builder::new()
                     .name("control-client".into())
                     .spawn(move || {
                         let response = match peer_uid(&stream) {
-                            Ok(uid) if uid == 0 || uid == me => match read_request(&stream) {
+                            Ok(uid) if uid == 0 || uid == me => match read_request_noting(
+                                &stream,
+                                MAX_REQUEST_BYTES,
+                                REQUEST_TIMEOUT,
+                                &ours.progress,
+                            ) {
                                 Ok(req) => answer(req),
+                                Err(_) if ours.evicted.load(Ordering::Relaxed) => {
+                                    refusal(evicted(ours.accepted.elapsed()))
+                                }
                                 Err(e) => refusal(format!("{e:#}")),
                             },
                             Ok(uid) => refusal(format!("uid {uid} may not control the agent")),
@@ -433,15 +554,24 @@ pub fn serve(
                         if let Err(e) = write_response(&stream, &response) {
                             log::debug!("answering a control request: {e:#}");
                         }
-                        still_open.fetch_sub(1, Ordering::SeqCst);
+                        open.end(&ours);
                     });
                 if let Err(e) = spawned {
                     log::warn!("no thread for a control connection: {e}");
-                    open.fetch_sub(1, Ordering::SeqCst);
+                    connections.end(&connection);
                 }
             }
         })
         .expect("spawning the control socket thread")
+}
+
+/// What an evicted connection is told.
+fn evicted(waited: Duration) -> String {
+    format!(
+        "closed without an answer: all {MAX_CONNECTIONS} of the agent's connections were taken and \
+         this one had waited longest for its request ({:.1} s); send the request as you connect",
+        waited.as_secs_f64()
+    )
 }
 
 /// Stops a [`serve`] loop: sets `stop` and connects to `path` once to wake it.
@@ -775,32 +905,126 @@ mod tests {
         assert!(err.to_string().contains("longer than 15 bytes"), "{err}");
     }
 
+    /// Reads one line from `stream` within `timeout`.
+    fn line_within(stream: &UnixStream, timeout: Duration) -> String {
+        stream.set_read_timeout(Some(timeout)).unwrap();
+        let mut reply = String::new();
+        BufReader::new(stream).read_line(&mut reply).unwrap();
+        reply
+    }
+
+    /// True when `stream` has nothing to read now (the server neither answered nor closed it).
+    fn nothing_to_read(stream: &UnixStream) -> bool {
+        stream.set_nonblocking(true).unwrap();
+        let result = (&*stream).read(&mut [0u8; 1]);
+        stream.set_nonblocking(false).unwrap();
+        matches!(result, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    /// With every slot taken by clients that say nothing, a new client is not refused: it
+    /// evicts the one that has waited longest, silent ones before one that sent part of a line.
+    /// 100 clients hold connections (one with half a request, connected first); `status` is
+    /// answered at once; the 69 oldest silent ones were told why they were closed, while the
+    /// partial one and the 30 newest silent ones are still held (32 in all, with `status`).
     #[test]
-    fn connections_beyond_the_cap_are_told_the_agent_is_busy() {
+    fn a_new_client_evicts_the_longest_silent_one_instead_of_being_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.sock");
         let (stop, server) = status_server(&path);
-        let held: Vec<UnixStream> = (0..MAX_CONNECTIONS)
+        let partial = UnixStream::connect(&path).unwrap();
+        (&partial).write_all(br#"{"cmd":"sta"#).unwrap();
+        let silent: Vec<UnixStream> = (0..99)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
-        // The server has accepted them all once an extra one is answered.
+        let t0 = Instant::now();
         let resp = request(&path, &Request::Status, Duration::from_secs(5))
             .unwrap()
             .unwrap();
-        assert!(!resp.ok);
-        assert!(resp.error.unwrap().contains("busy"));
-        drop(held);
-        let t0 = Instant::now();
-        let resp = loop {
-            let r = request(&path, &Request::Status, Duration::from_secs(5))
-                .unwrap()
-                .unwrap();
-            if r.ok || t0.elapsed() > Duration::from_secs(3) {
-                break r;
+        assert!(resp.ok, "{resp:?}");
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        // Connections are accepted in order: all 100 were when `status` was.
+        let evicted = 100 + 1 - MAX_CONNECTIONS;
+        assert!(nothing_to_read(&partial), "the partial request was evicted");
+        for (i, held) in silent.iter().enumerate().skip(evicted) {
+            assert!(nothing_to_read(held), "silent client {i} was evicted");
+        }
+        for (i, gone) in silent.iter().enumerate().take(evicted) {
+            let reply = line_within(gone, Duration::from_secs(5));
+            let resp: Response = serde_json::from_str(&reply)
+                .unwrap_or_else(|e| panic!("silent client {i}: {e}: {reply:?}"));
+            let error = resp.error.unwrap();
+            assert!(
+                !resp.ok && error.contains("had waited longest for its request"),
+                "silent client {i}: {error}"
+            );
+        }
+        stop_serving(&path, &stop, server);
+    }
+
+    /// "busy" is left for one case: every slot answers a request (here 32 pins held inside the
+    /// answer, as behind a slow switch). A new client, silent or not, is then told at once;
+    /// once the pins are answered, `status` is served again.
+    #[test]
+    fn only_a_full_house_of_requests_being_answered_makes_the_agent_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (entered, pins_in) = std::sync::mpsc::channel::<()>();
+        let entered = Mutex::new(entered);
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let held = gate.clone();
+        let server = serve(bind(&path).unwrap(), stop.clone(), move |req| match req {
+            Request::Pin { .. } => {
+                entered.lock().unwrap().send(()).unwrap();
+                let (open, opened) = &*held;
+                let _open = opened
+                    .wait_while(open.lock().unwrap(), |open| !*open)
+                    .unwrap();
+                refusal("released")
             }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(resp.ok, "served again once the clients are gone");
+            _ => Response {
+                ok: true,
+                error: None,
+                status: None,
+                switch: None,
+            },
+        });
+        let pins: Vec<_> = (0..MAX_CONNECTIONS)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let pin = Request::Pin {
+                        expert: "lavd".into(),
+                    };
+                    request(&path, &pin, Duration::from_secs(30))
+                        .unwrap()
+                        .unwrap()
+                })
+            })
+            .collect();
+        for _ in 0..MAX_CONNECTIONS {
+            pins_in.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+        let t0 = Instant::now();
+        let busy = request(&path, &Request::Status, Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert!(
+            !busy.ok && busy.error.as_deref().unwrap().contains("busy"),
+            "{busy:?}"
+        );
+        let quiet = UnixStream::connect(&path).unwrap();
+        assert!(line_within(&quiet, Duration::from_secs(5)).contains("busy"));
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        for pin in pins {
+            assert_eq!(pin.join().unwrap().error.as_deref(), Some("released"));
+        }
+        let status = request(&path, &Request::Status, Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert!(status.ok, "{status:?}");
         stop_serving(&path, &stop, server);
     }
 

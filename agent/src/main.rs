@@ -416,8 +416,17 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
     let t0 = Instant::now();
     let mut polls = 0;
     loop {
-        let agent = control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?
-            .and_then(|r| r.status);
+        let agent = match control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?
+        {
+            // An agent that refuses (busy: every connection answers a request) is no absent
+            // agent: say so, or ask again while waiting.
+            Some(r) if !r.ok && wait_for.is_none() => bail!(
+                "the agent did not answer: {}",
+                r.error.as_deref().unwrap_or("no reason given")
+            ),
+            Some(r) => r.status,
+            None => None,
+        };
         let done = match (wait_for, &agent) {
             (None, _) => true,
             // A starting agent runs nothing yet (it reports the kernel's own scheduler): wait
