@@ -22,7 +22,8 @@ pub struct AgentLauncher {
     pub run_args: Vec<String>,
     /// Where each agent run's decision log (`agent-<unix ms>.jsonl`) and output go.
     pub log_dir: PathBuf,
-    /// How long the agent may take to serve its control socket (model and ONNX Runtime load).
+    /// How long the agent may take to serve its control socket (at once since it serves it
+    /// while loading its model, mode `starting`; older agents only after the load).
     pub ready_timeout: Duration,
     /// How long the agent may take to stop after SIGTERM (its expert's stop included).
     pub stop_timeout: Duration,
@@ -164,8 +165,8 @@ impl LiveSwitcher {
             .spawn()
             .with_context(|| format!("starting {} run", self.launcher.program.display()))?;
         let mut agent = RunningAgent { child, log };
-        // Ready when `asa status` reports this agent: the daemon serves its socket once its
-        // supervisor exists.
+        // Ready when `asa status` reports this agent (mode `starting` while it loads its model:
+        // the wait for warmth below waits for its decisions).
         let deadline = Instant::now() + self.launcher.ready_timeout;
         loop {
             if let Some(status) = agent.child.try_wait()? {
