@@ -270,9 +270,20 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Option<R
     ))
 }
 
+/// How long [`bind`] waits for a live control socket to go before calling it another agent's:
+/// an agent killed a moment ago still listens until the kernel has torn its process down
+/// (its memory first, its file descriptors last: hundreds of milliseconds for an agent with ONNX
+/// Runtime loaded under emulation), and a restart (systemd, an operator) may come that soon.
+pub const LIVE_SOCKET_GRACE: Duration = Duration::from_secs(3);
+
 /// Bind the control socket: root-only directory and socket; a stale socket (no listener) is
-/// replaced, a live one is an error.
+/// replaced; one still listening after [`LIVE_SOCKET_GRACE`] is another agent's: an error.
 pub fn bind(path: &Path) -> Result<UnixListener> {
+    bind_within(path, LIVE_SOCKET_GRACE)
+}
+
+/// [`bind`], waiting at most `grace` for a live socket to go.
+pub fn bind_within(path: &Path, grace: Duration) -> Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         if dir == Path::new("/run/asa") {
@@ -280,11 +291,15 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
         }
     }
     if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            bail!(
-                "another agent already serves {} (see `asa status`)",
-                path.display()
-            );
+        let deadline = Instant::now() + grace;
+        while UnixStream::connect(path).is_ok() {
+            if Instant::now() >= deadline {
+                bail!(
+                    "another agent already serves {} (see `asa status`)",
+                    path.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
     }
@@ -770,8 +785,8 @@ mod tests {
             .unwrap()
             .is_none());
         let first = bind(&path).unwrap();
-        // A live listener refuses a second agent.
-        assert!(bind(&path)
+        // A listener still live after the grace refuses a second agent.
+        assert!(bind_within(&path, Duration::from_millis(200))
             .unwrap_err()
             .to_string()
             .contains("another agent"));
@@ -780,6 +795,23 @@ mod tests {
         let _second = bind(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    /// An agent killed a moment ago listens until its process is torn down: a new agent started
+    /// at once waits for its socket to go instead of refusing to start.
+    #[test]
+    fn a_socket_that_goes_within_the_grace_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let dying = bind(&path).unwrap();
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(dying);
+        });
+        let started = Instant::now();
+        let _new = bind_within(&path, Duration::from_secs(3)).unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        closer.join().unwrap();
     }
 
     /// A server answering `status` with an empty ok response.
