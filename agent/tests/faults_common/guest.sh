@@ -196,29 +196,27 @@ left=$(not_children_of $D)
 # the mapping it is loading: it must be up first.
 wait_agent 60 || note "the new agent was not up (mode daemon) 60 s after the row"
 
-row model_replaced_garbage "the model file replaced with garbage while the agent runs (a new file renamed over it)"
-ready; inject
-head -c 65536 /dev/urandom > /lab/classifier.onnx.new && mv /lab/classifier.onnx.new /lab/classifier.onnx
-settle; sleep 3; refuse_check /lab/classifier.onnx
-cp /lab/orig/classifier.onnx /lab/classifier.onnx; finish 0
+# damage_row ROW DESCRIPTION FILE DAMAGE...: the agent runs while DAMAGE (a command) damages FILE;
+# the agent must go on with what it loaded, and a new agent must refuse the file. FILE is then
+# restored from /lab/orig.
+damage_row() {
+  row "$1" "$2"; f=$3; shift 3
+  ready; inject
+  "$@"
+  settle; sleep 3; refuse_check $f
+  cp /lab/orig/$(basename $f) $f; finish 0
+}
+garbage() { head -c $2 /dev/urandom > $1.new && mv $1.new $1; }
+halve() { truncate -s $(( $(stat -c %s $1) / 2 )) $1; }
 
-row model_truncated "the model file truncated to half its size in place while the agent runs"
-ready; inject
-truncate -s $(( $(stat -c %s /lab/classifier.onnx) / 2 )) /lab/classifier.onnx
-settle; sleep 3; refuse_check /lab/classifier.onnx
-cp /lab/orig/classifier.onnx /lab/classifier.onnx; finish 0
-
-row mapping_replaced_garbage "the mapping file replaced with garbage while the agent runs (a new file renamed over it)"
-ready; inject
-head -c 4096 /dev/urandom > /lab/mapping.toml.new && mv /lab/mapping.toml.new /lab/mapping.toml
-settle; sleep 3; refuse_check /lab/mapping.toml
-cp /lab/orig/mapping.toml /lab/mapping.toml; finish 0
-
-row mapping_truncated "the mapping file truncated in place while the agent runs (cut inside an expert's name)"
-ready; inject
-truncate -s @MAPPING_CUT@ /lab/mapping.toml
-settle; sleep 3; refuse_check /lab/mapping.toml
-cp /lab/orig/mapping.toml /lab/mapping.toml; finish 0
+damage_row model_replaced_garbage "the model file replaced with garbage while the agent runs (a new file renamed over it)" \
+  /lab/classifier.onnx garbage /lab/classifier.onnx 65536
+damage_row model_truncated "the model file truncated to half its size in place while the agent runs" \
+  /lab/classifier.onnx halve /lab/classifier.onnx
+damage_row mapping_replaced_garbage "the mapping file replaced with garbage while the agent runs (a new file renamed over it)" \
+  /lab/mapping.toml garbage /lab/mapping.toml 4096
+damage_row mapping_truncated "the mapping file truncated in place while the agent runs (cut inside an expert's name)" \
+  /lab/mapping.toml truncate -s @MAPPING_CUT@ /lab/mapping.toml
 
 row decision_log_disk_full "the decision log's file system full (its 4 MiB tmpfs filled with dd)"
 ready; inject
