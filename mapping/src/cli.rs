@@ -99,6 +99,9 @@ pub struct CalibrateArgs {
     /// Stage live: `asa run --nice` (the decision thread's nice value; default: its own, 0).
     #[arg(long, allow_hyphen_values = true)]
     pub agent_nice: Option<i32>,
+    /// Stage live: `asa run --no-bpf` (perception without the BPF scheduler counters).
+    #[arg(long)]
+    pub agent_no_bpf: bool,
     /// Stage live: skip the `asa run --dry-run` runs (the agent's own cost on EEVDF).
     #[arg(long)]
     pub no_dry_run: bool,
@@ -351,6 +354,9 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     }
     if let Some(n) = args.agent_nice {
         run_args.extend(["--nice".to_string(), n.to_string()]);
+    }
+    if args.agent_no_bpf {
+        run_args.push("--no-bpf".to_string());
     }
     let logs = args.dir.join("agent");
     let launcher = live::AgentLauncher::new(
