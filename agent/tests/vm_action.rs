@@ -22,26 +22,21 @@ fn asa() -> PathBuf {
 }
 
 fn guest(name: &str, script: &str, experts: &[&str], files: Vec<(PathBuf, PathBuf)>) -> VmOutcome {
-    guest_with(name, script, experts, files, vec![])
-}
-
-fn guest_with(
-    name: &str,
-    script: &str,
-    experts: &[&str],
-    files: Vec<(PathBuf, PathBuf)>,
-    executables: Vec<(PathBuf, PathBuf)>,
-) -> VmOutcome {
-    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
-    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let mut run = GuestRun::new(name, script).with_asa(&asa());
     run.experts = experts.iter().map(|s| s.to_string()).collect();
     run.files = files;
-    run.executables.extend(executables);
     run.vm.timeout = Duration::from_secs(600);
-    let outcome = lab.run(&run).expect("the lab VM ran");
+    guest_run(&run)
+}
+
+/// Boot `run` (one VM at a time) and print its console.
+fn guest_run(run: &GuestRun) -> VmOutcome {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let outcome = lab.run(run).expect("the lab VM ran");
     eprintln!(
-        "---- guest console ({name}) ----\n{}",
+        "---- guest console ({}) ----\n{}",
+        run.name,
         outcome.script_output()
     );
     outcome
@@ -383,7 +378,7 @@ fn daemon_serves_pin_unpin_and_restores_eevdf_on_sigterm() {
         daemon_common::mapping_table(&daemon_common::default_model_classes(), |_| "eevdf"),
     )
     .unwrap();
-    let (executables, files, args) = daemon_common::guest_decision_files(&mapping);
+    let args = daemon_common::GUEST_RUN_ARGS;
     let script = format!(
         r#"{RECORD}
 asa run {args} > /lab/out/daemon.log 2>&1 &
@@ -403,7 +398,9 @@ rec final_state $(state)
 rec socket_left $(ls /run/asa/control.sock 2>/dev/null | wc -w)
 "#
     );
-    let out = guest_with("daemon", &script, &["bpfland"], files, executables);
+    let mut run = daemon_common::asa_run_guest("daemon", &script, &mapping, &["bpfland"], vec![]);
+    run.rootfs = None; // the busybox guest
+    let out = guest_run(&run);
     assert_eq!(out.exit_code, 0);
     let r = results(&out);
     for key in ["idle", "pin", "unpin", "pin_again", "daemon_exit"] {

@@ -20,8 +20,8 @@ mod dbus_common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use asa_lab::{GuestRun, Lab, RootfsSpec};
-use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+use asa_lab::Lab;
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 const SCRIPT: &str = r#"
@@ -102,25 +102,19 @@ fn lab_run() -> asa_lab::VmOutcome {
         dbus_common::scxctl_version(),
         scxctl.display()
     );
-    let (executables, files, args) = guest_decision_files(&mapping);
-    let script = SCRIPT.replace("{args}", args);
-    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run =
-        GuestRun::new("dbus", &script).with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into(), "rusty".into()];
-    run.executables.extend(executables);
-    run.executables
-        .push((scxctl, PathBuf::from(asa_lab::GUEST_BIN).join("scxctl")));
-    run.files = files;
-    run.files.extend([
+    let script = SCRIPT.replace("{args}", GUEST_RUN_ARGS);
+    let files = vec![
         (bus_conf, PathBuf::from("/lab/bus.conf")),
         (
             dbus_common::shipped_policy(),
             PathBuf::from("/lab/org.scx.Loader.conf"),
         ),
-    ]);
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
+    ];
+    let mut run = asa_run_guest("dbus", &script, &mapping, &["bpfland", "rusty"], files);
+    run.executables
+        .push((scxctl, PathBuf::from(asa_lab::GUEST_BIN).join("scxctl")));
     run.vm.timeout = Duration::from_secs(420);
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     lab.run(&run).expect("the lab VM ran")
 }
 

@@ -20,11 +20,10 @@
 mod daemon_common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use asa_agent::decision::engine::{Outcome, TickRecord};
-use asa_lab::{GuestRun, Lab, RootfsSpec};
-use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+use asa_lab::Lab;
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 /// Algorithm 1 window and the policy's cooldown (the defaults `asa run` uses here).
@@ -57,8 +56,7 @@ fn phased_load_switches_to_the_mapped_expert_and_back_obeys_pins_and_ignores_a_s
     let broken = dir.path().join("broken.onnx");
     let model = std::fs::read(daemon_common::default_model()).unwrap();
     std::fs::write(&broken, &model[..model.len() / 3]).unwrap();
-    let (executables, mut files, args) = guest_decision_files(&mapping);
-    files.push((broken, PathBuf::from("/lab/broken.onnx")));
+    let args = GUEST_RUN_ARGS;
     let script = format!(
         r#"
 set -u
@@ -116,14 +114,9 @@ rec final_state $(state)
 rec scx_processes $(pidof scx_bpfland | wc -w)
 "#
     );
+    let files = vec![(broken, PathBuf::from("/lab/broken.onnx"))];
+    let run = asa_run_guest("decision", &script, &mapping, &["bpfland"], files);
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run =
-        GuestRun::new("decision", &script).with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into()];
-    run.executables.extend(executables);
-    run.files = files;
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
-    run.vm.timeout = Duration::from_secs(600);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!(
         "---- guest console ----\n{}\n---- daemon log ----\n{}",

@@ -30,11 +30,10 @@ mod daemon_common;
 mod faults_common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use asa_experts::Catalogue;
-use asa_lab::{GuestRun, Lab, RootfsSpec};
-use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+use asa_lab::Lab;
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
 use faults_common::{markdown_table, parse_records};
 
 /// The rows, in the guest's order.
@@ -233,21 +232,18 @@ fn every_fault_ends_on_a_known_scheduler_with_no_orphan_and_status_answering() {
     let dir = tempfile::tempdir().unwrap();
     // `inputs` writes the mapping table there (the arguments name its guest path).
     let mapping = dir.path().join("mapping.toml");
-    let (executables, mut files, args) = guest_decision_files(&mapping);
-    let inputs = inputs(dir.path(), args);
+    let inputs = inputs(dir.path(), GUEST_RUN_ARGS);
     assert_eq!(inputs.mapping, mapping);
-    let (script, extra) = (inputs.script, inputs.files);
-    files.extend(extra);
-
+    // About 3 minutes expected; the 600 s bound leaves room for every wait of a row going to its
+    // end.
+    let run = asa_run_guest(
+        "faults",
+        &inputs.script,
+        &mapping,
+        &["bpfland", "rusty"],
+        inputs.files,
+    );
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run =
-        GuestRun::new("faults", &script).with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into(), "rusty".into()];
-    run.executables.extend(executables);
-    run.files = files;
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
-    // About 3 minutes expected; the bound leaves room for every wait of a row going to its end.
-    run.vm.timeout = Duration::from_secs(600);
     let out = lab.run(&run).expect("the lab VM ran");
     let read = |name: &str| out.read_out(name).ok();
     eprintln!(

@@ -23,12 +23,11 @@
 
 mod daemon_common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use asa_agent::decision::engine::TickRecord;
-use asa_lab::{GuestRun, Lab, RootfsSpec};
-use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+use asa_lab::Lab;
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 /// The directories the unit makes writable (RuntimeDirectory=, LogsDirectory=), as paths.
@@ -72,15 +71,10 @@ fn lab_run(name: &str, script: &str, mapping_expert: &'static str) -> (asa_lab::
         mapping_table(&default_model_classes(), |_| mapping_expert),
     )
     .unwrap();
-    let (executables, files, args) = guest_decision_files(&mapping);
-    let script = script.replace("{args}", args);
-    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run = GuestRun::new(name, &script).with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into()];
-    run.executables.extend(executables);
-    run.files = files;
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
+    let script = script.replace("{args}", GUEST_RUN_ARGS);
+    let mut run = asa_run_guest(name, &script, &mapping, &["bpfland"], vec![]);
     run.vm.timeout = Duration::from_secs(420);
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let out = lab.run(&run).expect("the lab VM ran");
     let console = out.script_output().to_string();
     (out, console)

@@ -12,11 +12,11 @@ mod daemon_common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use asa_lab::{GuestRun, Lab, RootfsSpec};
+use asa_lab::Lab;
 use asa_mapping::live::{LiveSummary, AGENT, AGENT_DRY_RUN};
 use asa_mapping::MappingTable;
 use asa_scenarios::runner::ResultSet;
-use daemon_common::{default_model_classes, guest_decision_files, mapping_table};
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table};
 
 /// The built-in catalogue with a small xz corpus, a single-phase scenario against xz and a phased
 /// one (idle, then xz).
@@ -90,17 +90,11 @@ fn live_calibration_runs_the_agent_next_to_the_static_experts() {
     .unwrap();
     let catalogue = dir.path().join("live.toml");
     std::fs::write(&catalogue, catalogue_text()).unwrap();
-    let (executables, mut files, _) = guest_decision_files(&mapping);
-    files.push((catalogue, PathBuf::from("/lab/live.toml")));
+    let files = vec![(catalogue, PathBuf::from("/lab/live.toml"))];
+    let mut run = asa_run_guest("live-calibration", SCRIPT, &mapping, &["bpfland"], files);
+    run.vm.timeout = Duration::from_secs(900);
 
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run = GuestRun::new("live-calibration", SCRIPT)
-        .with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into()];
-    run.executables.extend(executables);
-    run.files = files;
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
-    run.vm.timeout = Duration::from_secs(900);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!(
         "---- guest console ----\n{}\n---- live.log ----\n{}",

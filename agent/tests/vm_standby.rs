@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
-use daemon_common::{default_model_classes, guest_decision_files};
+use asa_lab::{GuestRun, Lab, VmOutcome};
+use daemon_common::{asa_run_guest, default_model_classes, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 /// One VM at a time: each uses a host core, and attach times must not depend on the others.
@@ -240,7 +240,7 @@ fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
         ));
     }
     std::fs::write(&mapping, table).unwrap();
-    let (executables, files, args) = guest_decision_files(&mapping);
+    let args = GUEST_RUN_ARGS;
     let script = format!(
         r#"{HELPERS}
 asa run {args} > /lab/out/daemon.log 2>&1 &
@@ -257,15 +257,15 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
 rec scx_processes $(pidof scx_bpfland scx_rusty | wc -w)
 "#
     );
+    let run = asa_run_guest(
+        "standby-daemon",
+        &script,
+        &mapping,
+        &["bpfland", "rusty"],
+        vec![],
+    );
     let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
-    let mut run = GuestRun::new("standby-daemon", &script)
-        .with_asa(&PathBuf::from(env!("CARGO_BIN_EXE_asa")));
-    run.experts = vec!["bpfland".into(), "rusty".into()];
-    run.executables.extend(executables);
-    run.files = files;
-    run.rootfs = Some(RootfsSpec::with_packages(asa_lab::TEST_ROOTFS_PACKAGES));
-    run.vm.timeout = Duration::from_secs(600);
     let out = lab.run(&run).expect("the lab VM ran");
     eprintln!(
         "---- guest console (standby-daemon) ----\n{}\n---- daemon.log ----\n{}",

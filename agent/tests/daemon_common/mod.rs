@@ -65,16 +65,36 @@ pub fn ort_library() -> PathBuf {
 /// (host path, guest path) pairs for a `GuestRun`.
 pub type GuestFiles = Vec<(PathBuf, PathBuf)>;
 
-/// What a lab guest needs to run `asa run`: (executables, files) to add to a `GuestRun`, and the
-/// `asa run` arguments that point at them. The model and mapping go to /lab, ONNX Runtime to
-/// /lab/libonnxruntime.so (with its libraries, for the busybox guest).
-pub fn guest_decision_files(mapping: &Path) -> (GuestFiles, GuestFiles, &'static str) {
-    (
-        vec![(ort_library(), PathBuf::from("/lab/libonnxruntime.so"))],
-        vec![
-            (default_model(), PathBuf::from("/lab/classifier.onnx")),
-            (mapping.to_path_buf(), PathBuf::from("/lab/mapping.toml")),
-        ],
-        "--model /lab/classifier.onnx --mapping /lab/mapping.toml --onnxruntime /lab/libonnxruntime.so",
-    )
+/// The `asa run` arguments that point at what [`asa_run_guest`] puts in the guest: the model
+/// and mapping in /lab, ONNX Runtime as /lab/libonnxruntime.so.
+pub const GUEST_RUN_ARGS: &str =
+    "--model /lab/classifier.onnx --mapping /lab/mapping.toml --onnxruntime /lab/libonnxruntime.so";
+
+/// A lab guest that runs `script` with `asa run` [`GUEST_RUN_ARGS`] at hand: this package's
+/// `asa`, the default model, the mapping table at `mapping` and ONNX Runtime (with its libraries,
+/// for the busybox guest), then `files`; the `experts`, the test root filesystem
+/// ([`asa_lab::TEST_ROOTFS_PACKAGES`]) and a 600 s bound. A test that differs sets the field
+/// after.
+pub fn asa_run_guest(
+    name: &str,
+    script: &str,
+    mapping: &Path,
+    experts: &[&str],
+    files: GuestFiles,
+) -> asa_lab::GuestRun {
+    let mut run =
+        asa_lab::GuestRun::new(name, script).with_asa(Path::new(env!("CARGO_BIN_EXE_asa")));
+    run.experts = experts.iter().map(|e| e.to_string()).collect();
+    run.executables
+        .push((ort_library(), PathBuf::from("/lab/libonnxruntime.so")));
+    run.files = vec![
+        (default_model(), PathBuf::from("/lab/classifier.onnx")),
+        (mapping.to_path_buf(), PathBuf::from("/lab/mapping.toml")),
+    ];
+    run.files.extend(files);
+    run.rootfs = Some(asa_lab::RootfsSpec::with_packages(
+        asa_lab::TEST_ROOTFS_PACKAGES,
+    ));
+    run.vm.timeout = std::time::Duration::from_secs(600);
+    run
 }
