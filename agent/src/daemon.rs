@@ -39,6 +39,8 @@ use crate::sd_notify;
 pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
 /// Default tick length.
 pub const DEFAULT_INTERVAL_MS: u64 = 1000;
+/// Default nice value of the decision thread: the workload the agent watches goes first.
+pub const DEFAULT_DECISION_NICE: i32 = 19;
 /// Shortest tick (perception's process scan runs at most ~1/s anyway).
 pub const MIN_INTERVAL_MS: u64 = 100;
 /// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
@@ -78,7 +80,7 @@ pub struct RunArgs {
     /// ticks with recorded ones (`python -m asa_classifier.live`).
     #[arg(long)]
     pub log_features: bool,
-    /// Nice value of the decision thread (perception, inference, vote; -20..19, default 0). A
+    /// Nice value of the decision thread (perception, inference, vote; -20..19, default 19). A
     /// positive value lets the workload the agent watches go first; switches run on another
     /// thread at the agent's own priority.
     #[arg(long, allow_hyphen_values = true)]
@@ -307,7 +309,7 @@ impl RunSettings {
             .voting
             .check()
             .context("[policy] in the config file")?;
-        let nice = args.nice.or(config.nice).unwrap_or(0);
+        let nice = args.nice.or(config.nice).unwrap_or(DEFAULT_DECISION_NICE);
         if !(-20..=19).contains(&nice) {
             bail!("the nice value must be in -20..=19 (got {nice})");
         }
@@ -1113,6 +1115,10 @@ cooldown_s = 30
         assert_eq!(s.policy.min_margin, PolicyConfig::default().min_margin);
         let plain = RunSettings::merge(&args(), ConfigFile::default(), None).unwrap();
         assert_eq!(plain.interval, Duration::from_millis(DEFAULT_INTERVAL_MS));
+        assert_eq!(
+            plain.nice, 19,
+            "the decision thread yields to the workload by default"
+        );
         assert_eq!(plain.policy, PolicyConfig::default());
         assert!(!plain.dry_run && plain.decision_log.is_none() && !plain.log_features);
         let config: ConfigFile = toml::from_str("log_features = true").unwrap();
@@ -1201,7 +1207,7 @@ cooldown_s = 30
         assert!(config.decision_log.is_some() && config.no_bpf == Some(false));
         assert_eq!(config.log_features, Some(false));
         assert_eq!(config.dbus, Some(false));
-        assert_eq!(config.nice, Some(0));
+        assert_eq!(config.nice, Some(DEFAULT_DECISION_NICE));
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());

@@ -96,7 +96,7 @@ pub struct CalibrateArgs {
     /// Stage live: `asa run --interval-ms` (default: its own, 1000).
     #[arg(long)]
     pub agent_interval_ms: Option<u64>,
-    /// Stage live: `asa run --nice` (the decision thread's nice value; default: its own, 0).
+    /// Stage live: `asa run --nice` (the decision thread's nice value; default: its own, 19).
     #[arg(long, allow_hyphen_values = true)]
     pub agent_nice: Option<i32>,
     /// Stage live: `asa run --no-bpf` (perception without the BPF scheduler counters).
