@@ -51,8 +51,9 @@ struct StandbyCandidates {
     overall_best: Option<String>,
 }
 
-/// How often the controller looks at the running expert between requests.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+/// How often the controller looks at the running expert between requests (an exit or an
+/// ejection shows in `status` within this; the kernel itself is back on EEVDF at once).
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How long a submitter waits for its job's answer, and so the job's deadline: two full
 /// enable timeouts (switch and rollback) and some. The `asa pin`/`asa unpin` clients wait 5 s

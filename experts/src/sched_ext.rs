@@ -136,6 +136,15 @@ impl SchedExt {
             .filter(|s| !s.is_empty())
     }
 
+    /// Whether an enabled scheduler is attached whose ops name `owns` accepts: two reads
+    /// (`state`, then `root/ops` only when enabled), the cheap look of a watch loop.
+    pub fn runs(&self, owns: impl Fn(&str) -> bool) -> Result<bool> {
+        if self.state()? != ScxState::Enabled {
+            return Ok(false);
+        }
+        Ok(self.ops().is_some_and(|o| owns(&o)))
+    }
+
     /// The attach counter.
     pub fn enable_seq(&self) -> Result<u64> {
         self.read_u64("enable_seq")
@@ -182,6 +191,31 @@ mod tests {
             assert_eq!(state.to_string(), text.trim());
         }
         assert!(ScxState::parse("maybe").is_err());
+    }
+
+    #[test]
+    fn runs_is_true_only_for_an_enabled_scheduler_the_caller_owns() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("root")).unwrap();
+        let scx = SchedExt::at(dir.path().to_path_buf());
+        let set = |state: &str, ops: &str| {
+            std::fs::write(dir.path().join("state"), state).unwrap();
+            std::fs::write(dir.path().join("root/ops"), ops).unwrap();
+        };
+        let bpfland = |o: &str| o.starts_with("bpfland");
+        set("enabled\n", "bpfland_1.1.4\n");
+        assert!(scx.runs(bpfland).unwrap());
+        set("enabled\n", "rusty\n");
+        assert!(!scx.runs(bpfland).unwrap());
+        for state in ["disabled\n", "enabling\n", "disabling\n"] {
+            set(state, "bpfland_1.1.4\n");
+            assert!(!scx.runs(bpfland).unwrap(), "{state}");
+        }
+        std::fs::remove_file(dir.path().join("state")).unwrap();
+        assert!(
+            scx.runs(bpfland).is_err(),
+            "no state file is an error, not 'not ours'"
+        );
     }
 
     #[test]

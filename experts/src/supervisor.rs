@@ -1341,16 +1341,22 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Look at the running expert once; returns what changed since the last look.
+    /// Look at the running expert once; returns what changed since the last look. A look
+    /// that finds nothing changed costs one `waitid` and two sysfs reads (`state`, `root/ops`):
+    /// the controller looks several times a second, beside the workload it serves.
     pub fn check(&mut self) -> Option<SupervisorEvent> {
         let running = self.running.as_mut()?;
         let mut exit = running.child.try_wait();
-        if matches!(exit, Ok(None)) && !running.ejected && running.exiting() {
-            // Dying: wait (bounded) so the exit is reported as such, not as an ejection.
-            let t0 = Instant::now();
-            while matches!(exit, Ok(None)) && t0.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(2));
-                exit = running.child.try_wait();
+        let mut attached = None;
+        if matches!(exit, Ok(None)) && !running.ejected {
+            attached = Some(self.scx.runs(|o| running.expert.owns_ops(o)).ok()?);
+            if attached == Some(false) && running.exiting() {
+                // Dying: wait (bounded) so the exit is reported as such, not as an ejection.
+                let t0 = Instant::now();
+                while matches!(exit, Ok(None)) && t0.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(2));
+                    exit = running.child.try_wait();
+                }
             }
         }
         match exit {
@@ -1373,32 +1379,34 @@ impl Supervisor {
             Ok(None) => {}
             Err(e) => warn!("waiting on {}: {e}", running.expert.name),
         }
-        let snap = self.scx.snapshot().ok()?;
-        let ours = snap.state == ScxState::Enabled
-            && snap
-                .ops
-                .as_deref()
-                .is_some_and(|o| running.expert.owns_ops(o));
         let name = running.expert.name.clone();
+        let attached = match attached {
+            Some(attached) => attached,
+            None => self.scx.runs(|o| running.expert.owns_ops(o)).ok()?,
+        };
         if running.ejected {
-            if ours && snap.enable_seq > running.enable_seq {
-                running.ejected = false;
-                running.enable_seq = snap.enable_seq;
-                let pid = running.child.id();
-                self.set_active(&name, Some(pid));
-                let event = SupervisorEvent::Reattached {
-                    expert: name,
-                    enable_seq: snap.enable_seq,
-                };
-                info!("{event}");
-                return Some(event);
+            if attached {
+                let enable_seq = self.scx.enable_seq().ok()?;
+                if enable_seq > running.enable_seq {
+                    running.ejected = false;
+                    running.enable_seq = enable_seq;
+                    let pid = running.child.id();
+                    self.set_active(&name, Some(pid));
+                    let event = SupervisorEvent::Reattached {
+                        expert: name,
+                        enable_seq,
+                    };
+                    info!("{event}");
+                    return Some(event);
+                }
             }
-        } else if !ours {
+        } else if !attached {
             running.ejected = true;
+            let state = self.scx.state().unwrap_or(ScxState::Disabled);
             self.set_active(EEVDF, None);
             let event = SupervisorEvent::Ejected {
                 expert: name,
-                state: snap.state,
+                state,
             };
             warn!("{event}");
             return Some(event);
