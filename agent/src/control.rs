@@ -257,7 +257,16 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Option<R
     stream.set_read_timeout(Some(timeout))?;
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
-    stream.write_all(line.as_bytes())?;
+    match stream.write_all(line.as_bytes()) {
+        // A busy agent answers as it accepts and closes without reading: its answer is
+        // already here even when our request could no longer be sent.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) => {}
+        other => other.with_context(|| format!("sending to {}", path.display()))?,
+    }
     let mut reply = String::new();
     BufReader::new(stream)
         .read_line(&mut reply)
@@ -829,6 +838,15 @@ mod tests {
         (stop, server)
     }
 
+    /// A server that waited for a silent client would answer after [`REQUEST_TIMEOUT`]; half
+    /// of it tells the design apart from a loaded test machine (issue 32's "within 1 s" is
+    /// measured in the lab VM by the fault suite's flood row).
+    fn answered_without_waiting_for_a_silent_client(t0: Instant) {
+        let took = t0.elapsed();
+        eprintln!("answered in {took:?}");
+        assert!(took < REQUEST_TIMEOUT / 2, "{took:?}");
+    }
+
     #[test]
     fn a_silent_client_does_not_delay_another_clients_status() {
         let dir = tempfile::tempdir().unwrap();
@@ -844,7 +862,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(resp.ok);
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        answered_without_waiting_for_a_silent_client(t0);
         // The silent ones are answered with an error and closed after REQUEST_TIMEOUT.
         let mut reply = String::new();
         BufReader::new(&silent[1]).read_line(&mut reply).unwrap();
@@ -946,6 +964,16 @@ mod tests {
     }
 
     /// True when `stream` has nothing to read now (the server neither answered nor closed it).
+    /// Bytes written to `stream` that its peer has not read yet (SIOCOUTQ).
+    fn unread_by_peer(stream: &UnixStream) -> i32 {
+        use std::os::fd::AsRawFd;
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ writes one int through the pointer, which outlives the call.
+        let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+        assert_eq!(rc, 0, "SIOCOUTQ: {}", std::io::Error::last_os_error());
+        queued
+    }
+
     fn nothing_to_read(stream: &UnixStream) -> bool {
         stream.set_nonblocking(true).unwrap();
         let result = (&*stream).read(&mut [0u8; 1]);
@@ -965,6 +993,13 @@ mod tests {
         let (stop, server) = status_server(&path);
         let partial = UnixStream::connect(&path).unwrap();
         (&partial).write_all(br#"{"cmd":"sta"#).unwrap();
+        // The server has read the half line (else, on a loaded machine, it is still "silent"
+        // when the evictions start, and the oldest).
+        let t0 = Instant::now();
+        while unread_by_peer(&partial) > 0 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
         let silent: Vec<UnixStream> = (0..99)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
@@ -973,7 +1008,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(resp.ok, "{resp:?}");
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        answered_without_waiting_for_a_silent_client(t0);
         // Connections are accepted in order: all 100 were when `status` was.
         let evicted = 100 + 1 - MAX_CONNECTIONS;
         assert!(nothing_to_read(&partial), "the partial request was evicted");
@@ -1047,7 +1082,7 @@ mod tests {
         );
         let quiet = UnixStream::connect(&path).unwrap();
         assert!(line_within(&quiet, Duration::from_secs(5)).contains("busy"));
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        answered_without_waiting_for_a_silent_client(t0);
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
         for pin in pins {
@@ -1058,6 +1093,28 @@ mod tests {
             .unwrap();
         assert!(status.ok, "{status:?}");
         stop_serving(&path, &stop, server);
+    }
+
+    /// A busy agent answers as it accepts and closes without reading the request: the client
+    /// still gets that answer when its own write fails (here a 4 MiB line, far more than the
+    /// socket buffers, so the write is still under way when the server closes).
+    #[test]
+    fn an_answer_sent_before_the_request_was_read_is_still_received() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            write_response(&stream, &refusal("the agent is busy: try again")).unwrap();
+        });
+        let pin = Request::Pin {
+            expert: "x".repeat(4 << 20),
+        };
+        let resp = request(&path, &pin, Duration::from_secs(5))
+            .unwrap()
+            .expect("an answer");
+        assert!(!resp.ok && resp.error.unwrap().contains("busy"));
+        server.join().unwrap();
     }
 
     #[test]
