@@ -963,7 +963,6 @@ mod tests {
         reply
     }
 
-    /// True when `stream` has nothing to read now (the server neither answered nor closed it).
     /// Bytes written to `stream` that its peer has not read yet (SIOCOUTQ).
     fn unread_by_peer(stream: &UnixStream) -> i32 {
         use std::os::fd::AsRawFd;
@@ -974,6 +973,7 @@ mod tests {
         queued
     }
 
+    /// True when `stream` has nothing to read now (the server neither answered nor closed it).
     fn nothing_to_read(stream: &UnixStream) -> bool {
         stream.set_nonblocking(true).unwrap();
         let result = (&*stream).read(&mut [0u8; 1]);
@@ -1102,7 +1102,7 @@ mod tests {
     fn an_answer_sent_before_the_request_was_read_is_still_received() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.sock");
-        let listener = UnixListener::bind(&path).unwrap();
+        let listener = bind(&path).unwrap();
         let server = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             write_response(&stream, &refusal("the agent is busy: try again")).unwrap();
