@@ -34,6 +34,7 @@ use crate::decision::voting::VotingConfig;
 use crate::decision_log::DecisionLog;
 use crate::foreign;
 use crate::sd_notify;
+use crate::stop::Stop;
 
 /// The config file read when it exists and `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
@@ -429,7 +430,7 @@ fn starting(
 /// `asa run` is refused at that bind, before it loads anything. Everything the decision needs
 /// is then loaded and checked before the scheduler is touched: a bad model is one error and
 /// nothing is switched.
-pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Stop) -> Result<()> {
     let settings = RunSettings::resolve(args)?;
     if let Some(path) = &settings.config_file {
         log::info!("config file {}", path.display());
@@ -482,7 +483,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
         let waited = wait_for_foreign_scheduler(
             &scx,
             &settings,
-            &stop,
+            stop.flag(),
             &heartbeat,
             &[&control.link, &dbus_agent],
         )?;
@@ -529,12 +530,12 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
             .name("decision".into())
             .spawn(move || {
                 let result = decision_loop(engine, sink, &settings, &stop, &heartbeat);
-                stop.store(true, Ordering::Relaxed);
+                stop.request();
                 result
             })
             .context("spawning the decision thread")?
     };
-    let result = controller.run(&stop);
+    let result = controller.run(stop.flag());
     sd_notify::notify_or_log("STOPPING=1\nSTATUS=returning the machine to EEVDF");
     // D-Bus callers from now on are told the agent is stopping; the name goes with the service.
     dbus_agent.set(|_| control::refusal("the agent is stopping"));
@@ -552,7 +553,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<
 
 /// `--dry-run`: no supervisor; `asa status` is served, from the start as for [`run`], when the
 /// socket can be bound (another agent may serve it: the dry run then goes without).
-fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Arc<AtomicBool>) -> Result<()> {
+fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Stop) -> Result<()> {
     let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
     let current = running_expert(&ctx.catalogue, &scx);
     let active = Active {
@@ -622,7 +623,7 @@ pub struct Heartbeat {
 impl Heartbeat {
     /// A heartbeat, and the pinging thread when systemd asks for a watchdog; the thread ends
     /// with `stop`.
-    pub fn start(stop: Arc<AtomicBool>) -> Arc<Self> {
+    pub fn start(stop: Stop) -> Arc<Self> {
         let heartbeat = Arc::new(Self {
             origin: Instant::now(),
             last_ms: AtomicU64::new(0),
@@ -639,7 +640,7 @@ impl Heartbeat {
                 .name("watchdog".into())
                 .spawn(move || {
                     let mut warned = false;
-                    while !sleep_until(Instant::now() + interval / 2, &stop) {
+                    while !stop.wait_until(Instant::now() + interval / 2) {
                         if hb.alive(interval) {
                             sd_notify::notify_or_log("WATCHDOG=1");
                             warned = false;
@@ -840,20 +841,6 @@ impl Sink {
     }
 }
 
-/// Sleeps until `deadline` or until `stop` is set; true when stopped.
-fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
-    }
-}
-
 /// Sets the calling thread's nice value (Linux: a thread's own, by its thread id); a failure
 /// (a negative value without CAP_SYS_NICE) is a warning, the thread keeps its priority.
 fn set_thread_nice(nice: i32) {
@@ -908,7 +895,7 @@ fn decision_loop(
     mut engine: DecisionEngine,
     sink: Sink,
     settings: &RunSettings,
-    stop: &AtomicBool,
+    stop: &Stop,
     heartbeat: &Heartbeat,
 ) -> Result<()> {
     let mut log_file = match &settings.decision_log {
@@ -926,7 +913,7 @@ fn decision_loop(
     let mut last_event_ms: Option<u64> = None;
     loop {
         heartbeat.beat();
-        if sleep_until(next, stop) {
+        if stop.wait_until(next) {
             return Ok(());
         }
         heartbeat.beat();

@@ -20,4 +20,5 @@ pub mod foreign;
 pub mod memory;
 pub mod perception;
 pub mod sd_notify;
+pub mod stop;
 pub mod switch_bench;

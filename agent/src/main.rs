@@ -2,14 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use asa_agent::control::{self, AgentStatus, Request, Response};
 use asa_agent::controller::{Controller, StandbySettings, JOB_TIMEOUT};
 use asa_agent::decision::standby::StandbyBounds;
+use asa_agent::stop::Stop;
 use asa_agent::switch_bench;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
@@ -200,18 +199,10 @@ fn require_root(what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Signals that end a foreground run: the flag is set, the controller loop ends and EEVDF is
-/// restored.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
-    Ok(stop)
+/// The stop of a foreground run or the daemon: SIGINT, SIGTERM or SIGHUP ends the controller
+/// loop and EEVDF is restored.
+fn stop_on_signals() -> Result<Stop> {
+    Stop::on_signals(&asa_agent::stop::STOP_SIGNALS)
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -310,7 +301,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
     }
     require_root("asa pin")?;
     let scx = SchedExt::system()?;
-    let stop = stop_flag()?;
+    let stop = stop_on_signals()?;
     let supervisor = Supervisor::new(cat, scx, supervisor_config(cli))?;
     let listener = control::bind(&cli.socket)?;
     let mut controller = Controller::new(
@@ -335,7 +326,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
             report.to, report.total_ms
         );
     }
-    let result = controller.run(&stop);
+    let result = controller.run(stop.flag());
     let _ = std::fs::remove_file(&cli.socket);
     result?;
     println!("asa: stopped; the machine is on EEVDF");
@@ -343,7 +334,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
 }
 
 fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
-    let stop = stop_flag()?;
+    let stop = stop_on_signals()?;
     let ctx = asa_agent::daemon::DaemonContext {
         socket: cli.socket.clone(),
         catalogue: catalogue(cli)?,
@@ -356,7 +347,7 @@ fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
 
 /// `asa dbus`: org.scx.Loader answered by the agent on the control socket.
 fn dbus(cli: &Cli) -> Result<ExitCode> {
-    let stop = stop_flag()?;
+    let stop = stop_on_signals()?;
     let socket = cli.socket.clone();
     let agent = asa_agent::dbus::AgentLink::new(move |request| {
         // A status is answered from a snapshot at once; a switch may take minutes.
@@ -384,9 +375,7 @@ fn dbus(cli: &Cli) -> Result<ExitCode> {
         "asa dbus: requests go to the agent on {}; Ctrl-C stops",
         cli.socket.display()
     );
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop.wait();
     drop(service);
     Ok(ExitCode::SUCCESS)
 }

@@ -21,8 +21,6 @@ pub mod authorize;
 pub mod interface;
 pub mod names;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -30,6 +28,7 @@ use asa_experts::Catalogue;
 use zbus::fdo::{RequestNameFlags, RequestNameReply};
 
 use crate::control::Request;
+use crate::stop::Stop;
 
 /// The well-known bus name scx_loader owns.
 pub const BUS_NAME: &str = "org.scx.Loader";
@@ -73,13 +72,13 @@ impl Bus {
 /// and closes the connection.
 pub struct Service {
     connection: zbus::blocking::Connection,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     watch: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.request();
         if let Some(watch) = self.watch.take() {
             let _ = watch.join();
         }
@@ -138,7 +137,7 @@ pub fn serve(agent: AgentLink, catalogue: Catalogue, bus: &Bus) -> Result<Servic
         "serving {BUS_NAME} at {OBJECT_PATH} on {} (scxctl and scx_loader's clients drive the agent)",
         bus.describe()
     );
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Stop::new();
     let watch = {
         let (connection, stop) = (connection.clone(), stop.clone());
         std::thread::Builder::new()
@@ -159,17 +158,10 @@ fn watch(
     connection: &zbus::blocking::Connection,
     agent: &AgentLink,
     catalogue: &Catalogue,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) {
     let mut last: Option<(String, String)> = None;
-    loop {
-        let t0 = std::time::Instant::now();
-        while t0.elapsed() < WATCH_INTERVAL {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    while !stop.wait_until(std::time::Instant::now() + WATCH_INTERVAL) {
         let Some(status) = agent.ask(Request::Status).status else {
             continue;
         };

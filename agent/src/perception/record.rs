@@ -10,7 +10,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +22,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
 use super::{BpfMode, Sample, Sampler, SchemaFile};
+use crate::stop::Stop;
 
 /// Ticks buffered before a Parquet row group is written.
 pub const ROWS_PER_ROW_GROUP: usize = 60;
@@ -68,11 +68,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         Some(path) => SchemaFile::load(path)?,
         None => SchemaFile::builtin()?,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("install the Ctrl-C handler")?;
-    }
+    let stop = Stop::on_signals(&[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])?;
     let mode = if args.no_bpf {
         BpfMode::Off
     } else {
@@ -94,12 +90,11 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     let mut next = Instant::now() + interval;
     let mut ticks = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         if deadline.is_some_and(|d| next > d + interval / 2) {
             break;
         }
-        sleep_until(next, &stop);
-        if stop.load(Ordering::Relaxed) {
+        if stop.wait_until(next) {
             break;
         }
         let sample = sampler.sample()?;
@@ -115,17 +110,6 @@ pub fn record(args: &RecordArgs) -> Result<()> {
     writer.finish()?;
     log::info!("recorded {ticks} ticks to {}", args.out.display());
     Ok(())
-}
-
-fn sleep_until(when: Instant, stop: &AtomicBool) {
-    // Short naps so Ctrl-C is honoured within 100 ms.
-    loop {
-        let now = Instant::now();
-        if now >= when || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::sleep((when - now).min(Duration::from_millis(100)));
-    }
 }
 
 /// Writes samples of one schema to a `.parquet` or `.csv` file.
