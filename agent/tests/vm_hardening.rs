@@ -14,20 +14,24 @@
 //!   read-only but the unit's writable directories /run/asa, /run/scx_gru, /var/log/asa),
 //!   ProtectHome, PrivateTmp, PrivateDevices (a /dev with only the basic nodes) and
 //!   ProtectKernelTunables (/sys, /proc/sys, /proc/sysrq-trigger read-only), and
-//!   MemoryDenyWriteExecute as the kernel's PR_SET_MDWE. The system-call
-//!   filters (SystemCallFilter, RestrictAddressFamilies, SystemCallArchitectures, ...) need
-//!   systemd and are not applied here (agent/dist/README.md);
+//!   MemoryDenyWriteExecute as the kernel's PR_SET_MDWE, and the unit's system-call filters
+//!   (SystemCallFilter=~…, SystemCallErrorNumber, RestrictAddressFamilies,
+//!   SystemCallArchitectures) as the seccomp program systemd would build (`sandbox_common`,
+//!   loaded by `data/seccomp/seccomp-exec.pl`; the same program is loaded on the host by
+//!   `the_units_system_call_filter_denies_its_groups_and_families`);
 //! - an agent killed with SIGKILL while the expert it started behind the attach gate runs
 //!   leaves no scheduler behind: the expert holds no seccomp listener (only the agent does),
 //!   gets its parent-death SIGINT, exits, and the kernel is back on EEVDF within 2 s.
 
 mod daemon_common;
+mod sandbox_common;
 
 use std::time::Duration;
 
 use asa_agent::decision::engine::TickRecord;
 use asa_lab::Lab;
 use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use sandbox_common::UnitFilter;
 use serde_json::Value;
 
 /// The directories the unit makes writable (RuntimeDirectory=, LogsDirectory=), as paths.
@@ -63,7 +67,16 @@ fn bounding_set() -> String {
     set
 }
 
-fn lab_run(name: &str, script: &str, mapping_expert: &'static str) -> (asa_lab::VmOutcome, String) {
+/// Where the unit's system-call filter goes in the guest: /lab/seccomp.bpf and its installer,
+/// /lab/seccomp-exec.pl.
+struct Sandbox;
+
+fn lab_run(
+    name: &str,
+    script: &str,
+    mapping_expert: &'static str,
+    sandbox: Option<Sandbox>,
+) -> (asa_lab::VmOutcome, String) {
     let dir = tempfile::tempdir().unwrap();
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
@@ -71,13 +84,96 @@ fn lab_run(name: &str, script: &str, mapping_expert: &'static str) -> (asa_lab::
         mapping_table(&default_model_classes(), |_| mapping_expert),
     )
     .unwrap();
+    let mut files = Vec::new();
+    if let Some(Sandbox) = sandbox {
+        let (bpf, pl) = (
+            dir.path().join("seccomp.bpf"),
+            dir.path().join("seccomp-exec.pl"),
+        );
+        std::fs::write(&bpf, unit_filter().program()).unwrap();
+        std::fs::write(&pl, sandbox_common::SECCOMP_EXEC_PL).unwrap();
+        files.push((bpf, "/lab/seccomp.bpf".into()));
+        files.push((pl, "/lab/seccomp-exec.pl".into()));
+    }
     let script = script.replace("{args}", GUEST_RUN_ARGS);
-    let mut run = asa_run_guest(name, &script, &mapping, &["bpfland"], vec![]);
+    let mut run = asa_run_guest(name, &script, &mapping, &["bpfland"], files);
     run.vm.timeout = Duration::from_secs(420);
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let out = lab.run(&run).expect("the lab VM ran");
     let console = out.script_output().to_string();
     (out, console)
+}
+
+/// The unit's system-call filter with the host's numbers.
+fn unit_filter() -> UnitFilter {
+    let unistd = std::fs::read_to_string(sandbox_common::UNISTD_64).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (Debian: apt install linux-libc-dev)",
+            sandbox_common::UNISTD_64
+        )
+    });
+    UnitFilter::from_unit(&unistd).unwrap()
+}
+
+#[test]
+fn the_units_system_call_filter_denies_its_groups_and_families() {
+    let filter = unit_filter();
+    let denies = |name: &str| filter.denied.values().any(|n| n == name);
+    for name in [
+        "mount",
+        "umount2",
+        "settimeofday",
+        "init_module",
+        "reboot",
+        "swapon",
+        "afs_syscall",
+    ] {
+        assert!(
+            denies(name),
+            "{name} is in a denied group: {:?}",
+            filter.denied
+        );
+    }
+    // What the agent and the experts need stays.
+    for name in [
+        "bpf",
+        "perf_event_open",
+        "pidfd_getfd",
+        "seccomp",
+        "ioctl",
+        "execve",
+    ] {
+        assert!(!denies(name), "{name} must stay allowed");
+    }
+    // Loaded for real on the host, as the guest loads it.
+    let dir = tempfile::tempdir().unwrap();
+    let (bpf, pl, checks) = (
+        dir.path().join("seccomp.bpf"),
+        dir.path().join("seccomp-exec.pl"),
+        dir.path().join("checks"),
+    );
+    std::fs::write(&bpf, filter.program()).unwrap();
+    std::fs::write(&pl, sandbox_common::SECCOMP_EXEC_PL).unwrap();
+    let out = std::process::Command::new("perl")
+        .arg(&pl)
+        .arg(&bpf)
+        .arg(&checks)
+        .args(["sh", "-c", "grep -E '^Seccomp' /proc/self/status"])
+        .output()
+        .expect("perl runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let checks = std::fs::read_to_string(&checks).unwrap();
+    // afs_syscall: ENOSYS (38) without the filter, EPERM (1) under it.
+    assert!(checks.contains("seccomp_afs_errno=1\n"), "{checks}");
+    assert!(checks.contains("seccomp_inet_errno=97\n"), "{checks}");
+    assert!(checks.contains("seccomp_unix_errno=0\n"), "{checks}");
+    // The command ran under the filter (mode 2: filter), and only under it.
+    assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+    assert!(stdout.contains("Seccomp_filters:\t1"), "{stdout}");
 }
 
 const HELPERS: &str = r#"
@@ -133,7 +229,7 @@ kill -TERM $D; wait $D; rec takeover_exit $?
 rec final_state $(state)
 "#
     );
-    let (out, console) = lab_run("foreign", &script, "eevdf");
+    let (out, console) = lab_run("foreign", &script, "eevdf", None);
     let log = |n: &str| out.read_out(n).unwrap_or_default();
     eprintln!(
         "---- guest console ----\n{console}\n---- wait.log ----\n{}\n---- takeover.log ----\n{}",
@@ -275,8 +371,11 @@ ulimit -l unlimited || echo "sandbox: could not raise RLIMIT_MEMLOCK" >&2
 # MemoryDenyWriteExecute: the kernel's own version, PR_SET_MDWE (65) with
 # PR_MDWE_REFUSE_EXEC_GAIN (1), through perl's syscall (prctl is 157 on x86_64); it is kept
 # across execve and fork, so the experts get it too.
+# The system-call filters last (the mounts above need @mount): seccomp-exec.pl installs the
+# unit's filter, notes its witnesses in the checks and execs the agent.
 exec setpriv --bounding-set=BOUNDING_SET --inh-caps=-all --no-new-privs \
   perl -e 'syscall(157, 65, 1, 0, 0, 0) == 0 or die "PR_SET_MDWE: $!"; exec @ARGV or die "exec: $!"' \
+  perl /lab/seccomp-exec.pl /lab/seccomp.bpf /run/asa/sandbox-checks \
   asa run ARGS --config /lab/asa.toml --duration-s __DURATION__
 EOF
 sed -i "s|BOUNDING_SET|__BOUNDING__|; s|ARGS|{args}|" /tmp/sandbox.sh
@@ -286,11 +385,11 @@ wait_mode daemon
 # The agent's (D: unshare, sh and setpriv exec each other) and, once one runs, the expert's
 # capabilities.
 rec agent_comm "$(cat /proc/$D/comm)"
-grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/$D/status | tr -d '\t' | sed 's/:/_agent=/' >> /lab/out/results
+grep -E '^(CapBnd|CapEff|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/$D/status | tr -d '\t' | sed 's/:/_agent=/' >> /lab/out/results
 # The expert lives about a second before the ejector gets it: read its status at once.
 i=0; while [ $i -lt 600 ]; do
   X=$(pidof scx_bpfland | tr ' ' '\n' | head -1)
-  if [ -n "$X" ] && grep -E '^(CapBnd|CapEff)' /proc/$X/status > /tmp/expert_caps 2>/dev/null; then
+  if [ -n "$X" ] && grep -E '^(CapBnd|CapEff|Seccomp_filters):' /proc/$X/status > /tmp/expert_caps 2>/dev/null; then
     tr -d '\t' < /tmp/expert_caps | sed 's/:/_expert=/' >> /lab/out/results; break
   fi
   sleep 0.05; i=$((i+1))
@@ -317,7 +416,7 @@ cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
         .replace("__BOUNDING__", &bounding_set())
         .replace("__WRITABLE__", &writable_dirs().join(" "))
     );
-    let (out, console) = lab_run("quarantine", &script, "bpfland");
+    let (out, console) = lab_run("quarantine", &script, "bpfland", Some(Sandbox));
     let log = |n: &str| out.read_out(n).unwrap_or_default();
     let daemon = log("daemon.log");
     eprintln!("---- guest console ----\n{console}\n---- daemon log ----\n{daemon}");
@@ -339,6 +438,25 @@ cp /var/log/asa/decisions.jsonl /lab/out/ 2>/dev/null
     assert_eq!(r["CapBnd_agent"], caps, "{r:?}");
     assert_eq!(r["CapEff_agent"], caps, "{r:?}");
     assert_eq!(r["NoNewPrivs_agent"], "1");
+    // The unit's system-call filters: the witnesses refused as systemd would, the agent under
+    // the one filter, the expert under it and the attach gate's.
+    assert_eq!(r["seccomp_afs_errno"], "1", "SystemCallFilter: {r:?}");
+    assert_eq!(
+        r["seccomp_inet_errno"], "97",
+        "RestrictAddressFamilies: {r:?}"
+    );
+    assert_eq!(
+        r["seccomp_unix_errno"], "0",
+        "RestrictAddressFamilies: {r:?}"
+    );
+    assert_eq!(r["Seccomp_agent"], "2", "{r:?}");
+    assert_eq!(r["Seccomp_filters_agent"], "1", "{r:?}");
+    assert!(
+        r.get("Seccomp_filters_expert")
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n >= 2),
+        "the expert inherits the filter under the attach gate's: {r:?}"
+    );
     assert_eq!(r["agent_comm"], "asa");
     assert_eq!(
         r.get("CapBnd_expert"),
@@ -444,7 +562,7 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
 rec final_state $(state)
 "#
     );
-    let (out, console) = lab_run("killed-agent", &script, "eevdf");
+    let (out, console) = lab_run("killed-agent", &script, "eevdf", None);
     let pin_log = out.read_out("pin.log").unwrap_or_default();
     eprintln!("---- guest console ----\n{console}\n---- pin.log ----\n{pin_log}");
     assert_eq!(out.exit_code, 0);
