@@ -46,15 +46,17 @@ scenarios-full: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	scenarios/lab/full-run.sh $(SCENARIOS_OUT)
 
-# Long run, not in CI: the live evaluation of `asa run` against every static expert and its own
-# dry run, on the calibration's 8 scenarios (4 phased), 2 repetitions in rotated order, 60 s
-# runs with phases of at least 30 s, release binaries, the agent warm before each run's load
-# starts; about 150 minutes (LIVE_EVAL_DRY_RUN=0: without the dry run, about 120). Writes
-# results/<date>-agent-live-eval/ (live.md: verdicts beyond the measured noise).
+# Long run, not in CI: the live evaluation of `asa run` against the static experts the table
+# chooses among (LIVE_EVAL_EXPERTS) and its own dry run, on the calibration's 8 scenarios
+# (4 phased), 2 repetitions in rotated order, 60 s runs with phases of at least 30 s, release
+# binaries, the agent warm before each run's load starts; about 150 minutes
+# (LIVE_EVAL_DRY_RUN=0: without the dry run, about 120). Writes results/<date>-agent-live-eval/
+# (live.md: verdicts beyond the measured noise).
 LIVE_EVAL_OUT ?= results/$(shell date -u +%F)-agent-live-eval
-LIVE_EVAL_TABLE ?= results/2026-11-27-agent-live-eval/mapping.toml
+LIVE_EVAL_TABLE ?= results/2026-11-28-agent-live-seven-expert-table/mapping.toml
+LIVE_EVAL_EXPERTS ?= eevdf,bpfland,flash,cosmos
 LIVE_EVAL_DRY_RUN ?= 1
 live-eval: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
-	DURATION=60 MIN_PHASE=30 REPS=2 TIMEOUT=10800 DRY_RUN=$(LIVE_EVAL_DRY_RUN) \
+	EXPERTS=$(LIVE_EVAL_EXPERTS) DURATION=60 MIN_PHASE=30 REPS=2 TIMEOUT=10800 DRY_RUN=$(LIVE_EVAL_DRY_RUN) \
 	  mapping/lab/live-run.sh $(LIVE_EVAL_OUT) $(LIVE_EVAL_TABLE) classifier/models/lab/classifier.onnx
