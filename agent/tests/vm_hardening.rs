@@ -31,21 +31,17 @@ use std::time::Duration;
 use asa_agent::decision::engine::TickRecord;
 use asa_lab::Lab;
 use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
-use sandbox_common::UnitFilter;
+use sandbox_common::{unit_setting, write_unit_filter, UnitFilter};
 use serde_json::Value;
 
 /// The directories the unit makes writable (RuntimeDirectory=, LogsDirectory=), as paths.
 fn writable_dirs() -> Vec<String> {
-    let unit = include_str!("../dist/asa.service");
     let mut dirs = Vec::new();
     for (key, base) in [
         ("RuntimeDirectory=", "/run"),
         ("LogsDirectory=", "/var/log"),
     ] {
-        let names = unit
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or_else(|| panic!("the unit sets {key}"));
+        let names = unit_setting(key).unwrap();
         dirs.extend(names.split_whitespace().map(|n| format!("{base}/{n}")));
     }
     dirs
@@ -54,11 +50,7 @@ fn writable_dirs() -> Vec<String> {
 /// The unit's CapabilityBoundingSet (agent/dist/asa.service), as setpriv takes it:
 /// `-all,+sys_admin,+bpf,...`.
 fn bounding_set() -> String {
-    let unit = include_str!("../dist/asa.service");
-    let caps = unit
-        .lines()
-        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
-        .expect("the unit sets CapabilityBoundingSet");
+    let caps = unit_setting("CapabilityBoundingSet=").unwrap();
     let mut set = String::from("-all");
     for cap in caps.split_whitespace() {
         let name = cap.strip_prefix("CAP_").expect("CAP_ names");
@@ -86,12 +78,7 @@ fn lab_run(
     .unwrap();
     let mut files = Vec::new();
     if let Some(Sandbox) = sandbox {
-        let (bpf, pl) = (
-            dir.path().join("seccomp.bpf"),
-            dir.path().join("seccomp-exec.pl"),
-        );
-        std::fs::write(&bpf, unit_filter().program()).unwrap();
-        std::fs::write(&pl, sandbox_common::SECCOMP_EXEC_PL).unwrap();
+        let [bpf, pl] = write_unit_filter(dir.path());
         files.push((bpf, "/lab/seccomp.bpf".into()));
         files.push((pl, "/lab/seccomp-exec.pl".into()));
     }
@@ -104,20 +91,9 @@ fn lab_run(
     (out, console)
 }
 
-/// The unit's system-call filter with the host's numbers.
-fn unit_filter() -> UnitFilter {
-    let unistd = std::fs::read_to_string(sandbox_common::UNISTD_64).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (Debian: apt install linux-libc-dev)",
-            sandbox_common::UNISTD_64
-        )
-    });
-    UnitFilter::from_unit(&unistd).unwrap()
-}
-
 #[test]
 fn the_units_system_call_filter_denies_its_groups_and_families() {
-    let filter = unit_filter();
+    let filter = UnitFilter::from_host();
     let denies = |name: &str| filter.denied.values().any(|n| n == name);
     for name in [
         "mount",
@@ -147,13 +123,8 @@ fn the_units_system_call_filter_denies_its_groups_and_families() {
     }
     // Loaded for real on the host, as the guest loads it.
     let dir = tempfile::tempdir().unwrap();
-    let (bpf, pl, checks) = (
-        dir.path().join("seccomp.bpf"),
-        dir.path().join("seccomp-exec.pl"),
-        dir.path().join("checks"),
-    );
-    std::fs::write(&bpf, filter.program()).unwrap();
-    std::fs::write(&pl, sandbox_common::SECCOMP_EXEC_PL).unwrap();
+    let [bpf, pl] = write_unit_filter(dir.path());
+    let checks = dir.path().join("checks");
     let out = std::process::Command::new("perl")
         .arg(&pl)
         .arg(&bpf)

@@ -12,9 +12,28 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 /// The unit the filter is read from.
 const UNIT: &str = include_str!("../../dist/asa.service");
+
+/// The value of the unit's `KEY=` line (`key` with its `=`), trimmed.
+pub fn unit_setting(key: &str) -> Result<&'static str, String> {
+    UNIT.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(str::trim)
+        .ok_or_else(|| format!("agent/dist/asa.service sets no {key}"))
+}
+
+/// Writes the unit's filter (numbers from the host's [`UNISTD_64`]) and its installer into
+/// `dir`: `seccomp.bpf` and `seccomp-exec.pl`, in that order.
+pub fn write_unit_filter(dir: &Path) -> [PathBuf; 2] {
+    let program = UnitFilter::from_host().program();
+    let (bpf, pl) = (dir.join("seccomp.bpf"), dir.join("seccomp-exec.pl"));
+    std::fs::write(&bpf, program).unwrap();
+    std::fs::write(&pl, SECCOMP_EXEC_PL).unwrap();
+    [bpf, pl]
+}
 /// systemd 252's groups.
 const GROUPS: &str = include_str!("../data/seccomp/systemd-252-syscall-groups.txt");
 /// The installer the guest runs (see the file's header).
@@ -52,19 +71,21 @@ pub struct UnitFilter {
 }
 
 impl UnitFilter {
+    /// [`UnitFilter::from_unit`] with the host's [`UNISTD_64`]; panics, saying what to install,
+    /// without it.
+    pub fn from_host() -> Self {
+        let unistd = std::fs::read_to_string(UNISTD_64)
+            .unwrap_or_else(|e| panic!("{UNISTD_64}: {e} (Debian: apt install linux-libc-dev)"));
+        Self::from_unit(&unistd).unwrap()
+    }
+
     /// Reads the unit's settings; the numbers come from `unistd_64` (the text of
     /// [`UNISTD_64`]).
     pub fn from_unit(unistd_64: &str) -> Result<Self, String> {
-        let setting = |key: &str| {
-            UNIT.lines()
-                .find_map(|l| l.strip_prefix(key))
-                .map(str::trim)
-                .ok_or_else(|| format!("agent/dist/asa.service sets no {key}"))
-        };
-        let groups_denied = setting("SystemCallFilter=")?.strip_prefix('~').ok_or(
+        let groups_denied = unit_setting("SystemCallFilter=")?.strip_prefix('~').ok_or(
             "the unit's SystemCallFilter= is an allow list; this builder knows deny lists",
         )?;
-        let errno = match setting("SystemCallErrorNumber=")? {
+        let errno = match unit_setting("SystemCallErrorNumber=")? {
             "EPERM" => 1,
             other => {
                 return Err(format!(
@@ -72,10 +93,10 @@ impl UnitFilter {
                 ))
             }
         };
-        if setting("SystemCallArchitectures=")? != "native" {
+        if unit_setting("SystemCallArchitectures=")? != "native" {
             return Err("SystemCallArchitectures= other than native".into());
         }
-        let families = setting("RestrictAddressFamilies=")?
+        let families = unit_setting("RestrictAddressFamilies=")?
             .split_whitespace()
             .map(|f| match f {
                 "AF_UNIX" => Ok(1),
