@@ -10,7 +10,8 @@
 # Settings (environment): SCENARIOS (default P1,P2,P3,P4,S1,S10,S19,S25), EXPERTS
 # (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / MIN_PHASE / SETTLE / COOLDOWN (seconds;
 # MIN_PHASE lengthens a phased scenario so its shortest phase lasts that long), REPS,
-# AGENT_COOLDOWN (s), AGENT_NICE (the agent's decision thread; default asa run's own), AGENT_NO_BPF (1: the
+# AGENT_COOLDOWN (s), AGENT_INTERVAL_MS (the agent's tick; default asa run's own), AGENT_NICE (the
+# agent's decision thread; default asa run's own), AGENT_NO_BPF (1: the
 # agent perceives without its BPF scheduler counters; default 0), EXPERT_NICE (the
 # experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
 # (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios), DRY_RUN (1: also the
@@ -28,6 +29,7 @@ SETTLE=${SETTLE:-2}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 AGENT_COOLDOWN=${AGENT_COOLDOWN:-6}
+AGENT_INTERVAL_MS=${AGENT_INTERVAL_MS:-}
 AGENT_NICE=${AGENT_NICE:-}
 AGENT_NO_BPF=${AGENT_NO_BPF:-0}
 EXPERT_NICE=${EXPERT_NICE:-}
@@ -45,7 +47,7 @@ GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
   sed -n 's/^ *expert *= *"\([a-z_]*\)".*/\1/p' "$TABLE"; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
-  --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
+  --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
   --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')$([ "$AGENT_NO_BPF" = 1 ] && echo ' --agent-no-bpf')"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0

@@ -13,6 +13,7 @@ MODULES = (
     'placement_vs_result',
     'pool_rounds',
     'progdiff',
+    'routing_ceiling',
     'standby_switch_times',
     'switch_transient',
     'task_states',
