@@ -157,6 +157,10 @@ pub struct DecisionStatus {
     /// Ticks whose decision-log line could not be written (a full disk): deciding goes on.
     #[serde(default)]
     pub unlogged_ticks: u64,
+    /// Set while the table leaves nothing to decide (its default expert runs and no class's
+    /// vote would move it): the tick length meanwhile, in ms.
+    #[serde(default)]
+    pub settled_interval_ms: Option<u64>,
 }
 
 impl DecisionStatus {
@@ -169,6 +173,7 @@ impl DecisionStatus {
             last_switch: None,
             quarantine: Vec::new(),
             unlogged_ticks: 0,
+            settled_interval_ms: None,
         }
     }
 }

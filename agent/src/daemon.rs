@@ -42,6 +42,8 @@ pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
 pub const DEFAULT_INTERVAL_MS: u64 = 1000;
 /// Default nice value of the decision thread: the workload the agent watches goes first.
 pub const DEFAULT_DECISION_NICE: i32 = 19;
+/// Default tick length while the table leaves nothing to decide ([`RunSettings::settled_interval`]).
+pub const DEFAULT_SETTLED_INTERVAL_MS: u64 = 10_000;
 /// Shortest tick (perception's process scan runs at most ~1/s anyway).
 pub const MIN_INTERVAL_MS: u64 = 100;
 /// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
@@ -71,6 +73,12 @@ pub struct RunArgs {
     /// Tick length in ms (default 1000; the voting window is counted in ticks).
     #[arg(long)]
     pub interval_ms: Option<u64>,
+    /// Tick length in ms while the table leaves nothing to decide: the table's default expert
+    /// runs and no class's vote could move it (every other expert a class maps to is within
+    /// the noise of it or not worth its switch). A pin, an expert that fails or a quarantine
+    /// ends it at the next tick. 0: tick every --interval-ms throughout (default 10000).
+    #[arg(long)]
+    pub settled_interval_ms: Option<u64>,
     /// Minimum seconds between two switches (default 15).
     #[arg(long)]
     pub cooldown_s: Option<f64>,
@@ -124,6 +132,8 @@ pub struct ConfigFile {
     pub onnxruntime: Option<PathBuf>,
     /// Tick length in ms.
     pub interval_ms: Option<u64>,
+    /// Tick length in ms while the table leaves nothing to decide (0: off).
+    pub settled_interval_ms: Option<u64>,
     /// JSON-lines decision log.
     pub decision_log: Option<PathBuf>,
     /// Feature vectors in the decision log.
@@ -207,6 +217,10 @@ pub struct RunSettings {
     pub sources: EngineSources,
     /// Tick length.
     pub interval: Duration,
+    /// Tick length while the table leaves nothing to decide
+    /// ([`crate::decision::policy::Policy::settled`]); None: every
+    /// `interval` throughout.
+    pub settled_interval: Option<Duration>,
     /// Policy parameters.
     pub policy: PolicyConfig,
     /// JSON-lines decision log.
@@ -257,6 +271,15 @@ impl RunSettings {
             .unwrap_or(DEFAULT_INTERVAL_MS);
         if interval_ms < MIN_INTERVAL_MS {
             bail!("the tick length must be at least {MIN_INTERVAL_MS} ms (got {interval_ms})");
+        }
+        let settled_ms = args
+            .settled_interval_ms
+            .or(config.settled_interval_ms)
+            .unwrap_or(DEFAULT_SETTLED_INTERVAL_MS.max(interval_ms));
+        if settled_ms != 0 && settled_ms < interval_ms {
+            bail!(
+                "the settled tick length must be 0 (off) or at least the tick length, {interval_ms} ms (got {settled_ms})"
+            );
         }
         let defaults = PolicyConfig::default();
         let p = &config.policy;
@@ -328,6 +351,7 @@ impl RunSettings {
                 no_bpf: args.no_bpf || config.no_bpf.unwrap_or(false),
             },
             interval: Duration::from_millis(interval_ms),
+            settled_interval: (settled_ms != 0).then(|| Duration::from_millis(settled_ms)),
             policy,
             decision_log: args.decision_log.clone().or(config.decision_log),
             log_features: args.log_features || config.log_features.unwrap_or(false),
@@ -812,9 +836,16 @@ impl Sink {
         }
     }
 
-    fn publish(&self, record: &TickRecord, quarantine: Vec<QuarantineEntry>, unlogged: u64) {
+    fn publish(
+        &self,
+        record: &TickRecord,
+        quarantine: Vec<QuarantineEntry>,
+        unlogged: u64,
+        settled: Option<Duration>,
+    ) {
         let update = |d: &mut DecisionStatus| {
             d.ticks += 1;
+            d.settled_interval_ms = settled.map(|s| s.as_millis() as u64);
             d.unlogged_ticks = unlogged;
             d.quarantine = quarantine;
             d.last = Some(record.clone());
@@ -911,6 +942,8 @@ fn decision_loop(
     let mut previous_key = None;
     let mut failed_in_a_row = 0u32;
     let mut last_event_ms: Option<u64> = None;
+    // While settled: when the last full tick ran and what the controller reported then.
+    let mut settled: Option<(Instant, ControllerState)> = None;
     loop {
         heartbeat.beat();
         if stop.wait_until(next) {
@@ -931,6 +964,11 @@ fn decision_loop(
         let now = started.elapsed();
         // What the controller did since the last tick: pins, unpins, an expert that died.
         let status = sink.status();
+        if let (Some(every), Some((last_full, seen))) = (settings.settled_interval, &settled) {
+            if now_instant < *last_full + every && *seen == ControllerState::of(&status) {
+                continue;
+            }
+        }
         if let Sink::Controller(_) = sink {
             if status.pinned != last_pinned {
                 engine
@@ -1059,7 +1097,49 @@ fn decision_loop(
         }
         previous_key = Some(key);
         let unlogged = log_file.as_ref().map_or(0, DecisionLog::unwritten);
-        sink.publish(&record, engine.policy().quarantine_entries(now), unlogged);
+        let now_settled = settings.settled_interval.is_some() && engine.policy().settled(now);
+        if now_settled != settled.is_some() {
+            match (now_settled, settings.settled_interval) {
+                (true, Some(every)) => log::info!(
+                    "the table leaves nothing to decide from {}: no class's vote would move it; ticking every {} ms until a pin, a failure or a quarantine",
+                    engine.policy().current_expert().unwrap_or("?"),
+                    every.as_millis()
+                ),
+                _ => log::info!(
+                    "deciding every {} ms again ({} runs)",
+                    settings.interval.as_millis(),
+                    engine.policy().current_expert().unwrap_or("?")
+                ),
+            }
+        }
+        settled = now_settled.then(|| (now_instant, ControllerState::of(&sink.status())));
+        sink.publish(
+            &record,
+            engine.policy().quarantine_entries(now),
+            unlogged,
+            settings.settled_interval.filter(|_| now_settled),
+        );
+    }
+}
+
+/// What the controller reports that ends a settled stretch when it changes: the pin, the
+/// expert running, a switch under way, the latest event (an expert that failed).
+#[derive(Debug, Clone, PartialEq)]
+struct ControllerState {
+    pinned: Option<String>,
+    active: String,
+    switching_to: Option<String>,
+    last_event_ms: Option<u64>,
+}
+
+impl ControllerState {
+    fn of(status: &AgentStatus) -> Self {
+        ControllerState {
+            pinned: status.pinned.clone(),
+            active: status.active.expert.clone(),
+            switching_to: status.switching_to.clone(),
+            last_event_ms: status.last_event.as_ref().map(|e| e.at_unix_ms),
+        }
     }
 }
 
@@ -1102,6 +1182,21 @@ cooldown_s = 30
         assert_eq!(s.policy.min_margin, PolicyConfig::default().min_margin);
         let plain = RunSettings::merge(&args(), ConfigFile::default(), None).unwrap();
         assert_eq!(plain.interval, Duration::from_millis(DEFAULT_INTERVAL_MS));
+        assert_eq!(
+            plain.settled_interval,
+            Some(Duration::from_millis(DEFAULT_SETTLED_INTERVAL_MS))
+        );
+        let config: ConfigFile = toml::from_str("settled_interval_ms = 0").unwrap();
+        let off = RunSettings::merge(&args(), config, None).unwrap();
+        assert_eq!(off.settled_interval, None, "0 turns it off");
+        let mut a = args();
+        a.interval_ms = Some(20_000);
+        let slow = RunSettings::merge(&a, ConfigFile::default(), None).unwrap();
+        assert_eq!(
+            slow.settled_interval,
+            Some(Duration::from_secs(20)),
+            "never shorter than the tick by default"
+        );
         assert_eq!(
             plain.nice, 19,
             "the decision thread yields to the workload by default"
@@ -1163,6 +1258,10 @@ cooldown_s = 30
             .quarantine;
         assert_eq!((q.base, q.failures), (Duration::from_secs(20), 3));
         assert_eq!(q.max, QuarantineConfig::default().max);
+        let mut a = args();
+        a.settled_interval_ms = Some(500);
+        let err = RunSettings::merge(&a, ConfigFile::default(), None).unwrap_err();
+        assert!(err.to_string().contains("0 (off) or at least"), "{err}");
         let err = toml::from_str::<ConfigFile>("modle = \"x\"").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
     }
@@ -1196,6 +1295,10 @@ cooldown_s = 30
         assert_eq!(config.dbus, Some(false));
         assert_eq!(config.nice, Some(DEFAULT_DECISION_NICE));
         assert_eq!(config.interval_ms, Some(DEFAULT_INTERVAL_MS));
+        assert_eq!(
+            config.settled_interval_ms,
+            Some(DEFAULT_SETTLED_INTERVAL_MS)
+        );
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());
     }

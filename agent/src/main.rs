@@ -646,6 +646,11 @@ fn print_decision(d: &asa_agent::control::DecisionStatus) {
             ago(r.unix_ms)
         );
     };
+    if let (Some(every), Some(default)) = (d.settled_interval_ms, &e.default_expert) {
+        println!(
+            "settled:     the table leaves nothing to decide from {default} (no class's vote would move it): ticking every {every} ms until a pin, a failure or a quarantine"
+        );
+    }
     if let Some(r) = &d.last {
         line("last tick:", r);
         let mut top: Vec<(&String, &f32)> = r.decision.probabilities.iter().collect();

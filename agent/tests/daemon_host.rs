@@ -237,6 +237,89 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
     );
 }
 
+/// A table whose every class maps to its default expert leaves nothing to decide: after the
+/// first tick the agent ticks at `--settled-interval-ms`, not `--interval-ms`, and `asa status`
+/// says so.
+#[test]
+fn a_table_that_leaves_nothing_to_decide_ticks_at_the_settled_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let log = dir.path().join("decisions.jsonl");
+    let mapping = dir.path().join("mapping.toml");
+    let table = mapping_table(&default_model_classes(), |_| "eevdf").replace(
+        "created = \"2026-11-22\"\n",
+        "created = \"2026-11-22\"\ndefault_expert = \"eevdf\"\n",
+    );
+    std::fs::write(&mapping, table).unwrap();
+    let child = procfs_dry_run(&socket)
+        .args(["--interval-ms", "200", "--settled-interval-ms", "1000"])
+        .arg("--mapping")
+        .arg(&mapping)
+        .arg("--decision-log")
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no status");
+        std::thread::sleep(Duration::from_millis(200));
+        let out = asa()
+            .arg("--socket")
+            .arg(&socket)
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if json["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= 4 {
+            break json;
+        }
+    };
+    assert_eq!(
+        status["agent"]["decision"]["settled_interval_ms"], 1000,
+        "{status:#}"
+    );
+    let text = asa()
+        .arg("--socket")
+        .arg(&socket)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("settled:") && text.contains("every 1000 ms"),
+        "{text}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the table leaves nothing to decide from eevdf"),
+        "{stderr}"
+    );
+    let at: Vec<f64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<TickRecord>(l).unwrap().decision.at_s)
+        .collect();
+    assert!(at.len() >= 4, "{at:?}");
+    for pair in at.windows(2) {
+        let dt = pair[1] - pair[0];
+        assert!(
+            (0.9..1.5).contains(&dt),
+            "settled ticks {dt:.3} s apart: {at:?}"
+        );
+    }
+}
+
 /// `--log-features`: every decision-log line carries the tick's feature vector by name (the
 /// schema's names, null where missing), while `asa status` and the console show decisions only.
 #[test]

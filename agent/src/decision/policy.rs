@@ -557,6 +557,39 @@ impl Policy {
         }
     }
 
+    /// The classes whose confident vote would move the agent off the running expert at `now`
+    /// (quarantines counted), each with where to: a class whose usable first choice is not
+    /// running and whose lead is beyond the noise and worth its switch
+    /// ([`Self::choose_target`]). Unmapped classes and those held by the noise or the
+    /// switching penalty move nothing.
+    pub fn classes_that_would_move(&self, now: Duration) -> Vec<(String, String)> {
+        (0..self.classes.len())
+            .filter_map(|c| {
+                let available = self.available(c, now);
+                let preferred = available.first()?;
+                if Some(preferred) == self.current_expert.as_ref() {
+                    return None;
+                }
+                match self.choose_target(c, &available)? {
+                    (_, Reason::WithinNoise { .. } | Reason::NotWorthSwitching { .. }) => None,
+                    (target, _) => Some((self.classes[c].clone(), target)),
+                }
+            })
+            .collect()
+    }
+
+    /// True when the table leaves nothing to decide at `now`: the table's default expert runs
+    /// (usable, not quarantined: where an unsure vote returns) and no class's vote would move
+    /// it ([`Self::classes_that_would_move`]). Then what the classifier says cannot change the
+    /// scheduler, and the caller may perceive less often; failures, pins and quarantines
+    /// change what runs and end it. Never settled without a default expert.
+    pub fn settled(&self, now: Duration) -> bool {
+        let default_runs = self.fallback.as_ref().is_some_and(|f| {
+            !self.quarantine.is_quarantined(f, now) && Some(f) == self.current_expert.as_ref()
+        });
+        default_runs && self.classes_that_would_move(now).is_empty()
+    }
+
     /// Feeds one tick's classifier probabilities and decides. On [`Action::Switch`] the policy
     /// assumes the switch happens (current expert = target, cooldown starts at `now`).
     pub fn on_tick(&mut self, now: Duration, probabilities: &[f32]) -> Result<DecisionRecord> {
@@ -1321,6 +1354,89 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
             "{r:?}"
         );
         assert!(r.summary().contains("60.0 s switching"), "{}", r.summary());
+    }
+
+    /// A table whose default is cosmos, with flash ahead of it for "busy" by `lead` (noise
+    /// 0.05) and "calm" mapped to cosmos; the policy runs `current`.
+    fn settling_policy(lead: f64, current: &str) -> Policy {
+        let table = MappingTable::parse(
+            &format!(
+                r#"
+schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-28"
+default_expert = "cosmos"
+[[class]]
+name = "busy"
+noise = 0.05
+ranked = [
+  {{ expert = "flash", score = {}, spread = 0.0, runs = 1 }},
+  {{ expert = "cosmos", score = 0.5, spread = 0.0, runs = 1 }},
+]
+[[class]]
+name = "calm"
+ranked = [{{ expert = "cosmos", score = 0.7, spread = 0.0, runs = 1 }}]
+"#,
+                0.5 + lead
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = vec!["busy".to_string(), "calm".to_string(), "odd".to_string()];
+        Policy::new(
+            PolicyConfig::default(),
+            classes,
+            &table,
+            |_| true,
+            Some(current.into()),
+        )
+        .unwrap()
+    }
+
+    /// The 7-expert lab table's shape: every class maps to the default or to an expert within
+    /// the noise of it. Running the default, no vote can change the scheduler.
+    #[test]
+    fn a_table_whose_classes_all_stay_within_the_noise_of_the_default_is_settled() {
+        let p = settling_policy(0.03, "cosmos");
+        assert!(p.classes_that_would_move(at(1)).is_empty());
+        assert!(p.settled(at(1)));
+    }
+
+    #[test]
+    fn a_class_whose_expert_leads_beyond_the_noise_keeps_the_agent_deciding() {
+        let p = settling_policy(0.2, "cosmos");
+        assert_eq!(
+            p.classes_that_would_move(at(1)),
+            vec![("busy".to_string(), "flash".to_string())]
+        );
+        assert!(!p.settled(at(1)));
+    }
+
+    /// After a failure the kernel default runs: an unsure vote would go back to the default
+    /// expert, so the agent is not settled even when no class leads beyond the noise.
+    #[test]
+    fn away_from_the_default_expert_the_agent_is_never_settled() {
+        let p = settling_policy(0.03, "eevdf");
+        assert!(!p.settled(at(1)));
+        let mut p = settling_policy(0.03, "cosmos");
+        p.note_expert_failed("cosmos", at(1), "test");
+        p.note_expert_failed("cosmos", at(2), "test");
+        assert!(
+            !p.quarantined(at(3)).is_empty(),
+            "two failures (the default) quarantine cosmos"
+        );
+        assert!(!p.settled(at(3)), "a quarantined default is not settled");
+    }
+
+    #[test]
+    fn a_table_without_a_default_expert_is_never_settled() {
+        let p = policy(0, "");
+        assert!(p
+            .classes_that_would_move(at(1))
+            .iter()
+            .all(|(c, _)| c != "odd"));
+        assert!(!p.settled(at(1)));
     }
 
     /// The lab's disk_io row (stage 2 table of 2026-11-23: mean ± spread over 4 runs). From
