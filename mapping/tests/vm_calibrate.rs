@@ -90,7 +90,10 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
     );
     eprintln!(
         "back on EEVDF {} ms after the calibration ended",
-        results["disabled_after_interrupt_ds"].parse::<u64>().unwrap() * 100
+        results["disabled_after_interrupt_ds"]
+            .parse::<u64>()
+            .unwrap()
+            * 100
     );
     assert_eq!(results["state_after_interrupt"], "disabled");
     assert_eq!(results["second_exit"], "0");
