@@ -62,6 +62,11 @@ pub struct TimedEvent {
     pub message: String,
 }
 
+/// Now, in ms since the epoch (stamps an answer's kernel reading).
+pub fn now_unix_ms() -> u64 {
+    asa_experts::supervisor::unix_ms(std::time::SystemTime::now())
+}
+
 /// Everything `asa status` shows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentStatus {
@@ -85,6 +90,10 @@ pub struct AgentStatus {
     pub note: String,
     /// The kernel's view, read when the status was asked for.
     pub kernel: Option<ScxSnapshot>,
+    /// When the kernel's view was read for this answer (ms since the epoch): the moment the
+    /// answer describes, before it travelled back to the asking process.
+    #[serde(default)]
+    pub kernel_read_unix_ms: Option<u64>,
     /// True when the kernel runs what the agent believes.
     pub consistent: Option<bool>,
     /// The decision engine (`asa run`): its settings and latest decision. None for a
@@ -111,6 +120,7 @@ impl AgentStatus {
             last_event: None,
             note: note.to_owned(),
             kernel: None,
+            kernel_read_unix_ms: None,
             consistent: None,
             decision: None,
             standby: StandbyStatus::default(),

@@ -428,6 +428,7 @@ fn starting(
     move |request| match request {
         Request::Status => {
             let kernel = scx.snapshot().ok();
+            let kernel_read_unix_ms = Some(control::now_unix_ms());
             let consistent = kernel
                 .as_ref()
                 .map(|k| control::kernel_runs(&catalogue, &status.active.expert, k));
@@ -436,6 +437,7 @@ fn starting(
                 error: None,
                 status: Some(AgentStatus {
                     kernel,
+                    kernel_read_unix_ms,
                     consistent,
                     ..status.clone()
                 }),
@@ -813,6 +815,7 @@ fn status_only(
                 error: None,
                 status: Some(AgentStatus {
                     kernel: scx.snapshot().ok(),
+                    kernel_read_unix_ms: Some(control::now_unix_ms()),
                     ..st
                 }),
                 switch: None,

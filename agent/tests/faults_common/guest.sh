@@ -27,6 +27,9 @@ st() { timeout 2 asa status --json > "$1" 2>/dev/null; }
 active_of() { awk '/"active": \{/ {a=1} a && /"expert":/ {sub(/.*"expert": "/, ""); sub(/".*/, ""); print; exit}' "$1" 2>/dev/null; }
 active_pid_of() { awk '/"active": \{/ {a=1} a && /"pid":/ {sub(/.*"pid": /, ""); sub(/,.*/, ""); print; exit}' "$1" 2>/dev/null; }
 proc_state() { awk '{print $3}' /proc/$1/stat 2>/dev/null; }
+# The moment a saved status describes: when the agent read the kernel for it (s since the epoch),
+# or nothing when the answer has no such time.
+answered_of() { awk '/"kernel_read_unix_ms": [0-9]/ {sub(/.*: /, ""); sub(/,.*/, ""); printf "%.3f", $0 / 1000; exit}' "$1" 2>/dev/null; }
 # known FILE: the agent answered and says it is consistent, the kernel (read now) runs what it
 # names, and the agent's expert process, if any, lives (a killed one is a zombie until the
 # agent reaps it; a stopped one counts: its BPF part still schedules).
@@ -75,6 +78,7 @@ settle() {
     st /tmp/poll.json; rc=$?; t=$(now)
     if [ $rc = 0 ] && known /tmp/poll.json; then
       put t_known $t; cp /tmp/poll.json $OUT/$ROW.known.json
+      a=$(answered_of /tmp/poll.json); [ -n "$a" ] && put t_answer $a
       echo "$t known kernel=$(state)/$(ops) agent=$(active_of /tmp/poll.json)" >> $OUT/$ROW.polls
       return 0
     fi
