@@ -386,6 +386,34 @@ pub fn prototype(
     })
 }
 
+/// The refined table of a live session (stage 3): `measured`, the prototype of this session's
+/// static runs (and earlier result sets of the machine), over `start`, the table under test.
+/// Classes the runs did not cover keep `start`'s rows; `start`'s switch costs are kept when it
+/// was measured on `machine`; the default expert is the best over all the classes of the
+/// result, not over the few a live session measures (one class favouring EEVDF must not make
+/// EEVDF the agent's default for every class).
+pub fn refine_with(
+    measured: MappingTable,
+    start: &MappingTable,
+    machine: &MachineFingerprint,
+) -> MappingTable {
+    let mut table = measured;
+    table.source = "live".into();
+    for class in &start.classes {
+        if table.class(&class.name).is_none() {
+            table.classes.push(class.clone());
+        }
+    }
+    if start.machine.as_ref() == Some(machine) {
+        table.switches = start.switches.clone();
+    }
+    table.default_expert = table
+        .overall_best()
+        .map(|(expert, _)| expert)
+        .or_else(|| start.default_expert());
+    table
+}
+
 /// What a calibration run measures.
 #[derive(Debug, Clone)]
 pub struct CalibrationPlan {
@@ -713,6 +741,71 @@ mod tests {
         );
         assert_eq!(names(&r.ordered), ["lavd", "bpfland"]);
         assert_eq!(r.gain, None);
+    }
+
+    fn class(name: &str, ranked: &[(&str, f64)]) -> ClassMapping {
+        ClassMapping {
+            name: name.into(),
+            ranked: ranked
+                .iter()
+                .map(|&(expert, score)| RankedExpert {
+                    expert: expert.into(),
+                    score,
+                    spread: 0.0,
+                    runs: 2,
+                })
+                .collect(),
+            noise: 0.0,
+        }
+    }
+
+    fn table(default: Option<&str>, classes: Vec<ClassMapping>) -> MappingTable {
+        MappingTable {
+            schema: MAPPING_SCHEMA.into(),
+            version: MAPPING_VERSION,
+            source: "prototype".into(),
+            created: "2026-11-28T00:00:00Z".into(),
+            default_expert: default.map(str::to_owned),
+            machine: None,
+            classes,
+            switches: Vec::new(),
+        }
+    }
+
+    /// The lab's live session of 2026-11-28 measured one single-phase class (inference, where
+    /// EEVDF led) and wrote `default_expert = "eevdf"` over a table where cosmos leads the
+    /// other six: the agent then fell back to EEVDF on every unsure stretch. The default is
+    /// the best over every class of the refined table.
+    #[test]
+    fn a_live_refinement_keeps_the_default_of_all_classes_not_of_the_measured_few() {
+        let start = table(
+            Some("cosmos"),
+            vec![
+                class("inference", &[("cosmos", 0.42), ("eevdf", 0.20)]),
+                class("kernel_build", &[("cosmos", 0.56), ("eevdf", 0.31)]),
+                class("povray_render", &[("cosmos", 0.53), ("eevdf", 0.35)]),
+            ],
+        );
+        let measured = table(
+            Some("eevdf"),
+            vec![class("inference", &[("eevdf", 0.45), ("cosmos", 0.34)])],
+        );
+        let machine = MachineFingerprint {
+            cpu_model: "test".into(),
+            cores: 2,
+            smt: false,
+            memory_mib: 1024,
+            kernel_release: "7.2".into(),
+            expert_versions: BTreeMap::new(),
+        };
+        let refined = refine_with(measured, &start, &machine);
+        assert_eq!(refined.source, "live");
+        assert_eq!(refined.classes.len(), 3);
+        assert_eq!(
+            refined.class("inference").unwrap().ranked[0].expert,
+            "eevdf"
+        );
+        assert_eq!(refined.default_expert.as_deref(), Some("cosmos"));
     }
 
     #[test]

@@ -391,18 +391,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
         scheme: args.classes,
     };
     let refined = calibrate::prototype(&sets, machine.clone(), now_utc(), &opts)?;
-    let mut table = refined.table.clone();
-    table.source = "live".into();
-    // Classes the live runs did not cover keep their rows; switch costs measured on this
-    // machine are kept.
-    for class in &start_table.classes {
-        if table.class(&class.name).is_none() {
-            table.classes.push(class.clone());
-        }
-    }
-    if start_table.machine.as_ref() == Some(&machine) {
-        table.switches = start_table.switches.clone();
-    }
+    let table = calibrate::refine_with(refined.table.clone(), &start_table, &machine);
     let text = table.to_toml()?;
     MappingTable::parse(&text, "the refined table")?;
     let out = args.dir.join("mapping.toml");
