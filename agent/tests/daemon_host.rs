@@ -29,6 +29,38 @@ fn procfs_dry_run(socket: &Path) -> Command {
     cmd
 }
 
+/// `asa status --json` of the agent at `socket` once it has decided `ticks` ticks (within 30 s).
+fn status_after_ticks(socket: &Path, ticks: u64) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no status");
+        std::thread::sleep(Duration::from_millis(200));
+        let out = asa()
+            .arg("--socket")
+            .arg(socket)
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            continue;
+        };
+        if json["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= ticks {
+            return json;
+        }
+    }
+}
+
+/// `asa status` (the human view) of the agent at `socket`.
+fn status_text(socket: &Path) -> String {
+    let out = asa()
+        .arg("--socket")
+        .arg(socket)
+        .arg("status")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
@@ -139,24 +171,7 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
         .spawn()
         .unwrap();
     // `asa status` sees the dry run and its latest decision.
-    let t0 = Instant::now();
-    let status = loop {
-        assert!(t0.elapsed() < Duration::from_secs(30), "no status");
-        std::thread::sleep(Duration::from_millis(200));
-        let out = asa()
-            .arg("--socket")
-            .arg(&socket)
-            .args(["status", "--json"])
-            .output()
-            .unwrap();
-        let json: serde_json::Value = match serde_json::from_slice(&out.stdout) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        if json["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= 10 {
-            break json;
-        }
-    };
+    let status = status_after_ticks(&socket, 10);
     let agent = &status["agent"];
     assert_eq!(agent["mode"], "dry-run", "{status:#}");
     assert_eq!(agent["decision"]["engine"]["dry_run"], true);
@@ -170,13 +185,7 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
     let last: TickRecord = serde_json::from_value(agent["decision"]["last"].clone()).unwrap();
     assert!(last.decision.tick >= 10);
     // The human view prints it.
-    let text = asa()
-        .arg("--socket")
-        .arg(&socket)
-        .arg("status")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = status_text(&socket);
     assert!(
         text.contains("DRY RUN") && text.contains("last tick:"),
         "{text}"
@@ -260,35 +269,12 @@ fn a_table_that_leaves_nothing_to_decide_ticks_at_the_settled_interval() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        assert!(t0.elapsed() < Duration::from_secs(30), "no status");
-        std::thread::sleep(Duration::from_millis(200));
-        let out = asa()
-            .arg("--socket")
-            .arg(&socket)
-            .args(["status", "--json"])
-            .output()
-            .unwrap();
-        let json: serde_json::Value = match serde_json::from_slice(&out.stdout) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        if json["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= 4 {
-            break json;
-        }
-    };
+    let status = status_after_ticks(&socket, 4);
     assert_eq!(
         status["agent"]["decision"]["settled_interval_ms"], 1000,
         "{status:#}"
     );
-    let text = asa()
-        .arg("--socket")
-        .arg(&socket)
-        .arg("status")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = status_text(&socket);
     assert!(
         text.contains("settled:") && text.contains("every 1000 ms"),
         "{text}"

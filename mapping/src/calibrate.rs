@@ -743,6 +743,17 @@ mod tests {
         assert_eq!(r.gain, None);
     }
 
+    fn test_machine() -> MachineFingerprint {
+        MachineFingerprint {
+            cpu_model: "test".into(),
+            cores: 2,
+            smt: false,
+            memory_mib: 1024,
+            kernel_release: "7.2".into(),
+            expert_versions: BTreeMap::new(),
+        }
+    }
+
     fn class(name: &str, ranked: &[(&str, f64)]) -> ClassMapping {
         ClassMapping {
             name: name.into(),
@@ -790,15 +801,7 @@ mod tests {
             Some("eevdf"),
             vec![class("inference", &[("eevdf", 0.45), ("cosmos", 0.34)])],
         );
-        let machine = MachineFingerprint {
-            cpu_model: "test".into(),
-            cores: 2,
-            smt: false,
-            memory_mib: 1024,
-            kernel_release: "7.2".into(),
-            expert_versions: BTreeMap::new(),
-        };
-        let refined = refine_with(measured, &start, &machine);
+        let refined = refine_with(measured, &start, &test_machine());
         assert_eq!(refined.source, "live");
         assert_eq!(refined.classes.len(), 3);
         assert_eq!(
@@ -821,14 +824,7 @@ mod tests {
             source: "prototype".into(),
             created: "2026-11-22T00:00:00Z".into(),
             default_expert: None,
-            machine: Some(MachineFingerprint {
-                cpu_model: "test".into(),
-                cores: 2,
-                smt: false,
-                memory_mib: 1024,
-                kernel_release: "7.2".into(),
-                expert_versions: BTreeMap::new(),
-            }),
+            machine: Some(test_machine()),
             classes: vec![ClassMapping {
                 name: "game+kernel_build".into(),
                 ranked: r
