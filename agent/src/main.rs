@@ -405,8 +405,10 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
     let t0 = Instant::now();
     let mut polls = 0;
     loop {
-        let agent = match control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?
-        {
+        let asked = Instant::now();
+        let answer = control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?;
+        let answered_in = asked.elapsed();
+        let agent = match answer {
             // An agent that refuses (busy: every connection answers a request) is no absent
             // agent: say so, or ask again while waiting.
             Some(r) if !r.ok && wait_for.is_none() => bail!(
@@ -435,6 +437,8 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
                     "agent": agent,
                     "kernel": kernel,
                     "expert_stats": stats,
+                    // Connect to answer, this process's start-up left out.
+                    "answered_in_ms": agent.as_ref().map(|_| answered_in.as_secs_f64() * 1e3),
                 });
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {

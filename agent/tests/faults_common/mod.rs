@@ -20,7 +20,7 @@
 //! | `procs` | every `scx_*` process at the end of the row: `PID/PPID/STATE/COMM`, space-separated |
 //! | `orphan_wait_s` | how long the guest waited for `scx_*` processes not the agent's children to go (at most 5 s) |
 //! | `t_final_start`, `t_final_end`, `final_rc` | the timed `asa status --json` at the end (`ROW.final.json`) |
-//! | `during_status_s` | a timed `asa status` while the fault lasts (the socket flood), or `none` |
+//! | `during_status_s` | how long the agent took to answer an `asa status` while the fault lasts (the socket flood; its `answered_in_ms`: connect to answer), or `none` |
 //! | `refuse_file`, `refuse_rc`, `refuse_msg` | a new `asa run --dry-run` given the damaged file: the file, its exit status and error |
 //! | `note` | anything else worth a line in the table |
 //!
