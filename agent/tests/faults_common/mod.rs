@@ -98,6 +98,8 @@ pub struct StatusView {
     /// The decision engine's tick length.
     pub interval_ms: Option<u64>,
     pub standby_pids: Vec<u32>,
+    /// How long the agent took to answer (connect to answer, `answered_in_ms`), when said.
+    pub answered_in_ms: Option<f64>,
 }
 
 impl StatusView {
@@ -130,6 +132,7 @@ impl StatusView {
                 .as_array()
                 .map(|s| s.iter().filter_map(|e| u32_of(&e["pid"])).collect())
                 .unwrap_or_default(),
+            answered_in_ms: v["answered_in_ms"].as_f64(),
         }
     }
 }
@@ -256,10 +259,15 @@ impl FaultRow {
         }
     }
 
-    /// How long the status at the end took, when an agent answered it.
+    /// How long the agent took to answer the status at the end, when one answered: its
+    /// `answered_in_ms` when the answer says, else the whole `asa status` process's time.
     pub fn status_answer_s(&self) -> Option<f64> {
-        (self.final_rc == 0 && self.after.answered)
-            .then(|| (self.t_final_end - self.t_final_start).max(0.0))
+        (self.final_rc == 0 && self.after.answered).then(|| {
+            self.after
+                .answered_in_ms
+                .map(|ms| ms / 1e3)
+                .unwrap_or((self.t_final_end - self.t_final_start).max(0.0))
+        })
     }
 
     /// The row's bound for a known scheduler: [`RESTARTED_AGENT_WITHIN_S`] when a new agent
@@ -762,6 +770,20 @@ mod tests {
         assert!((by_poll / 2.0 - r.known_after_s().unwrap()).abs() < 1e-9);
         r.t_answer = r.t_known.map(|t| t + 0.5);
         assert_eq!(r.known_after_s(), Some(by_poll));
+    }
+
+    /// The status at the end is judged on the agent's own answer time when it says, not on
+    /// the status process's start-up.
+    #[test]
+    fn the_final_status_counts_the_agents_answer_time_when_it_says() {
+        let rows = fixture();
+        let mut r = row(&rows, "expert_sigkill").clone();
+        r.t_final_end = r.t_final_start + 1.5;
+        assert_eq!(r.status_answer_s(), Some(1.5));
+        assert!(!r.failures().is_empty(), "1.5 s by the process fails");
+        r.after.answered_in_ms = Some(40.0);
+        assert_eq!(r.status_answer_s(), Some(0.04));
+        assert!(r.failures().is_empty(), "{:?}", r.failures());
     }
 
     #[test]
