@@ -62,11 +62,6 @@ pub struct TimedEvent {
     pub message: String,
 }
 
-/// Now, in ms since the epoch (stamps an answer's kernel reading).
-pub fn now_unix_ms() -> u64 {
-    asa_experts::supervisor::unix_ms(std::time::SystemTime::now())
-}
-
 /// Everything `asa status` shows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentStatus {

@@ -435,7 +435,7 @@ impl ControllerHandle {
             .filter_map(|s| s.memory_kib())
             .sum();
         let snap = self.scx.snapshot().ok();
-        st.kernel_read_unix_ms = Some(control::now_unix_ms());
+        st.kernel_read_unix_ms = Some(unix_ms(SystemTime::now()));
         st.consistent = match (&snap, &st.switching_to) {
             (Some(snap), None) => Some(control::kernel_runs(
                 &self.catalogue,

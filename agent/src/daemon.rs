@@ -428,7 +428,7 @@ fn starting(
     move |request| match request {
         Request::Status => {
             let kernel = scx.snapshot().ok();
-            let kernel_read_unix_ms = Some(control::now_unix_ms());
+            let kernel_read_unix_ms = Some(unix_ms(SystemTime::now()));
             let consistent = kernel
                 .as_ref()
                 .map(|k| control::kernel_runs(&catalogue, &status.active.expert, k));
@@ -815,7 +815,7 @@ fn status_only(
                 error: None,
                 status: Some(AgentStatus {
                     kernel: scx.snapshot().ok(),
-                    kernel_read_unix_ms: Some(control::now_unix_ms()),
+                    kernel_read_unix_ms: Some(unix_ms(SystemTime::now())),
                     ..st
                 }),
                 switch: None,

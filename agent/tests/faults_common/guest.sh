@@ -27,9 +27,11 @@ st() { timeout 2 asa status --json > "$1" 2>/dev/null; }
 active_of() { awk '/"active": \{/ {a=1} a && /"expert":/ {sub(/.*"expert": "/, ""); sub(/".*/, ""); print; exit}' "$1" 2>/dev/null; }
 active_pid_of() { awk '/"active": \{/ {a=1} a && /"pid":/ {sub(/.*"pid": /, ""); sub(/,.*/, ""); print; exit}' "$1" 2>/dev/null; }
 proc_state() { awk '{print $3}' /proc/$1/stat 2>/dev/null; }
-# The moment a saved status describes: when the agent read the kernel for it (s since the epoch),
-# or nothing when the answer has no such time.
-answered_of() { awk '/"kernel_read_unix_ms": [0-9]/ {sub(/.*: /, ""); sub(/,.*/, ""); printf "%.3f", $0 / 1000; exit}' "$1" 2>/dev/null; }
+# ms_as_s KEY FILE: the first number in milliseconds named KEY in a saved status, in seconds, or
+# nothing when the answer has no such key.
+ms_as_s() { awk -v key="\"$1\": " 'index($0, key) && $0 ~ /: [0-9]/ {sub(/.*: /, ""); sub(/,.*/, ""); printf "%.3f", $0 / 1000; exit}' "$2" 2>/dev/null; }
+# The moment a saved status describes: when the agent read the kernel for it (s since the epoch).
+answered_of() { ms_as_s kernel_read_unix_ms "$1"; }
 # known FILE: the agent answered and says it is consistent, the kernel (read now) runs what it
 # names, and the agent's expert process, if any, lives (a killed one is a zombie until the
 # agent reaps it; a stopped one counts: its BPF part still schedules).
@@ -241,7 +243,7 @@ t0=$(now); timeout 5 asa status --json > $OUT/$ROW.during.json 2>/dev/null; rc=$
 # own start-up under TCG (0.3-0.7 s, more beside the flood's writers) is the guest's, not the
 # agent's; the whole process's time goes into a note.
 if [ $rc = 0 ] && grep -q '"mode": "daemon"' $OUT/$ROW.during.json; then
-  put during_status_s $(awk '/"answered_in_ms": [0-9]/ {sub(/.*: /, ""); sub(/,.*/, ""); printf "%.3f", $0 / 1000; exit}' $OUT/$ROW.during.json)
+  put during_status_s $(ms_as_s answered_in_ms $OUT/$ROW.during.json)
   note "the status process during the flood took $(elapsed $t0 $t1) s in all"
 else put during_status_s none; fi
 wait $FLOOD; note "flood: $(tr '\n' ' ' < $OUT/$ROW.flood.out | cut -c1-240)"
