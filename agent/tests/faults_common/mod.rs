@@ -37,7 +37,7 @@ pub const KNOWN_WITHIN_S: f64 = 2.0;
 /// A row that killed the agent and started a new one: the new process must first exist and bind
 /// the control socket, which waits for the killed agent's teardown (its socket closes last).
 /// Measured in the lab VM: 2.45 s and 1.36 s to the poll's return (2026-11-27; the kernel alone
-/// on EEVDF after 0.93 s), 1.19–1.60 s to the agent's answer in six runs (2026-11-28); the 2 s of the
+/// on EEVDF after 0.93 s), 1.19–1.87 s to the agent's answer in seven runs (2026-11-28); the 2 s of the
 /// other rows is not always met under TCG, and this bound says by how much it may miss.
 pub const RESTARTED_AGENT_WITHIN_S: f64 = 4.0;
 /// Every row: `asa status` answers within this long, at the end of the row and during a flood.
