@@ -75,9 +75,14 @@ pub struct CalibrateArgs {
     /// Score differences up to this are noise (default: measured from the runs).
     #[arg(long)]
     pub noise_floor: Option<f64>,
-    /// The expert kept when nothing beats it by more than the noise.
+    /// The expert the reports compare with (wins, ties and losses against it).
     #[arg(long, default_value = "eevdf")]
     pub baseline: String,
+    /// The expert a class keeps unless another beats it by more than the noise (default: the
+    /// table's default expert: the best mean over all classes, or for stage live the default
+    /// of the table under test).
+    #[arg(long)]
+    pub stay: Option<String>,
     /// Stage overhead: the table to add switch costs to (a prototype table of this machine).
     #[arg(long)]
     pub table: Option<PathBuf>,
@@ -189,7 +194,7 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     };
     let machine = crate::machine_fingerprint(&sets[0].machine, &experts);
     let opts = PrototypeOptions {
-        baseline: args.baseline.clone(),
+        stay: args.stay.clone(),
         noise_floor: args.noise_floor,
         scheme: args.classes,
     };
@@ -385,8 +390,10 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     }
     sets.push(live::static_runs(&set));
     let machine = crate::machine_fingerprint(&set.machine, &catalogue);
+    // The agent under test starts on, and falls back to, the table's default: a class measured
+    // here stays on it unless another expert beats it beyond the noise.
     let opts = PrototypeOptions {
-        baseline: args.baseline.clone(),
+        stay: args.stay.clone().or_else(|| start_table.default_expert()),
         noise_floor: args.noise_floor,
         scheme: args.classes,
     };
@@ -428,17 +435,21 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--experts` are in the catalogue and hold the baseline.
+/// `--experts` are in the catalogue and hold the baseline and the stay expert.
 fn check_experts(args: &CalibrateArgs, catalogue: &asa_experts::Catalogue) -> Result<()> {
     for e in &args.experts {
         catalogue.require(e)?;
     }
-    if !args.experts.contains(&args.baseline) {
-        bail!(
-            "the baseline {} must be among --experts ({})",
-            args.baseline,
-            args.experts.join(",")
-        );
+    for (what, expert) in [
+        ("baseline", Some(&args.baseline)),
+        ("stay expert", args.stay.as_ref()),
+    ] {
+        if let Some(expert) = expert.filter(|e| !args.experts.contains(e)) {
+            bail!(
+                "the {what} {expert} must be among --experts ({})",
+                args.experts.join(",")
+            );
+        }
     }
     Ok(())
 }

@@ -134,8 +134,8 @@ pub struct ClassMapping {
     /// Experts, best first (scores must not increase down the list by more than `noise`).
     pub ranked: Vec<RankedExpert>,
     /// Score differences up to this were judged noise by calibration: the ranking may then put
-    /// the kernel default (a switch costs something) above an expert that scored up to `noise`
-    /// more. 0 (the default, omitted) in a hand-written table.
+    /// the stay expert (the table's default; a switch costs something) above an expert that
+    /// scored up to `noise` more. 0 (the default, omitted) in a hand-written table.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noise: f64,
 }
