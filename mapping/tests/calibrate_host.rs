@@ -221,11 +221,15 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
     assert!(s.agent_vs_baseline.is_some(), "{summary:#?}");
     let n = summary.agent_beyond_noise;
     assert_eq!(n.wins + n.ties + n.losses, 1);
+    // One repetition: no held-out oracle, and the report says so instead of a number.
+    assert_eq!(s.held_out_oracle, None);
+    assert_eq!(summary.held_out, None);
     let md = live::markdown(&summary, &set, "");
     assert!(
         md.contains("| CAL-GAME |") && md.contains("bpfland") && md.contains("Beyond the noise"),
         "{md}"
     );
+    assert!(md.contains("**Held-out oracle**: not defined"), "{md}");
 
     let statics = live::static_runs(&set);
     assert_eq!(statics.options.experts, ["eevdf", "hog"]);

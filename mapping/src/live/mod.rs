@@ -11,22 +11,27 @@
 //! [`live_summary`] compares, scenario by scenario, the agent with EEVDF, every static expert
 //! and the static oracle (the best static expert of that scenario, chosen after the fact), with
 //! the paper's measures: win rate against EEVDF, Top-1 and Top-3 among the static set plus the
-//! agent. [`refine`] turns the static runs of the live session (plus earlier result sets of the
-//! same machine) into the refined table: a new machine can start from any prototype table and be
-//! calibrated by this stage alone.
+//! agent. That oracle is biased upward (the best of several noisy means), so the summary also
+//! states the held-out oracle: each repetition's expert chosen on the other repetitions
+//! ([`held_out`]). [`refine`] turns the static runs of the live session (plus earlier result
+//! sets of the same machine) into the refined table: a new machine can start from any prototype
+//! table and be calibrated by this stage alone.
 //!
 //! - [`switcher`]: runs `asa run` as a column of the scenario runs ([`LiveSwitcher`]);
 //! - [`trace`]: what an agent run did, from its decision log ([`AgentTrace`]);
 //! - [`summary`]: the agent against EEVDF, the static experts and the oracle ([`live_summary`]);
+//! - [`held_out`]: the static oracle chosen on other repetitions than it is scored on;
 //! - [`verdict`]: win, tie or loss beyond the measured noise;
 //! - [`report`]: the summary as Markdown ([`markdown`]).
 
+pub mod held_out;
 pub mod report;
 pub mod summary;
 pub mod switcher;
 pub mod trace;
 pub mod verdict;
 
+pub use held_out::{HeldOutOracle, HeldOutSummary, OneExpertHeldOut, StaticRuns};
 pub use report::markdown;
 pub use summary::{live_summary, static_runs, LiveScenario, LiveSummary};
 pub use switcher::{AgentLauncher, LiveSwitcher};

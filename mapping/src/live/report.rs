@@ -2,6 +2,7 @@
 
 use asa_scenarios::runner::ResultSet;
 
+use super::held_out::{HeldOutOracle, HeldOutSummary};
 use super::summary::{LiveScenario, LiveSummary};
 use super::trace::PhaseTrace;
 use super::verdict::Verdict;
@@ -36,6 +37,64 @@ fn pct(x: Option<f64>) -> String {
         .unwrap_or_else(|| "n/a".into())
 }
 
+fn ratio(x: Option<f64>) -> String {
+    x.map(|r| format!("{r:.3}")).unwrap_or("n/a".into())
+}
+
+/// The experts of `picks` in order, each once.
+fn distinct(picks: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for p in picks {
+        if !seen.contains(&p.as_str()) {
+            seen.push(p);
+        }
+    }
+    seen.join(", ")
+}
+
+/// A scenario's held-out oracle as `score (picks)`, `–` when it is not defined.
+fn held_out_cell(o: Option<&HeldOutOracle>) -> String {
+    o.map(|o| format!("{:.3} ({})", o.score, o.picks.join(", ")))
+        .unwrap_or("–".into())
+}
+
+/// The paragraph on the held-out oracle: the agent against it, how far the hindsight oracle
+/// sits above it, and one expert for all chosen the same way; or why it is not defined.
+fn held_out_paragraph(held_out: Option<&HeldOutSummary>) -> String {
+    let Some(h) = held_out else {
+        return "**Held-out oracle**: not defined: it needs 2 or more repetitions of every static \
+                expert in a scenario.\n\n"
+            .into();
+    };
+    let one = h
+        .one_expert
+        .as_ref()
+        .map(|o| {
+            format!(
+                " One expert for all, chosen the same way over every scenario: {}, {:.3} ({} of \
+                 the static oracle).",
+                distinct(&o.picks),
+                o.score,
+                ratio((h.hindsight > 0.0).then(|| o.score / h.hindsight))
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "**Held-out oracle** (the static oracle is each scenario's best mean, picked after the \
+         fact, and the best of noisy means is biased upward; the held-out oracle picks, for each \
+         repetition, the expert with the best mean over the other repetitions and takes its \
+         score in that one): over {} scenario(s), {} repetitions, agent / held-out oracle {} \
+         (agent / static oracle {}); held-out / static oracle {} ({:.3} / {:.3}).{one}\n\n",
+        h.scenarios,
+        h.reps,
+        ratio(h.agent_over_held_out),
+        ratio(h.agent_over_hindsight),
+        ratio(h.held_out_over_hindsight),
+        h.held_out,
+        h.hindsight,
+    )
+}
+
 /// The markdown report of stage 3.
 pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> String {
     let mut out = String::from("# Mapping calibration, stage 3 (live)\n\n");
@@ -57,7 +116,7 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
         "**`asa run` against {}**: {} wins, {} ties, {} losses (win rate {}); Top-1 {}, Top-3 {} \
          among the static experts plus the agent; agent / static oracle {}. Phased scenarios \
          where the agent beat the static oracle: {}.\n\n(The paper: 86.4% wins, 45.4% Top-1, \
-         78.9% Top-3.)\n\n",
+         78.9% Top-3.)\n\n{}",
         summary.baseline,
         wl.wins,
         wl.ties,
@@ -73,7 +132,8 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             "none".to_string()
         } else {
             summary.phased_wins.join(", ")
-        }
+        },
+        held_out_paragraph(summary.held_out.as_ref()),
     ));
     if let Some(noise) = &summary.noise {
         let n = summary.agent_beyond_noise;
@@ -136,14 +196,16 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
     if dry {
         out.push_str(" asa dry run |");
     }
-    out.push_str(" static oracle | asa run | asa / oracle | rank | agent switched to |\n|---|");
+    out.push_str(
+        " static oracle | held-out oracle | asa run | asa / oracle | rank | agent switched to |\n|---|",
+    );
     for _ in &summary.experts {
         out.push_str("---:|");
     }
     if dry {
         out.push_str("---:|");
     }
-    out.push_str("---|---:|---:|---:|---|\n");
+    out.push_str("---|---:|---:|---:|---:|---|\n");
     for s in &summary.scenarios {
         out.push_str(&format!(
             "| {}{} |",
@@ -172,11 +234,12 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             })
             .collect();
         out.push_str(&format!(
-            " {} | {}{} | {} | {} | {} |\n",
+            " {} | {} | {}{} | {} | {} | {} |\n",
             s.oracle
                 .as_ref()
                 .map(|(e, m)| format!("{e} {m:.3}"))
                 .unwrap_or("–".into()),
+            held_out_cell(s.held_out_oracle.as_ref()),
             cell_text(s, AGENT),
             verdict_mark(s.agent_vs_baseline),
             match (s.agent, &s.oracle) {
@@ -192,7 +255,9 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
     if summary.noise.is_some() {
         out.push_str(&format!(
             "\nCells: mean ± spread over the repetitions. Against {}: ▲ better beyond the noise, \
-             ▼ worse beyond it, = within it.\n",
+             ▼ worse beyond it, = within it. Held-out oracle: mean over the repetitions of the \
+             score of the expert chosen on the other repetitions (the choices in repetition \
+             order).\n",
             summary.baseline
         ));
     }
@@ -236,4 +301,55 @@ fn phase_section(summary: &LiveSummary) -> String {
          tick of a phase left out; switches timed from the phase's start).{reach}\n\n{}",
         lines.concat()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::OneExpertHeldOut;
+
+    #[test]
+    fn without_repetitions_the_report_says_the_held_out_oracle_is_not_defined() {
+        let text = held_out_paragraph(None);
+        assert!(text.contains("**Held-out oracle**: not defined"), "{text}");
+        assert!(
+            !text.chars().any(|c| c.is_ascii_digit() && c != '2'),
+            "{text}"
+        );
+        assert_eq!(held_out_cell(None), "–");
+    }
+
+    #[test]
+    fn the_report_states_the_agent_against_both_oracles_and_one_expert_for_all() {
+        let h = HeldOutSummary {
+            scenarios: 5,
+            reps: 2,
+            hindsight: 0.490,
+            held_out: 0.455,
+            held_out_over_hindsight: Some(0.455 / 0.490),
+            agent_over_hindsight: Some(0.807),
+            agent_over_held_out: Some(0.870),
+            one_expert: Some(OneExpertHeldOut {
+                score: 0.452,
+                picks: vec!["cosmos".into(), "cosmos".into()],
+            }),
+        };
+        let text = held_out_paragraph(Some(&h));
+        for part in [
+            "over 5 scenario(s), 2 repetitions",
+            "agent / held-out oracle 0.870 (agent / static oracle 0.807)",
+            "held-out / static oracle 0.929 (0.455 / 0.490)",
+            "One expert for all, chosen the same way over every scenario: cosmos, 0.452 (0.922 \
+             of the static oracle)",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        let o = HeldOutOracle {
+            reps: 2,
+            hindsight: 0.58,
+            score: 0.5425,
+            picks: vec!["flash".into(), "cosmos".into()],
+        };
+        assert_eq!(held_out_cell(Some(&o)), "0.542 (flash, cosmos)");
+    }
 }

@@ -1,5 +1,6 @@
 //! The agent against EEVDF, every static expert and the static oracle, scenario by scenario,
-//! with the paper's measures (win rate, Top-1, Top-3).
+//! with the paper's measures (win rate, Top-1, Top-3), and against the held-out oracle
+//! ([`super::held_out`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +12,7 @@ use asa_scenarios::runner::ResultSet;
 use asa_scenarios::stats;
 use serde::{Deserialize, Serialize};
 
+use super::held_out::{self, HeldOutOracle, HeldOutSummary, StaticRuns};
 use super::trace::{AgentTrace, PhaseTrace};
 use super::verdict::{self, Verdict, VerdictCount};
 use super::{is_agent, AGENT, AGENT_DRY_RUN};
@@ -26,8 +28,12 @@ pub struct LiveScenario {
     pub phased: bool,
     /// Mean score per expert (the agent included).
     pub means: BTreeMap<String, f64>,
-    /// The best static expert and its mean score.
+    /// The best static expert and its mean score (the hindsight oracle).
     pub oracle: Option<(String, f64)>,
+    /// The static oracle chosen on other repetitions than it is scored on (None with fewer
+    /// than 2 repetitions of every static expert).
+    #[serde(default)]
+    pub held_out_oracle: Option<HeldOutOracle>,
     /// The agent's mean score.
     pub agent: Option<f64>,
     /// Static experts with a strictly higher mean than the agent.
@@ -65,6 +71,10 @@ pub struct LiveSummary {
     pub top3: Option<f64>,
     /// Mean of agent / static oracle.
     pub oracle_ratio: Option<f64>,
+    /// The held-out oracle over the scenarios where it is defined, against the hindsight one
+    /// and the agent (None when it is defined in no scenario).
+    #[serde(default)]
+    pub held_out: Option<HeldOutSummary>,
     /// Phased scenarios where the agent beat the static oracle.
     pub phased_wins: Vec<String>,
     /// `asa run --dry-run` against the baseline (the agent's own cost), when it was run.
@@ -131,6 +141,7 @@ pub fn live_summary(
         .cloned()
         .collect();
     let mut scenarios = Vec::new();
+    let mut static_runs = Vec::new();
     let (mut top1, mut top3, mut ranked, mut ratios) = (0, 0, 0, Vec::new());
     let mut phased_wins = Vec::new();
     for result in set.scenarios.iter().filter(|r| r.error.is_none()) {
@@ -145,6 +156,11 @@ pub fn live_summary(
             })
             .collect();
         let means: BTreeMap<String, f64> = cells.iter().map(|(e, c)| (e.clone(), c.mean)).collect();
+        let runs: StaticRuns = row
+            .iter()
+            .filter(|(e, _)| !is_agent(e))
+            .map(|(e, reps)| (e.clone(), reps.iter().flatten().copied().collect()))
+            .collect();
         let oracle = means
             .iter()
             .filter(|(e, _)| !is_agent(e))
@@ -185,10 +201,12 @@ pub fn live_summary(
                     .map(|(_, t)| t.clone().with_phases(r, &mapped))
             })
             .collect();
+        static_runs.push((runs, agent));
         scenarios.push(LiveScenario {
             scenario: result.scenario.clone(),
             phased,
             means,
+            held_out_oracle: held_out::held_out_oracle(&experts, &static_runs.last().unwrap().0),
             oracle,
             agent,
             agent_rank,
@@ -254,6 +272,13 @@ pub fn live_summary(
         .iter()
         .filter_map(|s| Some(s.means.get(AGENT_DRY_RUN)? - s.means.get(baseline)?))
         .collect();
+    let held_out = held_out::held_out_summary(
+        &experts,
+        &static_runs
+            .iter()
+            .map(|(runs, agent)| (runs, *agent))
+            .collect::<Vec<_>>(),
+    );
     Ok(LiveSummary {
         experts,
         baseline: baseline.to_owned(),
@@ -261,6 +286,7 @@ pub fn live_summary(
         top1: share(top1),
         top3: share(top3),
         oracle_ratio: stats::mean(&ratios),
+        held_out,
         phased_wins,
         scenarios,
         dry_run_vs_baseline: dry.then(|| win_loss(&table, AGENT_DRY_RUN, baseline)),
