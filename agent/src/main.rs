@@ -213,7 +213,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Scenario(args) => {
-            asa_scenarios::scenario_command(args.clone())?;
+            // `--catalogue` / ASA_CATALOGUE: the runs pin that catalogue's experts.
+            match &cli.catalogue {
+                Some(_) => asa_scenarios::scenario_command_in(args.clone(), catalogue(&cli)?)?,
+                None => asa_scenarios::scenario_command(args.clone())?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Calibrate(args) => {
@@ -240,7 +244,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cat = catalogue(&cli)?;
             println!("{:<8} {:<15} {:<10} binary", "name", "kind", "version");
             for e in cat.experts() {
-                let bin = if e.is_kernel_default() {
+                let mut bin = if e.is_kernel_default() {
                     "(kernel)".to_owned()
                 } else {
                     match locate_binary(e) {
@@ -248,6 +252,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         Err(err) => format!("MISSING: {err:#}"),
                     }
                 };
+                // Variants of one binary differ by their arguments only.
+                for arg in &e.args {
+                    bin.push(' ');
+                    bin.push_str(arg);
+                }
                 let kind = serde_json::to_value(e.kind)?;
                 println!(
                     "{:<8} {:<15} {:<10} {bin}",

@@ -314,6 +314,59 @@ mod tests {
         );
     }
 
+    /// The experiment catalogue of expert variants (`experts/variants.toml`): it loads; the
+    /// entries named like built-in ones are those entries unchanged (the run's anchors mean
+    /// what they mean in the committed runs); every other entry runs a built-in binary with
+    /// arguments of its own.
+    #[test]
+    fn variants_catalogue_loads_and_runs_builtin_binaries_with_other_arguments() {
+        let variants = Catalogue::parse(include_str!("../variants.toml"), "variants.toml")
+            .expect("experts/variants.toml is valid");
+        let builtin = Catalogue::builtin();
+        let mut seen_args = BTreeSet::new();
+        let mut new_entries = 0;
+        for e in variants.experts() {
+            if let Some(base) = builtin.get(&e.name) {
+                assert_eq!(e, base, "{} differs from the built-in entry", e.name);
+                continue;
+            }
+            new_entries += 1;
+            assert!(!e.args.is_empty(), "variant {} has no arguments", e.name);
+            assert!(
+                seen_args.insert((e.binary.clone(), e.args.clone())),
+                "variant {} repeats another's binary and arguments",
+                e.name
+            );
+            let base = builtin
+                .experts()
+                .iter()
+                .find(|b| b.binary == e.binary && b.kind == e.kind)
+                .unwrap_or_else(|| panic!("variant {} runs no built-in binary", e.name));
+            assert_eq!(
+                (&e.crate_name, &e.version, &e.ops_prefix, e.stop_grace_ms),
+                (
+                    &base.crate_name,
+                    &base.version,
+                    &base.ops_prefix,
+                    base.stop_grace_ms
+                ),
+                "variant {} must run {}'s binary as {} does",
+                e.name,
+                base.name,
+                base.name
+            );
+            assert!(
+                base.args.is_empty(),
+                "{} has arguments of its own",
+                base.name
+            );
+        }
+        assert!(new_entries > 0, "no variant in variants.toml");
+        for anchor in ["eevdf", "cosmos", "flash"] {
+            assert!(variants.get(anchor).is_some(), "{anchor} missing");
+        }
+    }
+
     #[test]
     fn unknown_expert_error_lists_known_names() {
         let err = Catalogue::builtin().require("cfs").unwrap_err().to_string();

@@ -57,6 +57,10 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Where a run's own expert catalogue ([`GuestRun::catalogue`]) is put in the guest, for
+/// `asa --catalogue /lab/experts.toml ...` there.
+pub const GUEST_CATALOGUE: &str = "/lab/experts.toml";
+
 /// Where host tools named in [`GuestRun::host_tools`] are put in the guest.
 pub const GUEST_BIN: &str = "/usr/local/bin";
 
@@ -102,6 +106,39 @@ pub fn expert_support_files(expert: &asa_experts::Expert) -> Result<Vec<(PathBuf
     Ok(files)
 }
 
+/// Put `run`'s experts in the guest image: each binary once (variants of one binary differ by
+/// their arguments only), found with `locate`, with what it needs besides; and the run's own
+/// catalogue, if any, at [`GUEST_CATALOGUE`].
+fn add_experts(
+    image: &mut ImageBuilder,
+    run: &GuestRun,
+    locate: impl Fn(&asa_experts::Expert) -> Result<PathBuf>,
+) -> Result<()> {
+    let catalogue = match &run.catalogue {
+        Some(path) => {
+            image.file(path, GUEST_CATALOGUE)?;
+            asa_experts::Catalogue::load(path)?
+        }
+        None => asa_experts::Catalogue::builtin(),
+    };
+    for name in &run.experts {
+        let expert = catalogue.require(name)?;
+        let guest_bin = Path::new(GUEST_BIN).join(expert.binary_name());
+        if expert.is_kernel_default() || image.contains(&guest_bin) {
+            continue;
+        }
+        image.executable(locate(expert)?, &guest_bin)?;
+        for (host, guest, executable) in expert_support_files(expert)? {
+            if executable {
+                image.executable(&host, &guest)?;
+            } else {
+                image.file(&host, &guest)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One script to run in a fresh guest, and what the guest needs for it.
 #[derive(Debug, Clone)]
 pub struct GuestRun {
@@ -116,6 +153,10 @@ pub struct GuestRun {
     /// Experts from the catalogue to install in the guest (into [`GUEST_BIN`]), with what they
     /// need besides ([`expert_support_files`]: scx_gru's model and ONNX Runtime).
     pub experts: Vec<String>,
+    /// The catalogue [`GuestRun::experts`] are looked up in, as a file that is also put in
+    /// the guest at [`GUEST_CATALOGUE`]; `None`: the built-in one (nothing is put there).
+    /// Variants of one binary (other `args`) install it once.
+    pub catalogue: Option<PathBuf>,
     /// Programs on the host's PATH to copy into [`GUEST_BIN`] (e.g. `stress-ng`).
     pub host_tools: Vec<String>,
     /// A Debian root filesystem to run the script in (chrooted), for real tools; `None`
@@ -137,6 +178,7 @@ impl GuestRun {
             executables: Vec::new(),
             files: Vec::new(),
             experts: Vec::new(),
+            catalogue: None,
             host_tools: Vec::new(),
             rootfs: None,
             work_disk: None,
@@ -186,22 +228,7 @@ impl Lab {
         for (host, guest) in &run.files {
             image.file(host, guest)?;
         }
-        let catalogue = asa_experts::Catalogue::builtin();
-        for name in &run.experts {
-            let expert = catalogue.require(name)?;
-            if expert.is_kernel_default() {
-                continue;
-            }
-            let bin = asa_experts::locate_binary(expert)?;
-            image.executable(&bin, Path::new(GUEST_BIN).join(expert.binary_name()))?;
-            for (host, guest, executable) in expert_support_files(expert)? {
-                if executable {
-                    image.executable(&host, &guest)?;
-                } else {
-                    image.file(&host, &guest)?;
-                }
-            }
-        }
+        add_experts(&mut image, run, asa_experts::locate_binary)?;
         for tool in &run.host_tools {
             let host = vm::which(tool).with_context(|| {
                 format!(
@@ -238,5 +265,47 @@ impl Lab {
         let outcome = vm::boot(&self.kernel, &initramfs, &work, &vm);
         run_dirs::drop_boot_files(&work, outcome.is_ok());
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_of_one_binary_install_it_once_with_their_catalogue() {
+        let variants = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experts/variants.toml");
+        let mut run = GuestRun::new("variants", "true");
+        run.catalogue = Some(variants);
+        run.experts = [
+            "eevdf",
+            "cosmos",
+            "cosmos-nosync",
+            "cosmos-busy75",
+            "flash-lag5",
+        ]
+        .map(String::from)
+        .to_vec();
+        let located = std::cell::RefCell::new(Vec::new());
+        let mut image = ImageBuilder::new();
+        add_experts(&mut image, &run, |e| {
+            located.borrow_mut().push(e.name.clone());
+            Ok(PathBuf::from("/bin/true"))
+        })
+        .unwrap();
+        assert_eq!(*located.borrow(), ["cosmos", "flash-lag5"]);
+        assert!(image.contains("/usr/local/bin/scx_cosmos"));
+        assert!(image.contains("/usr/local/bin/scx_flash"));
+        assert!(image.contains(GUEST_CATALOGUE));
+
+        // A name the run's catalogue lacks is an error; the built-in one has no variants.
+        run.experts = vec!["cosmos-bogus".into()];
+        let err = add_experts(&mut ImageBuilder::new(), &run, |_| Ok("/bin/true".into()));
+        assert!(format!("{:#}", err.unwrap_err()).contains("cosmos-bogus"));
+        run.catalogue = None;
+        run.experts = vec!["cosmos-nosync".into()];
+        let mut image = ImageBuilder::new();
+        assert!(add_experts(&mut image, &run, |_| Ok("/bin/true".into())).is_err());
+        assert!(!image.contains(GUEST_CATALOGUE));
     }
 }

@@ -41,6 +41,10 @@ enum Command {
         /// Experts to put in the guest.
         #[arg(long = "expert", value_delimiter = ',')]
         experts: Vec<String>,
+        /// Expert catalogue the --expert names are looked up in (default: the built-in one);
+        /// the file goes to the guest as /lab/experts.toml (`asa --catalogue /lab/experts.toml`).
+        #[arg(long)]
+        catalogue: Option<PathBuf>,
         /// Host programs to copy into the guest (e.g. stress-ng).
         #[arg(long = "tool", value_delimiter = ',')]
         tools: Vec<String>,
@@ -171,6 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             command,
             asa,
             experts,
+            catalogue,
             tools,
             files,
             rootfs,
@@ -192,6 +197,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 run = run.with_asa(&asa_binary(&asa)?);
             }
             run.experts = experts;
+            run.catalogue = catalogue;
             run.host_tools = tools;
             for f in &files {
                 let (host, guest) = f

@@ -9,7 +9,9 @@
 # Settings (environment): SCENARIOS (default all),
 # EXPERTS (eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos), DURATION / SETTLE / COOLDOWN (seconds per
 # run), REPS, RECORD_INTERVAL_MS, MEMORY (MiB),
-# TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios).
+# TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios),
+# CATALOGUE (an expert catalogue file, e.g. experts/variants.toml: EXPERTS are its names, the
+# guest's asa pins them from it; it is copied to OUT_DIR/experts.toml; default: the built-in one).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 SCENARIOS=${SCENARIOS:-all}
@@ -22,14 +24,29 @@ RECORD_INTERVAL_MS=${RECORD_INTERVAL_MS:-1000}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-9000}
 BIN=${BIN:-target/release}
+CATALOGUE=${CATALOGUE:-}
 
 . lab/vm-run.sh
 lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
-lab_guest_script full run.log "asa scenario run $SCENARIOS --experts $EXPERTS --order by-expert \
+if [ -n "$CATALOGUE" ]; then
+  # Checked on the host first (valid, and every name of EXPERTS in it): asa-lab installs the
+  # experts' binaries from it, and the guest's asa checks the names again before the first run.
+  known=$("$BIN/asa" --catalogue "$CATALOGUE" experts | awk 'NR > 1 {print $1}')
+  for e in $(echo "$EXPERTS" | tr , ' '); do
+    echo "$known" | grep -qx "$e" || { echo "expert $e is not in $CATALOGUE" >&2; exit 1; }
+  done
+  cp "$CATALOGUE" "$OUT/experts.toml"
+  set -- --catalogue "$CATALOGUE"
+  GUEST_ASA="asa --catalogue /lab/experts.toml"
+else
+  set --
+  GUEST_ASA=asa
+fi
+lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order by-expert \
   --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \
   --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
   --record-interval-ms $RECORD_INTERVAL_MS --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
-echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs; guest packages: $PACKAGES" >&2
+echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs${CATALOGUE:+, experts from $CATALOGUE}; guest packages: $PACKAGES" >&2
 rc=0
-lab_run_vm full --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?
+lab_run_vm full --memory "$MEMORY" --timeout "$TIMEOUT" "$@" || rc=$?
 exit $rc

@@ -173,6 +173,26 @@ pub fn scenario_command_with(
     args: ScenarioArgs,
     switcher: Option<Box<dyn ExpertSwitcher>>,
 ) -> Result<()> {
+    command(args, switcher, None)
+}
+
+/// Run a `scenario` command whose experts come from `experts` instead of the built-in
+/// catalogue (`asa --catalogue FILE scenario run ...`: variants of an expert with other
+/// arguments, say). `run` checks every `--experts` name against it before anything runs.
+pub fn scenario_command_in(args: ScenarioArgs, experts: asa_experts::Catalogue) -> Result<()> {
+    if let ScenarioCommand::Run(run) = &args.command {
+        for name in &run.experts {
+            experts.require(name)?;
+        }
+    }
+    command(args, None, Some(experts))
+}
+
+fn command(
+    args: ScenarioArgs,
+    switcher: Option<Box<dyn ExpertSwitcher>>,
+    experts: Option<asa_experts::Catalogue>,
+) -> Result<()> {
     match args.command {
         ScenarioCommand::List { file, check_tools } => {
             let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
@@ -186,7 +206,7 @@ pub fn scenario_command_with(
             println!("{}", packages.join(","));
             Ok(())
         }
-        ScenarioCommand::Run(run) => run_command(run, switcher),
+        ScenarioCommand::Run(run) => run_command(run, switcher, experts),
         ScenarioCommand::Report {
             results,
             out,
@@ -223,12 +243,20 @@ fn list(cat: &Catalogue, check_tools: bool) {
     }
 }
 
-fn make_switcher(choice: SwitcherChoice) -> Result<Box<dyn ExpertSwitcher>> {
+/// The switcher `choice` names; its supervisor runs the experts of `experts` (default: the
+/// built-in catalogue).
+fn make_switcher(
+    choice: SwitcherChoice,
+    experts: Option<asa_experts::Catalogue>,
+) -> Result<Box<dyn ExpertSwitcher>> {
     let has_scx = Path::new(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT).exists();
     Ok(match (choice, has_scx) {
-        (SwitcherChoice::Supervisor, _) | (SwitcherChoice::Auto, true) => {
-            Box::new(SupervisorSwitcher::system().context("starting the expert supervisor")?)
-        }
+        (SwitcherChoice::Supervisor, _) | (SwitcherChoice::Auto, true) => Box::new(
+            SupervisorSwitcher::system_with(
+                experts.unwrap_or_else(asa_experts::Catalogue::builtin),
+            )
+            .context("starting the expert supervisor")?,
+        ),
         (SwitcherChoice::Current, _) | (SwitcherChoice::Auto, false) => {
             info!("no sched_ext on this kernel: measuring the current scheduler only");
             Box::new(CurrentSchedulerOnly::eevdf()?)
@@ -236,7 +264,11 @@ fn make_switcher(choice: SwitcherChoice) -> Result<Box<dyn ExpertSwitcher>> {
     })
 }
 
-fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Result<()> {
+fn run_command(
+    args: RunArgs,
+    switcher: Option<Box<dyn ExpertSwitcher>>,
+    experts: Option<asa_experts::Catalogue>,
+) -> Result<()> {
     let text = catalogue_text(&args.file)?;
     let cat = Catalogue::parse(&text, &origin(&args.file))?;
     let selected = cat.select(&args.scenarios)?;
@@ -265,7 +297,7 @@ fn run_command(args: RunArgs, switcher: Option<Box<dyn ExpertSwitcher>>) -> Resu
         .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work"));
     let mut switcher = match switcher {
         Some(s) => s,
-        None => make_switcher(args.switcher)?,
+        None => make_switcher(args.switcher, experts)?,
     };
     // Calibrate once, on the default scheduler and an idle machine, for every run.
     switcher.pin(asa_experts::EEVDF).ok();
@@ -518,5 +550,43 @@ fn print_ranking(report: &crate::report::Report) {
             f(r.top3),
             f(r.oracle_ratio)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+    }
+
+    fn args(line: &str) -> ScenarioArgs {
+        Cli::try_parse_from(std::iter::once("asa").chain(line.split_whitespace()))
+            .unwrap()
+            .scenario
+    }
+
+    #[test]
+    fn a_run_with_a_name_its_catalogue_lacks_fails_before_anything_runs() {
+        let out = tempfile::tempdir().unwrap();
+        let variants = asa_experts::Catalogue::parse(
+            include_str!("../../experts/variants.toml"),
+            "variants.toml",
+        )
+        .unwrap();
+        let line = format!(
+            "run S1 --experts cosmos,cosmos-bogus --switcher current --out {}",
+            out.path().join("results").display()
+        );
+        let err = scenario_command_in(args(&line), variants).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown expert \"cosmos-bogus\""),
+            "{err:#}"
+        );
+        assert!(!out.path().join("results").exists());
     }
 }

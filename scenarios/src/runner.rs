@@ -50,8 +50,14 @@ impl SupervisorSwitcher {
 
     /// A supervisor on this machine with the built-in catalogue and default timeouts.
     pub fn system() -> Result<Self> {
+        Self::system_with(asa_experts::Catalogue::builtin())
+    }
+
+    /// A supervisor on this machine with the experts of `catalogue` (e.g. `asa --catalogue`)
+    /// and default timeouts.
+    pub fn system_with(catalogue: asa_experts::Catalogue) -> Result<Self> {
         let supervisor = asa_experts::Supervisor::new(
-            asa_experts::Catalogue::builtin(),
+            catalogue,
             asa_experts::SchedExt::system()?,
             asa_experts::SupervisorConfig::default().with_env()?,
         )?;

@@ -8,8 +8,10 @@ take text or records and return data, and `main` prints. Standard library only.
 """
 
 MODULES = (
+    'anchor_drift',
     'dio_per_cpu',
     'kthread_waits',
+    'merge_results',
     'placement_vs_result',
     'pool_rounds',
     'progdiff',
