@@ -497,6 +497,29 @@ fn complete(result: &ScenarioResult, plan: &CalibrationPlan) -> bool {
         && result.runs.len() + result.skipped.len() == plan.reps as usize * plan.experts.len()
 }
 
+/// Refuses a result set (read from `path`) measured with other options than `plan`'s: its
+/// scores would not be comparable with the plan's (a resumed run) or would not be what the
+/// plan describes (a re-rendered report).
+pub fn check_options(path: &Path, set: &ResultSet, plan: &CalibrationPlan) -> Result<()> {
+    let o = &set.options;
+    if o.experts != plan.experts
+        || o.reps != plan.reps
+        || o.duration != plan.duration
+        || o.settle != plan.settle
+    {
+        bail!(
+            "{} was measured with other options (experts {}, reps {}, duration {:?}, settle {:?}): \
+             rerun with those, or calibrate into another --dir",
+            path.display(),
+            o.experts.join(","),
+            o.reps,
+            o.duration,
+            o.settle
+        );
+    }
+    Ok(())
+}
+
 /// Runs every scenario of `plan` that `dir` does not already hold complete results for, saving
 /// after each scenario, and returns the whole result set. A folder measured with other
 /// options is refused (mixing them would make the scores incomparable).
@@ -510,26 +533,18 @@ pub fn run_or_resume(
     for name in &plan.scenarios {
         catalogue.scenario(name)?;
     }
+    info!(
+        "calibrating {} scenario(s) × {} expert(s) × {} rep(s) into {}",
+        plan.scenarios.len(),
+        plan.experts.len(),
+        plan.reps,
+        dir.display()
+    );
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = results_path(dir);
     let mut set = if path.exists() {
         let set = ResultSet::load(&path)?;
-        let o = &set.options;
-        if o.experts != plan.experts
-            || o.reps != plan.reps
-            || o.duration != plan.duration
-            || o.settle != plan.settle
-        {
-            bail!(
-                "{} was measured with other options (experts {}, reps {}, duration {:?}, settle {:?}): \
-                 rerun with those, or calibrate into another --dir",
-                path.display(),
-                o.experts.join(","),
-                o.reps,
-                o.duration,
-                o.settle
-            );
-        }
+        check_options(&path, &set, plan)?;
         let done = set.scenarios.iter().filter(|r| complete(r, plan)).count();
         info!(
             "resuming {}: {done} scenario(s) already measured",

@@ -7,7 +7,6 @@ use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::runner::{ResultSet, SupervisorSwitcher};
 use clap::{Args, Subcommand, ValueEnum};
-use log::info;
 
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
 use crate::live;
@@ -180,7 +179,8 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     let experts = asa_experts::Catalogue::builtin();
     check_experts(args, &experts)?;
     let sets = if args.from_results.is_empty() {
-        let plan = plan(args, args.experts.clone())?;
+        need_sched_ext()?;
+        let plan = plan(args, args.experts.clone(), catalogue_text(args)?)?;
         let mut switcher =
             SupervisorSwitcher::system().context("starting the expert supervisor")?;
         vec![calibrate::run_or_resume(
@@ -262,7 +262,8 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
     }
     let set = match args.from_results.as_slice() {
         [] => {
-            let (plan, text) = plan(args, overhead::experts_for(&pairs))?;
+            need_sched_ext()?;
+            let (plan, text) = plan(args, overhead::experts_for(&pairs), catalogue_text(args)?)?;
             let supervisor =
                 system_supervisor(&catalogue).context("starting the expert supervisor")?;
             std::fs::create_dir_all(&args.dir)
@@ -318,27 +319,11 @@ fn overhead_stage(args: &CalibrateArgs) -> Result<()> {
 }
 
 fn live_stage(args: &CalibrateArgs) -> Result<()> {
-    let table_path = args.table.as_ref().context(
-        "--stage live runs `asa run` with a mapping table: pass it with --table (a prototype \
-         table of this machine, or of another machine to start from)",
-    )?;
-    let start_table = MappingTable::load(table_path)?;
+    let (table_path, _) = table_under_test(args)?;
     let catalogue = asa_experts::Catalogue::builtin();
-    let classes: Vec<&str> = start_table
-        .classes
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    start_table
-        .validate_builtin_experts(&table_path.display().to_string(), &classes)
-        .map_err(anyhow::Error::from)?;
     check_experts(args, &catalogue)?;
-    let mut experts = args.experts.clone();
-    if !args.no_dry_run {
-        experts.push(live::AGENT_DRY_RUN.to_string());
-    }
-    experts.push(live::AGENT.to_string());
-    let (plan, text) = plan(args, experts)?;
+    need_sched_ext()?;
+    let (plan, text) = live_plan(args)?;
     // The decision logs carry every tick's features, to compare live ticks with recorded ones.
     let mut run_args = vec![
         "--mapping".to_string(),
@@ -363,11 +348,10 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     if args.agent_no_bpf {
         run_args.push("--no-bpf".to_string());
     }
-    let logs = args.dir.join("agent");
     let launcher = live::AgentLauncher::new(
         std::env::current_exe().context("locating the asa binary")?,
         run_args,
-        logs.clone(),
+        agent_logs(args),
     );
     let make_supervisor = {
         let catalogue = catalogue.clone();
@@ -376,7 +360,54 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     let mut switcher = live::LiveSwitcher::new(make_supervisor, launcher);
     let set = calibrate::run_or_resume(&args.dir, &text, &plan, &mut switcher)?;
     drop(switcher);
-    let summary = live::live_summary(&set, &args.baseline, &logs, Some(&start_table))?;
+    live_report(args, &set)
+}
+
+/// The table under test (`--table`): its path and the table, checked against the built-in
+/// experts.
+fn table_under_test(args: &CalibrateArgs) -> Result<(&Path, MappingTable)> {
+    let table_path = args.table.as_ref().context(
+        "--stage live runs `asa run` with a mapping table and refines it: pass it with --table \
+         (a prototype table of this machine, or of another machine to start from)",
+    )?;
+    let table = MappingTable::load(table_path)?;
+    let classes: Vec<&str> = table.classes.iter().map(|c| c.name.as_str()).collect();
+    table
+        .validate_builtin_experts(&table_path.display().to_string(), &classes)
+        .map_err(anyhow::Error::from)?;
+    Ok((table_path, table))
+}
+
+/// Where the live stage keeps the agent's decision logs.
+fn agent_logs(args: &CalibrateArgs) -> PathBuf {
+    args.dir.join("agent")
+}
+
+/// The live stage's columns: `--experts`, then the agent's dry run (unless `--no-dry-run`) and
+/// the agent.
+fn live_experts(args: &CalibrateArgs) -> Vec<String> {
+    let mut experts = args.experts.clone();
+    if !args.no_dry_run {
+        experts.push(live::AGENT_DRY_RUN.to_string());
+    }
+    experts.push(live::AGENT.to_string());
+    experts
+}
+
+/// The live stage's calibration plan and scenario catalogue text (checks no kernel: measuring
+/// needs sched_ext).
+pub fn live_plan(args: &CalibrateArgs) -> Result<(CalibrationPlan, String)> {
+    plan(args, live_experts(args), catalogue_text(args)?)
+}
+
+/// The end of the live stage, after the runs: the summary of the live result set `set` and the
+/// agent's logs in `DIR/agent/` (`DIR/live.md`, `DIR/live.json`) and the refined table
+/// (`DIR/mapping.toml`: the static runs plus `--from-results`, refined over the table under
+/// test), written and printed.
+pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
+    let (table_path, start_table) = table_under_test(args)?;
+    let catalogue = asa_experts::Catalogue::builtin();
+    let summary = live::live_summary(set, &args.baseline, &agent_logs(args), Some(&start_table))?;
 
     // Refinement: the static runs of this session, plus earlier result sets of this machine.
     let mut sets = load_results(&args.from_results)?;
@@ -388,7 +419,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
             );
         }
     }
-    sets.push(live::static_runs(&set));
+    sets.push(live::static_runs(set));
     let machine = crate::machine_fingerprint(&set.machine, &catalogue);
     // The agent under test starts on, and falls back to, the table's default: a class measured
     // here stays on it unless another expert beats it beyond the noise.
@@ -409,7 +440,7 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
         start_table.source,
         start_table.created
     );
-    let mut report = live::markdown(&summary, &set, &note);
+    let mut report = live::markdown(&summary, set, &note);
     report.push_str(
         "
 ## Refined table
@@ -474,9 +505,8 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// The calibration plan of `args` for `experts`, and the scenario catalogue's text. Measuring
-/// needs sched_ext.
-fn plan(args: &CalibrateArgs, experts: Vec<String>) -> Result<(CalibrationPlan, String)> {
+/// Measuring runs every expert, which needs sched_ext.
+fn need_sched_ext() -> Result<()> {
     if !Path::new(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT).exists() {
         bail!(
             "calibration runs every expert, which needs a kernel with sched_ext ({} is missing): \
@@ -484,12 +514,26 @@ fn plan(args: &CalibrateArgs, experts: Vec<String>) -> Result<(CalibrationPlan, 
             asa_experts::sched_ext::DEFAULT_SYSFS_ROOT
         );
     }
-    let text = match &args.catalogue {
+    Ok(())
+}
+
+/// The text of the scenario catalogue: `--catalogue` or the built-in one.
+fn catalogue_text(args: &CalibrateArgs) -> Result<String> {
+    Ok(match &args.catalogue {
         Some(p) => {
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
         }
         None => asa_scenarios::catalogue::BUILTIN_SCENARIOS.to_string(),
-    };
+    })
+}
+
+/// The calibration plan of `args` for `experts` over the scenario catalogue `text`, and that
+/// text.
+fn plan(
+    args: &CalibrateArgs,
+    experts: Vec<String>,
+    text: String,
+) -> Result<(CalibrationPlan, String)> {
     let catalogue = ScenarioCatalogue::parse(&text, "scenario catalogue")?;
     let scenarios: Vec<String> = if args.scenarios == "all" {
         catalogue
@@ -527,12 +571,5 @@ fn plan(args: &CalibrateArgs, experts: Vec<String>) -> Result<(CalibrationPlan, 
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work")),
     };
-    info!(
-        "calibrating {} scenario(s) × {} expert(s) × {} rep(s) into {}",
-        plan.scenarios.len(),
-        plan.experts.len(),
-        plan.reps,
-        args.dir.display()
-    );
     Ok((plan, text))
 }
