@@ -658,6 +658,31 @@ mod tests {
         }
     }
 
+    /// A results file gives back the very floats it was written with (serde_json's
+    /// `float_roundtrip`), so a report rebuilt from results.json (`asa calibrate --stage live
+    /// --report-only`) equals the one the run wrote from memory. Without it serde_json parses
+    /// some floats one unit in the last place off.
+    #[test]
+    fn saved_floats_read_back_bit_for_bit() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let values: Vec<f64> = (0..100_000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 11) as f64 / (1u64 << 53) as f64
+            })
+            .collect();
+        let back: Vec<f64> =
+            serde_json::from_str(&serde_json::to_string(&values).unwrap()).unwrap();
+        let off = values
+            .iter()
+            .zip(&back)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(off, 0, "{off} of {} floats read back changed", values.len());
+    }
+
     /// P1's phases (shares 1, 2, 1) at 60 s would last 15, 30 and 15 s; with a 30 s minimum the
     /// scenario runs 120 s. A single-load scenario runs max(duration, min_phase).
     #[test]
