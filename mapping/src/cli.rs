@@ -65,7 +65,8 @@ pub struct CalibrateArgs {
     /// Inputs of the loads (corpora, sources), reused across runs.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
-    /// Scenario catalogue (default: the built-in one).
+    /// Scenario catalogue (default: the built-in one; with --report-only, the one stored in
+    /// the folder's results.json).
     #[arg(long)]
     pub catalogue: Option<PathBuf>,
     /// How runs are grouped into classes; must match the classifier's labels.
@@ -109,6 +110,14 @@ pub struct CalibrateArgs {
     /// Stage live: skip the `asa run --dry-run` runs (the agent's own cost on EEVDF).
     #[arg(long)]
     pub no_dry_run: bool,
+    /// Stage live: run nothing, rewrite live.md, live.json and mapping.toml from the finished
+    /// run in --dir (its results.json and agent/ logs) with the table under test given by
+    /// --table; needs neither root nor sched_ext. The run's --scenarios, --experts, --reps,
+    /// --duration, --settle and --no-dry-run must be given again (checked against results.json);
+    /// the --agent-* options, --model and --onnxruntime are not needed (default: off: run the
+    /// scenarios, then report).
+    #[arg(long)]
+    pub report_only: bool,
 }
 
 /// Arguments of `asa mapping`.
@@ -168,9 +177,13 @@ fn now_utc() -> String {
 
 /// Runs `asa calibrate`.
 pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
+    if args.report_only && args.stage != Stage::Live {
+        bail!("--report-only re-renders a finished live run: use it with --stage live");
+    }
     match args.stage {
         Stage::Prototype => prototype_stage(args),
         Stage::Overhead => overhead_stage(args),
+        Stage::Live if args.report_only => live_report_only(args),
         Stage::Live => live_stage(args),
     }
 }
@@ -363,12 +376,79 @@ fn live_stage(args: &CalibrateArgs) -> Result<()> {
     live_report(args, &set)
 }
 
+/// `asa calibrate --stage live --report-only`: the report of a finished live run, rewritten
+/// from its folder without running anything.
+fn live_report_only(args: &CalibrateArgs) -> Result<()> {
+    table_under_test(args)?;
+    check_experts(args, &asa_experts::Catalogue::builtin())?;
+    let path = calibrate::results_path(&args.dir);
+    if !path.exists() {
+        bail!(
+            "{} is missing: --report-only rewrites the report of a finished live run from its \
+             results.json and agent/ logs; point --dir at such a folder (a lab run's raw.tar.xz \
+             holds both), or run the stage without --report-only to measure",
+            path.display()
+        );
+    }
+    let set = ResultSet::load(&path)?;
+    // The scenario names are checked against the catalogue the run stored, unless given.
+    let text = match &args.catalogue {
+        Some(_) => catalogue_text(args)?,
+        None => set.catalogue_toml.clone(),
+    };
+    let plan = plan(args, live_experts(args), text)?.0;
+    let dry_run = set.options.experts.iter().any(|e| e == live::AGENT_DRY_RUN);
+    if dry_run == args.no_dry_run {
+        bail!(
+            "{} was measured {} the `asa run --dry-run` column: pass the run's options, {} \
+             --no-dry-run",
+            path.display(),
+            if dry_run { "with" } else { "without" },
+            if dry_run { "without" } else { "with" }
+        );
+    }
+    calibrate::check_options(&path, &set, &plan)?;
+    let missing: Vec<&str> = plan
+        .scenarios
+        .iter()
+        .filter(|name| !set.scenarios.iter().any(|r| &r.scenario == *name))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} holds no results for {}: pass the --scenarios the run measured ({}), or finish \
+             the run without --report-only",
+            path.display(),
+            missing.join(","),
+            set.scenarios
+                .iter()
+                .map(|r| r.scenario.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    let logs = agent_logs(args);
+    let agent_ran = set
+        .scenarios
+        .iter()
+        .any(|r| r.runs.iter().any(|run| live::is_agent(&run.expert)));
+    if agent_ran && !logs.is_dir() {
+        bail!(
+            "{} is missing: the report says what the agent did from its decision logs; extract \
+             them next to results.json",
+            logs.display()
+        );
+    }
+    live_report(args, &set)
+}
+
 /// The table under test (`--table`): its path and the table, checked against the built-in
 /// experts.
 fn table_under_test(args: &CalibrateArgs) -> Result<(&Path, MappingTable)> {
     let table_path = args.table.as_ref().context(
         "--stage live runs `asa run` with a mapping table and refines it: pass it with --table \
-         (a prototype table of this machine, or of another machine to start from)",
+         (a prototype table of this machine, or of another machine to start from; with \
+         --report-only, the table the run tested)",
     )?;
     let table = MappingTable::load(table_path)?;
     let classes: Vec<&str> = table.classes.iter().map(|c| c.name.as_str()).collect();
@@ -403,7 +483,7 @@ pub fn live_plan(args: &CalibrateArgs) -> Result<(CalibrationPlan, String)> {
 /// The end of the live stage, after the runs: the summary of the live result set `set` and the
 /// agent's logs in `DIR/agent/` (`DIR/live.md`, `DIR/live.json`) and the refined table
 /// (`DIR/mapping.toml`: the static runs plus `--from-results`, refined over the table under
-/// test), written and printed.
+/// test), written and printed. A run and `--report-only` both end here.
 pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
     let (table_path, start_table) = table_under_test(args)?;
     let catalogue = asa_experts::Catalogue::builtin();

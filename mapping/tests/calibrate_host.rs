@@ -247,3 +247,153 @@ fn the_live_summary_compares_the_agent_with_the_static_experts() {
         .iter()
         .all(|r| r.expert != AGENT));
 }
+
+/// `asa calibrate ...` as the binary parses it (the agent flattens the same arguments).
+#[derive(clap::Parser)]
+struct Calibrate {
+    #[command(flatten)]
+    args: asa_mapping::cli::CalibrateArgs,
+}
+
+fn calibrate_args(words: &[&str]) -> asa_mapping::cli::CalibrateArgs {
+    use clap::Parser;
+    Calibrate::parse_from(std::iter::once("calibrate").chain(words.iter().copied())).args
+}
+
+/// The files the live stage writes after its runs, `mapping.toml` without its `created` stamp
+/// (when the refined table was made: each rendering makes it anew).
+fn live_files(dir: &std::path::Path) -> [String; 3] {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let table = read("mapping.toml")
+        .lines()
+        .filter(|l| !l.starts_with("created = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    [read("live.md"), read("live.json"), table]
+}
+
+/// `--report-only` rewrites live.md, live.json and mapping.toml of a finished live folder (its
+/// results.json and agent/ logs) exactly as the run wrote them, without running anything; a
+/// folder measured with other options, or lacking a scenario asked for, is refused and left
+/// as it was.
+#[test]
+fn report_only_rewrites_a_finished_live_run_as_the_run_wrote_it() {
+    let _turn = one_at_a_time();
+    let _ = env_logger::builder().is_test(true).try_init();
+    use asa_mapping::cli;
+    use asa_mapping::live::AGENT;
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let inputs = tempfile::tempdir().unwrap();
+    let catalogue = inputs.path().join("scenarios.toml");
+    std::fs::write(&catalogue, calibration_catalogue_text()).unwrap();
+    let table = inputs.path().join("table.toml");
+    std::fs::write(&table, asa_mapping::DEFAULT_TABLE).unwrap();
+    let (dir_s, work_s) = (dir.path().to_str().unwrap(), work.path().to_str().unwrap());
+    let (catalogue_s, table_s) = (catalogue.to_str().unwrap(), table.to_str().unwrap());
+    // The run's arguments, `changed` replacing some values, and `flags`.
+    let args = |changed: &[(&str, &str)], flags: &[&str]| {
+        let mut words: Vec<(&str, &str)> = vec![
+            ("--stage", "live"),
+            ("--dir", dir_s),
+            ("--table", table_s),
+            ("--catalogue", catalogue_s),
+            ("--work-dir", work_s),
+            ("--scenarios", "CAL-GAME"),
+            ("--experts", "eevdf,bpfland"),
+            ("--classes", "load"),
+            ("--reps", "2"),
+            ("--duration", "2"),
+            ("--settle", "0.3"),
+            ("--cooldown", "0.1"),
+        ];
+        for (key, value) in changed {
+            words.iter_mut().find(|(k, _)| k == key).unwrap().1 = value;
+        }
+        let mut words: Vec<&str> = words.into_iter().flat_map(|(k, v)| [k, v]).collect();
+        words.extend(flags);
+        calibrate_args(&words)
+    };
+
+    // The run, with the stage's own plan and a stand-in agent (the host has no sched_ext): two
+    // repetitions, so the report states a held-out oracle.
+    let run = args(&[], &["--no-dry-run"]);
+    let (plan, text) = cli::live_plan(&run).unwrap();
+    assert_eq!(plan.experts, ["eevdf", "bpfland", AGENT]);
+    let set =
+        calibrate::run_or_resume(dir.path(), &text, &plan, &mut HogSwitcher::default()).unwrap();
+    let logs = dir.path().join("agent");
+    std::fs::create_dir_all(&logs).unwrap();
+    for r in set.scenarios[0].runs.iter().filter(|r| r.expert == AGENT) {
+        std::fs::write(
+            logs.join(format!("agent-{}.jsonl", r.started_unix_ms - 500)),
+            "{\"voted_class\":\"xz_compress\",\"target_expert\":\"bpfland\",\"outcome\":\"switched\"}\n",
+        )
+        .unwrap();
+    }
+    cli::live_report(&run, &set).unwrap();
+    let written = live_files(dir.path());
+    assert!(written[0].contains("**Held-out oracle**"), "{}", written[0]);
+    assert!(written[0].contains("## Refined table"), "{}", written[0]);
+
+    // The report files gone, then re-rendered from results.json and agent/ alone.
+    for name in ["live.md", "live.json", "mapping.toml"] {
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    cli::calibrate_command(&args(&[], &["--no-dry-run", "--report-only"])).unwrap();
+    let rendered = live_files(dir.path());
+    assert_eq!(rendered[0], written[0], "live.md");
+    assert_eq!(rendered[1], written[1], "live.json");
+    assert_eq!(rendered[2], written[2], "mapping.toml");
+    assert!(std::fs::read_to_string(dir.path().join("mapping.toml"))
+        .unwrap()
+        .contains("source = \"live\""));
+
+    // Other options than the run's: refused, the report left as it was.
+    let refused = |changed: &[(&str, &str)], flags: &[&str]| {
+        let err = cli::calibrate_command(&args(changed, flags)).unwrap_err();
+        format!("{err:#}")
+    };
+    let only = ["--no-dry-run", "--report-only"];
+    let err = refused(&[("--reps", "3")], &only);
+    assert!(err.contains("other options"), "{err}");
+    let err = refused(&[("--scenarios", "CAL-GAME,CAL-AUDIO")], &only);
+    assert!(err.contains("no results for CAL-AUDIO"), "{err}");
+    let err = refused(&[], &["--report-only"]);
+    assert!(
+        err.contains("without the `asa run --dry-run` column"),
+        "{err}"
+    );
+    assert_eq!(live_files(dir.path()), rendered);
+}
+
+/// A folder without results.json: one error naming the missing file and what to do, and
+/// nothing written.
+#[test]
+fn report_only_without_results_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = tempfile::tempdir().unwrap();
+    let table = inputs.path().join("table.toml");
+    std::fs::write(&table, asa_mapping::DEFAULT_TABLE).unwrap();
+    let args = calibrate_args(&[
+        "--stage",
+        "live",
+        "--report-only",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--table",
+        table.to_str().unwrap(),
+    ]);
+    let err = format!(
+        "{:#}",
+        asa_mapping::cli::calibrate_command(&args).unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "{} is missing",
+            dir.path().join("results.json").display()
+        )) && err.contains("without --report-only"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
