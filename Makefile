@@ -53,7 +53,7 @@ scenarios-full: setup
 # (LIVE_EVAL_DRY_RUN=0: without the dry run, about 120). Writes results/<date>-agent-live-eval/
 # (live.md: verdicts beyond the measured noise).
 LIVE_EVAL_OUT ?= results/$(shell date -u +%F)-agent-live-eval
-LIVE_EVAL_TABLE ?= results/2026-11-28-agent-live-refined-table/mapping.toml
+LIVE_EVAL_TABLE ?= results/2026-11-28-stay-on-the-default-expert/mapping-7-experts-stay-default.toml
 LIVE_EVAL_EXPERTS ?= eevdf,bpfland,flash,cosmos
 LIVE_EVAL_DRY_RUN ?= 1
 live-eval: setup
