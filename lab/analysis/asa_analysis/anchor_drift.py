@@ -20,16 +20,12 @@ import json
 import math
 import sys
 
-from .common import read_json
+from .common import read_json, scenario_loads
 
 
 def loads_of(report):
-    """{scenario: [its background loads]}, from the runs' `value:load:<name>` score parts."""
-    out = {}
-    for s in report.get('scenarios', []):
-        out[s['scenario']] = sorted({p.split(':', 2)[2] for r in s['runs'] for p in r.get('parts', {})
-                                     if p.startswith('value:load:')})
-    return out
+    """{scenario: [its background loads]}."""
+    return {s['scenario']: scenario_loads(s) for s in report.get('scenarios', [])}
 
 
 def pair_drift(report, old, new, floor=0.07):

@@ -1,4 +1,4 @@
-"""Small helpers the analysis modules share: reading a file's text and JSON."""
+"""Small helpers the analysis modules share: reading a file's text and JSON, a scenario's loads."""
 import json
 
 
@@ -17,3 +17,10 @@ def read_json(path):
 def runs_of(data):
     """The run records of a vm_compare runs.json: its 'runs' list, or the list itself."""
     return data['runs'] if isinstance(data, dict) else data
+
+
+def scenario_loads(scenario):
+    """The background loads of a scenario of a report (`report.json` of `asa scenario report`),
+    sorted: named by its runs' `value:load:<name>` score parts (two or more for a phased one)."""
+    return sorted({p.split(':', 2)[2] for r in scenario['runs'] for p in r.get('parts', {})
+                   if p.startswith('value:load:')})

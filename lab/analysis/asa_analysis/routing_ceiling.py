@@ -26,7 +26,7 @@ import json
 import sys
 from collections import defaultdict
 
-from .common import read_json
+from .common import read_json, scenario_loads
 
 KEYS = {
     'one expert': lambda s: '',
@@ -43,14 +43,12 @@ def cells_of(report, experts=None):
     out = []
     for s in report['scenarios']:
         runs = defaultdict(list)
-        loads = set()
         for r in s['runs']:
-            loads.update(p.split(':', 2)[2] for p in r.get('parts', {}) if p.startswith('value:load:'))
             wanted = r['expert'] in experts if experts else not r['expert'].startswith('asa')
             if wanted and r.get('score') is not None:
                 runs[r['expert']].append(r['score'])
         if runs:
-            out.append({'name': s['scenario'], 'probe': s['probe'], 'loads': sorted(loads), 'runs': dict(runs)})
+            out.append({'name': s['scenario'], 'probe': s['probe'], 'loads': scenario_loads(s), 'runs': dict(runs)})
     return out
 
 
