@@ -201,12 +201,13 @@ pub fn live_summary(
                     .map(|(_, t)| t.clone().with_phases(r, &mapped))
             })
             .collect();
+        let held_out_oracle = held_out::held_out_oracle(&experts, &runs);
         static_runs.push((runs, agent));
         scenarios.push(LiveScenario {
             scenario: result.scenario.clone(),
             phased,
             means,
-            held_out_oracle: held_out::held_out_oracle(&experts, &static_runs.last().unwrap().0),
+            held_out_oracle,
             oracle,
             agent,
             agent_rank,
