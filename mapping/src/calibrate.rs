@@ -505,15 +505,17 @@ pub fn check_options(path: &Path, set: &ResultSet, plan: &CalibrationPlan) -> Re
     if o.experts != plan.experts
         || o.reps != plan.reps
         || o.duration != plan.duration
+        || o.min_phase != plan.min_phase
         || o.settle != plan.settle
     {
         bail!(
-            "{} was measured with other options (experts {}, reps {}, duration {:?}, settle {:?}): \
-             rerun with those, or calibrate into another --dir",
+            "{} was measured with other options (experts {}, reps {}, duration {:?}, \
+             min-phase {:?}, settle {:?}): rerun with those, or calibrate into another --dir",
             path.display(),
             o.experts.join(","),
             o.reps,
             o.duration,
+            o.min_phase,
             o.settle
         );
     }

@@ -357,6 +357,9 @@ fn report_only_rewrites_a_finished_live_run_as_the_run_wrote_it() {
     let only = ["--no-dry-run", "--report-only"];
     let err = refused(&[("--reps", "3")], &only);
     assert!(err.contains("other options"), "{err}");
+    // Phases stretched to a minimum change every phased scenario's runs.
+    let err = refused(&[], &["--no-dry-run", "--report-only", "--min-phase", "1"]);
+    assert!(err.contains("min-phase 0ns"), "{err}");
     let err = refused(&[("--scenarios", "CAL-GAME,CAL-AUDIO")], &only);
     assert!(err.contains("no results for CAL-AUDIO"), "{err}");
     let err = refused(&[], &["--report-only"]);
