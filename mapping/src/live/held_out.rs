@@ -162,19 +162,18 @@ pub fn one_expert_held_out(
     })
 }
 
-/// The held-out oracle over `scenarios` (each: the static runs as in [`held_out_oracle`] and the
-/// agent's mean score, if it ran), against the hindsight oracle and the agent; the scenarios
-/// without a held-out oracle are left out, and None is returned when none has one.
+/// The held-out oracle over `scenarios` (each: the static runs as in [`held_out_oracle`], its
+/// held-out oracle computed from them, and the agent's mean score, if it ran), against the
+/// hindsight oracle and the agent; the scenarios without a held-out oracle are left out, and
+/// None is returned when none has one.
 pub fn held_out_summary(
     experts: &[String],
-    scenarios: &[(&StaticRuns, Option<f64>)],
+    scenarios: &[(&StaticRuns, Option<&HeldOutOracle>, Option<f64>)],
 ) -> Option<HeldOutSummary> {
-    let mut defined = Vec::new();
-    for (runs, agent) in scenarios {
-        if let Some(oracle) = held_out_oracle(experts, runs) {
-            defined.push((*runs, oracle, *agent));
-        }
-    }
+    let defined: Vec<(&StaticRuns, &HeldOutOracle, Option<f64>)> = scenarios
+        .iter()
+        .filter_map(|(runs, oracle, agent)| Some((*runs, (*oracle)?, *agent)))
+        .collect();
     let hindsight = stats::mean(&defined.iter().map(|d| d.1.hindsight).collect::<Vec<_>>())?;
     let held_out = stats::mean(&defined.iter().map(|d| d.1.score).collect::<Vec<_>>())?;
     let agent_over = |oracle: fn(&HeldOutOracle) -> f64| {
@@ -242,7 +241,7 @@ mod tests {
         let s = runs(&[("a", &[0.8]), ("b", &[0.5])]);
         assert_eq!(held_out_oracle(&experts(&["a", "b"]), &s), None);
         assert_eq!(
-            held_out_summary(&experts(&["a", "b"]), &[(&s, Some(0.7))]),
+            held_out_summary(&experts(&["a", "b"]), &[(&s, None, Some(0.7))]),
             None
         );
     }
@@ -291,7 +290,9 @@ mod tests {
         let one = one_expert_held_out(&e, &[&s1, &s2]).unwrap();
         assert_eq!(one.picks, ["a", "a"]);
         assert!(close(one.score, 0.65), "{one:?}");
-        let sum = held_out_summary(&e, &[(&s1, None), (&s2, None)]).unwrap();
+        let (o1, o2) = (held_out_oracle(&e, &s1), held_out_oracle(&e, &s2));
+        let sum =
+            held_out_summary(&e, &[(&s1, o1.as_ref(), None), (&s2, o2.as_ref(), None)]).unwrap();
         assert!(
             close(sum.held_out, 0.7) && close(sum.hindsight, 0.7),
             "{sum:?}"
@@ -305,12 +306,13 @@ mod tests {
         let noisy = runs(&[("a", &[0.6, 0.4]), ("b", &[0.45, 0.55])]);
         let steady = runs(&[("a", &[0.8, 0.8]), ("b", &[0.4, 0.4])]);
         let once = runs(&[("a", &[0.9]), ("b", &[0.1])]);
+        let oracles = [&noisy, &steady, &once].map(|runs| held_out_oracle(&e, runs));
         let sum = held_out_summary(
             &e,
             &[
-                (&noisy, Some(0.425)),
-                (&steady, Some(0.4)),
-                (&once, Some(0.9)),
+                (&noisy, oracles[0].as_ref(), Some(0.425)),
+                (&steady, oracles[1].as_ref(), Some(0.4)),
+                (&once, oracles[2].as_ref(), Some(0.9)),
             ],
         )
         .unwrap();

@@ -277,7 +277,8 @@ pub fn live_summary(
         &experts,
         &static_runs
             .iter()
-            .map(|(runs, agent)| (runs, *agent))
+            .zip(&scenarios)
+            .map(|((runs, agent), s)| (runs, s.held_out_oracle.as_ref(), *agent))
             .collect::<Vec<_>>(),
     );
     Ok(LiveSummary {
