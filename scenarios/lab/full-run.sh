@@ -8,7 +8,8 @@
 #
 # Settings (environment): SCENARIOS (default all),
 # EXPERTS (eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos), DURATION / SETTLE / COOLDOWN (seconds per
-# run), REPS, RECORD_INTERVAL_MS, MEMORY (MiB),
+# run), REPS, ORDER (by-expert, or interleaved: `asa scenario run --order`), RECORD_INTERVAL_MS,
+# MEMORY (MiB),
 # TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios),
 # CATALOGUE (an expert catalogue file, e.g. experts/variants.toml: EXPERTS are its names, the
 # guest's asa pins them from it; it is copied to OUT_DIR/experts.toml; default: the built-in one).
@@ -20,6 +21,7 @@ DURATION=${DURATION:-12}
 SETTLE=${SETTLE:-2}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
+ORDER=${ORDER:-by-expert}
 RECORD_INTERVAL_MS=${RECORD_INTERVAL_MS:-1000}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-9000}
@@ -42,7 +44,7 @@ else
   set --
   GUEST_ASA=asa
 fi
-lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order by-expert \
+lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order $ORDER \
   --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \
   --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
   --record-interval-ms $RECORD_INTERVAL_MS --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
