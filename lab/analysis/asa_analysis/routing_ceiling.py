@@ -17,7 +17,9 @@ no better than the single expert's gives the agent nothing to switch for.
 
 With two or more repetitions per cell it also prints the oracle's winner's curse: the best of
 several noisy means is biased upward, so it compares the hindsight oracle with a held-out one
-(the expert chosen on the other repetitions, scored on this one).
+(the expert chosen on the other repetitions, scored on this one); and the most runs any choice
+of static expert could win over the baseline: a win-rate target above that is out of reach
+with these experts, whatever the agent does.
 
 Usage: python -m asa_analysis.routing_ceiling REPORT_JSON [--baseline eevdf] [--experts a,b] [--json]
 """
@@ -138,6 +140,33 @@ def winners_curse(scenarios, experts):
             'single_expert': mean(single), 'single_expert_picks': picks}
 
 
+def win_ceiling(scenarios, experts, baseline):
+    """How many runs (scenario x repetition r) could beat `baseline`'s run r at best, over the
+    scenarios with 2+ runs in every cell of `experts` and the baseline (None without any):
+    choosing each run's best expert after the fact (no agent can: it would have to know the
+    noise of the run it is in), each scenario's best mean (the hindsight oracle), or each
+    scenario's best on the other repetitions (the held-out oracle). An agent's win rate over
+    the baseline cannot beat the first; a target above it is out of reach with these experts."""
+    rivals = [e for e in experts if e != baseline]
+    everyone = rivals + [baseline]
+    cells = [s for s in scenarios if all(len(s['runs'].get(e, [])) >= 2 for e in everyone)]
+    if not cells or not rivals:
+        return None
+    counts = {'runs': 0, 'per run': 0, 'hindsight': 0, 'held out': 0}
+    for s in cells:
+        reps = min(len(s['runs'][e]) for e in everyone)
+        runs = {e: s['runs'][e][:reps] for e in everyone}
+        by_mean = max(rivals, key=lambda e: (mean(runs[e]), e))
+        for r in range(reps):
+            base = runs[baseline][r]
+            held = max(rivals, key=lambda e: (mean(runs[e][:r] + runs[e][r + 1:]), e))
+            counts['runs'] += 1
+            counts['per run'] += max(runs[e][r] for e in rivals) > base
+            counts['hindsight'] += runs[by_mean][r] > base
+            counts['held out'] += runs[held][r] > base
+    return dict(counts, scenarios=len(cells), baseline=baseline)
+
+
 def analyse(report, baseline='eevdf', experts=None):
     """The routing ceilings of the single-phase scenarios and the winner's curse of all."""
     cells = cells_of(report, experts)
@@ -149,6 +178,7 @@ def analyse(report, baseline='eevdf', experts=None):
         'keys': {name: ceiling(scenarios, key, experts, baseline) for name, key in KEYS.items()}
         if len(scenarios) >= 2 else {},
         'winners_curse': winners_curse(cells, common_experts(cells)),
+        'win_ceiling': win_ceiling(cells, common_experts(cells), baseline),
     }
 
 
@@ -187,6 +217,21 @@ def render(result, baseline):
         ]
     else:
         lines.append('winner\'s curse: n/a (needs 2+ repetitions per cell)')
+    wins = result.get('win_ceiling')
+    if wins:
+        n = wins['runs']
+        lines += [
+            '',
+            'Runs that beat %s\'s run of the same repetition, at best (%d scenarios, phased included):'
+            % (wins['baseline'], wins['scenarios']),
+            '',
+            '| choice | runs won | share |',
+            '|---|---:|---:|',
+        ] + ['| %s | %d/%d | %.1f %% |' % (label, wins[key], n, 100.0 * wins[key] / n) for key, label in (
+            ('per run', 'each run\'s best expert, after the fact (the ceiling)'),
+            ('hindsight', 'each scenario\'s best mean (hindsight oracle)'),
+            ('held out', 'each scenario\'s best on the other repetitions (held-out oracle)'),
+        )]
     return '\n'.join(lines)
 
 

@@ -103,3 +103,24 @@ def test_one_repetition_has_no_winners_curse_and_main_prints_the_table(tmp_path,
     out = capsys.readouterr().out
     assert '| load | 1.000 | 4/4 | 1.000 | 4/4 | 0 |' in out
     assert "winner's curse: n/a" in out
+
+
+def test_the_win_ceiling_counts_runs_only_an_after_the_fact_choice_could_win():
+    # S1: a wins rep 0, b wins rep 1, both beat eevdf only in their own run; S2: eevdf is best.
+    report = {'scenarios': [
+        scenario('S1', 'game', 'build', {'a': [0.9, 0.1], 'b': [0.3, 0.8], 'eevdf': [0.5, 0.5]}),
+        scenario('S2', 'audio', 'disk', {'a': [0.4, 0.4], 'b': [0.3, 0.3], 'eevdf': [0.6, 0.6]}),
+    ]}
+    wins = routing_ceiling.analyse(report)['win_ceiling']
+    assert (wins['runs'], wins['scenarios']) == (4, 2)
+    # Each run's best: both S1 runs; a scenario's best mean (b: 0.55 to a's 0.5): S1 rep 1 only; held out:
+    # rep 0 takes b (its other run, 0.8), rep 1 takes a (0.9): both lose.
+    assert (wins['per run'], wins['hindsight'], wins['held out']) == (2, 1, 0)
+    assert wins['baseline'] == 'eevdf'
+
+
+def test_no_win_ceiling_without_the_baseline_or_a_second_repetition():
+    once = {'scenarios': [scenario('S1', 'game', 'build', {'a': [0.9], 'eevdf': [0.5]})]}
+    assert routing_ceiling.analyse(once)['win_ceiling'] is None
+    no_base = {'scenarios': [scenario('S1', 'game', 'build', {'a': [0.9, 0.8], 'b': [0.1, 0.2]})]}
+    assert routing_ceiling.analyse(no_base)['win_ceiling'] is None
