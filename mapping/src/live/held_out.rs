@@ -9,7 +9,13 @@
 //! best mean of scenario means over the other repetitions): what choosing a single expert for
 //! the machine earns.
 //!
-//! Both need two or more repetitions of every static expert; with fewer they are not defined
+//! The **win ceiling** counts the runs a choice among the static experts wins over the baseline's
+//! run of the same repetition: the run's best expert picked after the fact (no agent can: it
+//! would have to know the noise of the run it is in), the hindsight and the held-out oracle. An
+//! agent's win rate over the baseline is bounded by what its experts win; a target above the
+//! first count is out of reach with them.
+//!
+//! All need two or more repetitions of every static expert; with fewer they are not defined
 //! (None), not guessed. Each expert's first `reps` scores are used, `reps` being the fewest any
 //! expert has; a tie goes to the first expert in run order. Pure logic: scores in, oracles out.
 
@@ -65,6 +71,60 @@ pub struct HeldOutSummary {
     pub agent_over_held_out: Option<f64>,
     /// One expert for all, chosen on the other repetitions.
     pub one_expert: Option<OneExpertHeldOut>,
+}
+
+/// The runs (scenario × repetition) won over the baseline's run of the same repetition, at best.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WinCeiling {
+    /// Runs compared: the repetitions of the scenarios where every expert has 2+ scores.
+    pub runs: usize,
+    /// Won by each run's best expert other than the baseline, picked after the fact.
+    pub per_run: usize,
+    /// Won by the scenario's best mean other than the baseline (the hindsight oracle).
+    pub hindsight: usize,
+    /// Won by the expert with the best mean over the other repetitions (the held-out oracle).
+    pub held_out: usize,
+}
+
+/// The counts of two sets of scenarios together.
+impl std::ops::Add for WinCeiling {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            runs: self.runs + other.runs,
+            per_run: self.per_run + other.per_run,
+            hindsight: self.hindsight + other.hindsight,
+            held_out: self.held_out + other.held_out,
+        }
+    }
+}
+
+/// The scenario's [`WinCeiling`] over the baseline among the static `experts` (the baseline
+/// among them); None unless each has 2+ scores and another expert than the baseline ran.
+pub fn win_ceiling(experts: &[String], baseline: &str, runs: &StaticRuns) -> Option<WinCeiling> {
+    let rivals: Vec<String> = experts.iter().filter(|e| *e != baseline).cloned().collect();
+    let base = runs.get(baseline)?;
+    let reps = common_reps(experts, runs).min(base.len());
+    if reps < 2 || rivals.is_empty() {
+        return None;
+    }
+    let by_mean = best(&rivals, |e| stats::mean(&runs[e][..reps]).unwrap_or(0.0));
+    let mut c = WinCeiling {
+        runs: reps,
+        ..WinCeiling::default()
+    };
+    for (r, &b) in base[..reps].iter().enumerate() {
+        let held = best(&rivals, |e| mean_without(&runs[e], reps, r));
+        let best_run = rivals
+            .iter()
+            .map(|e| runs[e][r])
+            .fold(f64::NEG_INFINITY, f64::max);
+        c.per_run += usize::from(best_run > b);
+        c.hindsight += usize::from(runs[by_mean][r] > b);
+        c.held_out += usize::from(runs[held][r] > b);
+    }
+    Some(c)
 }
 
 /// Repetitions every expert has a score for (0 without experts).
@@ -298,6 +358,42 @@ mod tests {
             "{sum:?}"
         );
         assert!(sum.one_expert.unwrap().score < sum.held_out);
+    }
+
+    #[test]
+    fn only_an_after_the_fact_choice_wins_runs_the_noise_decides() {
+        // a wins rep 0, b wins rep 1, each only in its own run; b's mean (0.55) is the best.
+        let s = runs(&[
+            ("eevdf", &[0.5, 0.5]),
+            ("a", &[0.9, 0.1]),
+            ("b", &[0.3, 0.8]),
+        ]);
+        let c = win_ceiling(&experts(&["eevdf", "a", "b"]), "eevdf", &s).unwrap();
+        // Held out: rep 0 takes b (its other run 0.8 > 0.1), rep 1 takes a: both lose.
+        assert_eq!(
+            c,
+            WinCeiling {
+                runs: 2,
+                per_run: 2,
+                hindsight: 1,
+                held_out: 0
+            }
+        );
+        assert_eq!((c + c).per_run, 4);
+    }
+
+    #[test]
+    fn a_ceiling_needs_two_repetitions_the_baseline_and_a_rival() {
+        let e = experts(&["eevdf", "a"]);
+        let once = runs(&[("eevdf", &[0.5]), ("a", &[0.9])]);
+        assert_eq!(win_ceiling(&e, "eevdf", &once), None);
+        let no_base = runs(&[("a", &[0.9, 0.8])]);
+        assert_eq!(win_ceiling(&experts(&["a"]), "eevdf", &no_base), None);
+        let alone = runs(&[("eevdf", &[0.5, 0.6])]);
+        assert_eq!(win_ceiling(&experts(&["eevdf"]), "eevdf", &alone), None);
+        // A tie with the baseline's run is no win.
+        let tie = runs(&[("eevdf", &[0.5, 0.5]), ("a", &[0.5, 0.5])]);
+        assert_eq!(win_ceiling(&e, "eevdf", &tie).unwrap().per_run, 0);
     }
 
     #[test]

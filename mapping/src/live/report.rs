@@ -2,7 +2,7 @@
 
 use asa_scenarios::runner::ResultSet;
 
-use super::held_out::{HeldOutOracle, HeldOutSummary};
+use super::held_out::{HeldOutOracle, HeldOutSummary, WinCeiling};
 use super::summary::{LiveScenario, LiveSummary};
 use super::trace::PhaseTrace;
 use super::verdict::Verdict;
@@ -95,6 +95,24 @@ fn held_out_paragraph(held_out: Option<&HeldOutSummary>) -> String {
     )
 }
 
+/// The paragraph on the most runs any choice among the static experts won over the baseline,
+/// or nothing when it is not defined.
+fn win_ceiling_paragraph(ceiling: Option<&WinCeiling>, baseline: &str) -> String {
+    let Some(c) = ceiling else {
+        return String::new();
+    };
+    let share = |n: usize| format!("{n}/{} ({:.1}%)", c.runs, 100.0 * n as f64 / c.runs as f64);
+    format!(
+        "**Runs won over {baseline}, at best** (scenarios with 2+ runs of every static expert; a \
+         run against {baseline}'s run of the same repetition): each run's best static expert, \
+         picked after the fact, {}; the static oracle {}; the held-out oracle {}. No choice among \
+         these experts can expect more than the first.\n\n",
+        share(c.per_run),
+        share(c.hindsight),
+        share(c.held_out),
+    )
+}
+
 /// The markdown report of stage 3.
 pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> String {
     let mut out = String::from("# Mapping calibration, stage 3 (live)\n\n");
@@ -116,7 +134,7 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
         "**`asa run` against {}**: {} wins, {} ties, {} losses (win rate {}); Top-1 {}, Top-3 {} \
          among the static experts plus the agent; agent / static oracle {}. Phased scenarios \
          where the agent beat the static oracle: {}.\n\n(The paper: 86.4% wins, 45.4% Top-1, \
-         78.9% Top-3.)\n\n{}",
+         78.9% Top-3.)\n\n{}{}",
         summary.baseline,
         wl.wins,
         wl.ties,
@@ -134,6 +152,7 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
             summary.phased_wins.join(", ")
         },
         held_out_paragraph(summary.held_out.as_ref()),
+        win_ceiling_paragraph(summary.win_ceiling.as_ref(), &summary.baseline),
     ));
     if let Some(noise) = &summary.noise {
         let n = summary.agent_beyond_noise;
@@ -307,6 +326,25 @@ fn phase_section(summary: &LiveSummary) -> String {
 mod tests {
     use super::*;
     use crate::live::OneExpertHeldOut;
+
+    #[test]
+    fn the_win_ceiling_paragraph_gives_each_count_with_its_share() {
+        let c = WinCeiling {
+            runs: 14,
+            per_run: 10,
+            hindsight: 9,
+            held_out: 8,
+        };
+        let text = win_ceiling_paragraph(Some(&c), "eevdf");
+        assert!(
+            text.starts_with("**Runs won over eevdf, at best**"),
+            "{text}"
+        );
+        assert!(text.contains("after the fact, 10/14 (71.4%)"), "{text}");
+        assert!(text.contains("static oracle 9/14 (64.3%)"), "{text}");
+        assert!(text.contains("held-out oracle 8/14 (57.1%)"), "{text}");
+        assert_eq!(win_ceiling_paragraph(None, "eevdf"), "");
+    }
 
     #[test]
     fn without_repetitions_the_report_says_the_held_out_oracle_is_not_defined() {

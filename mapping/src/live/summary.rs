@@ -12,7 +12,7 @@ use asa_scenarios::runner::ResultSet;
 use asa_scenarios::stats;
 use serde::{Deserialize, Serialize};
 
-use super::held_out::{self, HeldOutOracle, HeldOutSummary, StaticRuns};
+use super::held_out::{self, HeldOutOracle, HeldOutSummary, StaticRuns, WinCeiling};
 use super::trace::{AgentTrace, PhaseTrace};
 use super::verdict::{self, Verdict, VerdictCount};
 use super::{is_agent, AGENT, AGENT_DRY_RUN};
@@ -75,6 +75,10 @@ pub struct LiveSummary {
     /// and the agent (None when it is defined in no scenario).
     #[serde(default)]
     pub held_out: Option<HeldOutSummary>,
+    /// The most runs a choice among the static experts won over the baseline, summed over the
+    /// scenarios where it is defined (None in none).
+    #[serde(default)]
+    pub win_ceiling: Option<WinCeiling>,
     /// Phased scenarios where the agent beat the static oracle.
     pub phased_wins: Vec<String>,
     /// `asa run --dry-run` against the baseline (the agent's own cost), when it was run.
@@ -281,7 +285,12 @@ pub fn live_summary(
             .map(|((runs, agent), s)| (runs, s.held_out_oracle.as_ref(), *agent))
             .collect::<Vec<_>>(),
     );
+    let win_ceiling = static_runs
+        .iter()
+        .filter_map(|(runs, _)| held_out::win_ceiling(&experts, baseline, runs))
+        .reduce(|a, b| a + b);
     Ok(LiveSummary {
+        win_ceiling,
         experts,
         baseline: baseline.to_owned(),
         vs_baseline: win_loss(&table, AGENT, baseline),
