@@ -1,6 +1,7 @@
 //! Every relative link in the repository's Markdown files points at a file or folder that
 //! exists: READMEs link to experiments in `results/`, and a moved or dropped experiment must
-//! not leave a dangling link behind.
+//! not leave a dangling link behind. And every committed experiment folder in `results/` (one
+//! with a tracked README) is listed in `results/README.md`, the index a reader starts from.
 //!
 //! Links inside fenced code blocks and inline code are not links; `http(s)://`, `mailto:` and
 //! in-page `#anchor` links are not checked (no network here).
@@ -110,6 +111,31 @@ fn every_relative_markdown_link_resolves() {
         "{} of {checked} relative links do not resolve:\n{}",
         broken.len(),
         broken.join("\n")
+    );
+}
+
+#[test]
+fn every_experiment_folder_is_in_the_results_index() {
+    let results = repo_root().join("results");
+    let index = std::fs::read_to_string(results.join("README.md")).expect("results/README.md");
+    let listed: Vec<String> = link_targets(&index).into_iter().map(|(_, t)| t).collect();
+    // The committed experiments: a run still writing its folder is not one yet.
+    let mut missing: Vec<String> = tracked_markdown(&repo_root())
+        .iter()
+        .filter_map(|f| f.strip_prefix(&results).ok())
+        .filter_map(|rel| {
+            let mut parts = rel.components();
+            let folder = parts.next()?.as_os_str().to_string_lossy().into_owned();
+            (parts.next()?.as_os_str() == "README.md" && parts.next().is_none()).then_some(folder)
+        })
+        .filter(|name| !listed.iter().any(|t| t.trim_end_matches('/') == name))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "results/README.md does not list: {}",
+        missing.join(", ")
     );
 }
 
