@@ -145,7 +145,8 @@ pub fn live_summary(
         .cloned()
         .collect();
     let mut scenarios = Vec::new();
-    let mut static_runs = Vec::new();
+    // Each scenario's static runs, in the order of `scenarios`.
+    let mut static_runs: Vec<StaticRuns> = Vec::new();
     let (mut top1, mut top3, mut ranked, mut ratios) = (0, 0, 0, Vec::new());
     let mut phased_wins = Vec::new();
     for result in set.scenarios.iter().filter(|r| r.error.is_none()) {
@@ -206,7 +207,7 @@ pub fn live_summary(
             })
             .collect();
         let held_out_oracle = held_out::held_out_oracle(&experts, &runs);
-        static_runs.push((runs, agent));
+        static_runs.push(runs);
         scenarios.push(LiveScenario {
             scenario: result.scenario.clone(),
             phased,
@@ -282,12 +283,12 @@ pub fn live_summary(
         &static_runs
             .iter()
             .zip(&scenarios)
-            .map(|((runs, agent), s)| (runs, s.held_out_oracle.as_ref(), *agent))
+            .map(|(runs, s)| (runs, s.held_out_oracle.as_ref(), s.agent))
             .collect::<Vec<_>>(),
     );
     let win_ceiling = static_runs
         .iter()
-        .filter_map(|(runs, _)| held_out::win_ceiling(&experts, baseline, runs))
+        .filter_map(|runs| held_out::win_ceiling(&experts, baseline, runs))
         .reduce(|a, b| a + b);
     Ok(LiveSummary {
         win_ceiling,
