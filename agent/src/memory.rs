@@ -143,15 +143,35 @@ pub fn release_clean_file_pages() -> io::Result<u64> {
 /// [`release_clean_file_pages`] with a debug log line naming the phase that just ended;
 /// errors are logged, not returned (the agent works the same without the release).
 pub fn release_after(phase: &str) {
-    let before = crate::decision::engine::memory_summary();
+    let before = memory_summary();
     match release_clean_file_pages() {
         Ok(kib) => log::debug!(
             "memory after {phase}: {before}; released {:.1} MB of clean file pages: {}",
             kib as f64 / 1024.0,
-            crate::decision::engine::memory_summary()
+            memory_summary()
         ),
         Err(e) => log::debug!("after {phase}: cannot read /proc/self/smaps: {e}"),
     }
+}
+
+/// `VmRSS (anon + file)` of this process, for debug logs.
+pub fn memory_summary() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| format!("{:.1} MB", kib as f64 / 1024.0))
+            .unwrap_or_else(|| "?".into())
+    };
+    format!(
+        "RSS {} (anon {}, file {}), peak {}",
+        field("VmRSS:"),
+        field("RssAnon:"),
+        field("RssFile:"),
+        field("VmHWM:")
+    )
 }
 
 #[cfg(test)]

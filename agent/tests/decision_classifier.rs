@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use asa_agent::decision::classifier::{ClassifierError, OrtRuntime, WorkloadClassifier};
-use asa_agent::decision::FeatureSchema;
+use asa_agent::perception::schema::FeatureSchema;
 use serde::Deserialize;
 
 const NEEDS_ORT: &str = "needs ONNX Runtime: run classifier/setup.sh (or set ORT_DYLIB_PATH)";

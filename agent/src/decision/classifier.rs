@@ -19,7 +19,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::TensorRef;
 
-use super::FeatureSchema;
+use crate::perception::schema::{check_schema, FeatureSchema};
 
 /// Metadata keys written by `classifier/asa_classifier/export.py` (`schema.py`).
 pub mod meta {
@@ -398,66 +398,9 @@ fn read_info(session: &Session) -> Result<ModelInfo, String> {
     })
 }
 
-/// Compares the model's schema with the live one. The model must be of the live schema, of
-/// its version or an older one, and list exactly the live features of its version (those with
-/// `since` <= its version), in order. Returns the live position of each model feature; the
-/// error names the first difference.
-pub fn check_schema(live: &FeatureSchema, model: &FeatureSchema) -> Result<Vec<usize>, String> {
-    if live.name != model.name || model.version > live.version {
-        return Err(format!(
-            "the model was trained on feature schema {} v{}, the live schema is {} v{}{}",
-            model.name,
-            model.version,
-            live.name,
-            live.version,
-            if live.name == model.name {
-                " (a newer schema: update asa or use a model of this one)"
-            } else {
-                ""
-            }
-        ));
-    }
-    let (columns, names) = live.as_of(model.version);
-    if names
-        .iter()
-        .copied()
-        .ne(model.features.iter().map(String::as_str))
-    {
-        let first = names
-            .iter()
-            .zip(&model.features)
-            .position(|(a, b)| a != b)
-            .unwrap_or(names.len().min(model.features.len()));
-        return Err(format!(
-            "{} v{}: the model has {} features, the live schema {}{}; first difference at position {first}: model {:?}, live {:?}",
-            live.name,
-            model.version,
-            model.features.len(),
-            names.len(),
-            if model.version < live.version {
-                format!(" as of v{} (of {} in v{})", model.version, live.features.len(), live.version)
-            } else {
-                String::new()
-            },
-            model.features.get(first).map(String::as_str).unwrap_or("(none)"),
-            names.get(first).copied().unwrap_or("(none)"),
-        ));
-    }
-    Ok(columns)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn schema(names: &[&str]) -> FeatureSchema {
-        FeatureSchema {
-            name: "asa.features".into(),
-            version: 2,
-            features: names.iter().map(|s| s.to_string()).collect(),
-            since: Vec::new(),
-        }
-    }
 
     /// `asa run` may own the classifier in its decision thread.
     #[test]
@@ -466,63 +409,6 @@ mod tests {
         assert_send::<WorkloadClassifier>();
         assert_send::<crate::decision::policy::Policy>();
         assert_send::<&'static OrtRuntime>();
-    }
-
-    #[test]
-    fn schema_check_names_the_first_difference() {
-        let live = schema(&["cpu_user", "cpu_system", "ctx_switches"]);
-        assert!(check_schema(&live, &live.clone()).is_ok());
-        let swapped = schema(&["cpu_user", "ctx_switches", "cpu_system"]);
-        let err = check_schema(&live, &swapped).unwrap_err();
-        assert!(err.contains("position 1"), "{err}");
-        assert!(err.contains("\"ctx_switches\""), "{err}");
-        let shorter = schema(&["cpu_user", "cpu_system"]);
-        let err = check_schema(&live, &shorter).unwrap_err();
-        assert!(
-            err.contains("position 2") && err.contains("has 2 features"),
-            "{err}"
-        );
-        let mut newer = live.clone();
-        newer.version = 3;
-        let err = check_schema(&live, &newer).unwrap_err();
-        assert!(
-            err.contains("asa.features v3")
-                && err.contains("asa.features v2")
-                && err.contains("newer"),
-            "{err}"
-        );
-        let mut other = live.clone();
-        other.name = "other.features".into();
-        assert!(check_schema(&live, &other).is_err());
-    }
-
-    /// A model of an older schema version gets the features of its version, by position in
-    /// the live vector; anything else is refused with the first difference.
-    #[test]
-    fn older_models_get_the_features_of_their_version() {
-        let mut live = schema(&["cpu_user", "top_threads", "cpu_system", "io_rate"]);
-        live.since = vec![1, 2, 1, 2];
-        assert_eq!(live.as_of(1), (vec![0, 2], vec!["cpu_user", "cpu_system"]));
-        assert_eq!(
-            check_schema(&live, &live.clone()).unwrap(),
-            vec![0, 1, 2, 3]
-        );
-        let mut v1 = schema(&["cpu_user", "cpu_system"]);
-        v1.version = 1;
-        assert_eq!(check_schema(&live, &v1).unwrap(), vec![0, 2]);
-        // A v1 model that lists a v2 feature, or the v1 features in another order.
-        v1.features = vec!["cpu_user".into(), "top_threads".into()];
-        let err = check_schema(&live, &v1).unwrap_err();
-        assert!(
-            err.contains("as of v1 (of 4 in v2)") && err.contains("position 1"),
-            "{err}"
-        );
-        v1.features = vec!["cpu_system".into(), "cpu_user".into()];
-        assert!(check_schema(&live, &v1).unwrap_err().contains("position 0"));
-        // Without `since`, every live feature is of the live version: a v1 model gets none.
-        live.since.clear();
-        v1.features = vec!["cpu_user".into(), "cpu_system".into()];
-        assert!(check_schema(&live, &v1).is_err());
     }
 
     #[test]

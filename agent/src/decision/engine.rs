@@ -345,26 +345,6 @@ impl DecisionEngine {
     }
 }
 
-/// `VmRSS (anon + file)` of this process, for debug logs.
-pub fn memory_summary() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map(|kib| format!("{:.1} MB", kib as f64 / 1024.0))
-            .unwrap_or_else(|| "?".into())
-    };
-    format!(
-        "RSS {} (anon {}, file {}), peak {}",
-        field("VmRSS:"),
-        field("RssAnon:"),
-        field("RssFile:"),
-        field("VmHWM:")
-    )
-}
-
 /// Whether an expert can run here: the kernel default always, a BPF expert when its binary is
 /// installed.
 pub fn expert_usable(catalogue: &Catalogue, expert: &str) -> bool {

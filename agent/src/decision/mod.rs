@@ -8,8 +8,10 @@
 //! - [`quarantine`]: experts that keep failing are not chosen for a while, with exponential
 //!   back-off.
 //!
-//! The live feature schema comes from perception (`agent/src/perception`, issue 3); this module
-//! only needs its name, version and ordered feature names, see [`FeatureSchema`].
+//! Decision takes perception's data (the live
+//! [`FeatureSchema`](crate::perception::schema::FeatureSchema) at load, a
+//! [`Sample`](crate::perception::Sample) per tick) and imports nothing from the action side,
+//! the daemon or the control socket: the daemon's loop samples and hands the vector down.
 
 pub mod classifier;
 pub mod engine;
@@ -17,33 +19,3 @@ pub mod policy;
 pub mod quarantine;
 pub mod standby;
 pub mod voting;
-
-/// What the decision module needs to know about the live feature schema: its name and version
-/// and the feature names in the order the sampler writes them. Integration point with
-/// perception: build it from `agent/feature_schema.toml` (schema name, version, ordered names).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FeatureSchema {
-    /// Schema name (e.g. `asa.features`).
-    pub name: String,
-    /// Schema version.
-    pub version: u32,
-    /// Feature names, in vector order.
-    pub features: Vec<String>,
-    /// The schema version each feature first appeared in, parallel to `features` (empty: all
-    /// of them belong to `version`; so it is for a schema a model declares).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub since: Vec<u32>,
-}
-
-impl FeatureSchema {
-    /// The positions (in this schema's vector) and names of the features an older `version`
-    /// of this schema had, in order.
-    pub fn as_of(&self, version: u32) -> (Vec<usize>, Vec<&str>) {
-        self.features
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| self.since.get(*i).copied().unwrap_or(self.version) <= version)
-            .map(|(i, name)| (i, name.as_str()))
-            .unzip()
-    }
-}

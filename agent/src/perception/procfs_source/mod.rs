@@ -6,7 +6,8 @@
 //! - [`processes`]: the per-process scan ([`ProcessScanner`]): the busiest, second-busiest and
 //!   most-I/O processes since the previous scan;
 //! - [`features`]: two snapshots → the schema's procfs features;
-//! - [`reader`]: [`ProcReader`], the I/O: keeps the files open and reads them once per tick.
+//! - [`reader`]: [`ProcReader`], the I/O: keeps the files open and reads them once per tick;
+//! - `pread`: reading an open /proc file from offset 0 (the leaf the scan and the reader share).
 //!
 //! Cost per tick: /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp
 //! and /proc/loadavg are each read once into reused buffers and parsed with `procfs-core`;
@@ -18,6 +19,7 @@
 //! second file.
 
 pub mod features;
+mod pread;
 pub mod processes;
 pub mod reader;
 pub mod snapshot;

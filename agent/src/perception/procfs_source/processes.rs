@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use procfs::prelude::*;
 
-use super::reader::pread_file;
+use super::pread::pread_file;
 
 /// The per-process part of a tick, computed by [`ProcessScanner`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
