@@ -21,8 +21,9 @@ use asa_experts::supervisor::unix_ms;
 use asa_experts::{Active, Catalogue, SchedExt, ScxState, Supervisor, SupervisorConfig, EEVDF};
 use serde::Deserialize;
 
+use crate::action::controller::{Controller, ControllerHandle, StandbySettings};
+use crate::action::foreign;
 use crate::control::{self, AgentLink, AgentStatus, DecisionStatus, Request, Response};
-use crate::controller::{Controller, ControllerHandle, StandbySettings};
 use crate::dbus;
 use crate::decision::engine::{
     default_model_path, DecisionEngine, EngineSources, Outcome, TickRecord, DEFAULT_MODEL_PATHS,
@@ -32,7 +33,6 @@ use crate::decision::quarantine::{QuarantineConfig, QuarantineEntry};
 use crate::decision::standby::vote_candidates;
 use crate::decision::voting::VotingConfig;
 use crate::decision_log::DecisionLog;
-use crate::foreign;
 use crate::sd_notify;
 use crate::stop::Stop;
 

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
+use asa_agent::action::controller::{Controller, StandbySettings, JOB_TIMEOUT};
+use asa_agent::action::switch_bench;
 use asa_agent::control::{self, AgentStatus, Request, Response};
-use asa_agent::controller::{Controller, StandbySettings, JOB_TIMEOUT};
 use asa_agent::decision::standby::StandbyBounds;
 use asa_agent::stop::Stop;
-use asa_agent::switch_bench;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
 use clap::{Parser, Subcommand};
@@ -115,29 +115,7 @@ enum Command {
     /// Mapping tables: `asa mapping show [FILE]`.
     Mapping(asa_mapping::cli::MappingArgs),
     /// Benchmark: switch time for every ordered pair of experts (needs root and sched_ext).
-    BenchSwitch {
-        /// Experts, comma-separated.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "eevdf,bpfland,rusty,lavd"
-        )]
-        experts: Vec<String>,
-        /// Rounds of the all-pairs circuit.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Write the full result as JSON here.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Stop the old expert before starting the new one (no attach gate): the baseline the
-        /// gate is measured against.
-        #[arg(long, conflicts_with = "standby_targets")]
-        break_before_make: bool,
-        /// Before each switch, start the target as a hot standby and wait until it is parked
-        /// at its gate: measures the switch to a standby (request to `enabled`, EEVDF gap).
-        #[arg(long)]
-        standby_targets: bool,
-    },
+    BenchSwitch(switch_bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -267,25 +245,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::BenchSwitch {
-            experts,
-            rounds,
-            json,
-            break_before_make,
-            standby_targets,
-        } => {
+        Command::BenchSwitch(args) => {
             require_root("the switch benchmark")?;
-            let config = SupervisorConfig {
-                gate_attach: !break_before_make,
-                ..supervisor_config(&cli)
-            };
-            let mut sup = Supervisor::new(catalogue(&cli)?, SchedExt::system()?, config)?;
-            let bench = switch_bench::run(&mut sup, experts, *rounds, *standby_targets)?;
-            if let Some(path) = json {
-                std::fs::write(path, serde_json::to_string_pretty(&bench)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            print!("{}", switch_bench::markdown(&bench));
+            let table = switch_bench::command(args, catalogue(&cli)?, supervisor_config(&cli))?;
+            print!("{table}");
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -8,11 +8,57 @@
 //! "stop the old one, release the gate" (request to `enabled`, and the EEVDF gap).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
-use asa_experts::{StandbyState, Supervisor, SupervisorEvent, SwitchReport};
+use anyhow::{bail, Context, Result};
+use asa_experts::{
+    Catalogue, SchedExt, StandbyState, Supervisor, SupervisorConfig, SupervisorEvent, SwitchReport,
+};
 use serde::{Deserialize, Serialize};
+
+/// `asa bench-switch` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Experts, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "eevdf,bpfland,rusty,lavd"
+    )]
+    pub experts: Vec<String>,
+    /// Rounds of the all-pairs circuit.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Write the full result as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Stop the old expert before starting the new one (no attach gate): the baseline the
+    /// gate is measured against.
+    #[arg(long, conflicts_with = "standby_targets")]
+    pub break_before_make: bool,
+    /// Before each switch, start the target as a hot standby and wait until it is parked
+    /// at its gate: measures the switch to a standby (request to `enabled`, EEVDF gap).
+    #[arg(long)]
+    pub standby_targets: bool,
+}
+
+/// `asa bench-switch`: the benchmark with a supervisor of `catalogue` and `config` (without
+/// the attach gate under `--break-before-make`) on this machine's sched_ext; writes the JSON
+/// result when asked and returns the Markdown table.
+pub fn command(args: &BenchArgs, catalogue: Catalogue, config: SupervisorConfig) -> Result<String> {
+    let config = SupervisorConfig {
+        gate_attach: !args.break_before_make,
+        ..config
+    };
+    let mut sup = Supervisor::new(catalogue, SchedExt::system()?, config)?;
+    let bench = run(&mut sup, &args.experts, args.rounds, args.standby_targets)?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&bench)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(markdown(&bench))
+}
 
 /// A closed walk that uses every ordered pair `(a, b)`, `a != b`, exactly once, starting and
 /// ending at `nodes[0]`.
