@@ -8,7 +8,10 @@ pub mod attach_gate;
 pub mod catalogue;
 pub mod control_lock;
 pub mod locate;
+mod process;
+mod report;
 pub mod sched_ext;
+mod standby_pool;
 pub mod supervisor;
 
 pub use catalogue::{Catalogue, Expert, ExpertKind, EEVDF};
