@@ -3,7 +3,7 @@
 //! the model the lab installs. Needs the lab (`lab/setup.sh`) and, for the model
 //! tests, ONNX Runtime (`ORT_DYLIB_PATH` or `gru_expert/setup_ort.sh`); the
 //! `asa pin` test needs the `asa` binary (`cargo build --workspace`; `make test` does). Also
-//! scx_floor, vm_compare's control scheduler: attach, a load, detach.
+//! scx_floor, asa-gru-compare's control scheduler: attach, a load, detach.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -476,7 +476,7 @@ fn vm_asa_pin_gru_runs_the_model_and_shows_its_stats() {
     assert_eq!(r["scx_processes"], "0", "{r:?}");
 }
 
-/// scx_floor, vm_compare's control (the cheapest sched_ext scheduler): it attaches with ops
+/// scx_floor, asa-gru-compare's control (the cheapest sched_ext scheduler): it attaches with ops
 /// `floor`, a many-task load completes under it, SIGINT detaches it and EEVDF is back.
 const FLOOR_WORKLOAD: &str = r#"
 stress-ng --cpu 2 --switch 2 --timeout 4 --metrics-brief > /lab/out/stress.log 2>&1

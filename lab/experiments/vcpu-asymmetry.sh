@@ -1,6 +1,6 @@
 #!/bin/sh
 # One I/O thread and one CPU hog, each pinned, in the lab VM: does it matter which vCPU takes
-# which? Boots the lab VM once under one emulation mode and runs vm_compare's io load
+# which? Boots the lab VM once under one emulation mode and runs asa-gru-compare's io load
 # (sysbench fileio, random read/write, O_DIRECT, on the 100 us timer disk) pinned with taskset
 # to one vCPU, beside `sysbench cpu --threads=1` pinned to the other, or alone; 8 s each, every
 # case twice. The guest's lines (io_cpu=.. hog_cpu=.. io_events_per_s=.. hog_events_per_s=..)
@@ -23,7 +23,7 @@ out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../.."
 script=$(mktemp)
 trap 'rm -f "$script"' EXIT
-# The lab's timer disk (null_blk, 100 us timer completions), as vm_compare makes it.
+# The lab's timer disk (null_blk, 100 us timer completions), as asa-gru-compare makes it.
 sed -n '/^pub const TIMER_DISK_SH: &str = r#"/,/^"#;/p' lab/src/timer_disk.rs | sed '1d;$d' > "$script"
 cat >> "$script" <<'GUEST'
 set -u
@@ -32,8 +32,8 @@ timer_disk /root/sb 100000 512 > /dev/null || exit 5
 cd /root/sb && sysbench fileio --file-total-size=64M --file-num=8 prepare > /dev/null 2>&1 || exit 3
 FIO="--file-total-size=64M --file-num=8 --file-test-mode=rndrw --file-extra-flags=direct"
 S=8
-# one IO_CPU HOG_CPU|- TAG: sysbench fileio (vm_compare's io load) pinned to IO_CPU, beside
-# sysbench cpu --threads=1 pinned to HOG_CPU (or alone).
+# one IO_CPU HOG_CPU|- TAG: sysbench fileio (asa-gru-compare's io load) pinned to IO_CPU,
+# beside sysbench cpu --threads=1 pinned to HOG_CPU (or alone).
 one() {
   if [ "$2" != - ]; then taskset -c $2 sysbench cpu --threads=1 --time=$S run > $out/hog-$3.txt 2>&1 & fi
   taskset -c $1 sysbench fileio $FIO --threads=1 --time=$S run > $out/io-$3.txt 2>&1

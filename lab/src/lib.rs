@@ -40,14 +40,13 @@ pub const TEST_ROOTFS_PACKAGES: [&str; 5] =
     ["7zip", "dbus-daemon", "iperf3", "sysbench", "xz-utils"];
 
 /// A binary of this workspace's build, for tests of crates that cannot name it with
-/// `CARGO_BIN_EXE_*`: the folder above the running test's `deps/` (`cargo test --workspace`, as
-/// `make test` runs it, builds every binary before the tests).
+/// `CARGO_BIN_EXE_*` and for the lab's own tools: the folder above the running test's `deps/`
+/// (`cargo test --workspace`, as `make test` runs it, builds every binary before the tests), or
+/// the running binary's own folder (`target/<profile>/`, as for `asa-gru-compare`).
 pub fn workspace_binary(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("locating the running test")?;
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .context("the test binary is not in a target folder")?
+    let exe = std::env::current_exe().context("locating the running program")?;
+    let path = binary_dir(&exe)
+        .context("the running program is not in a target folder")?
         .join(name);
     anyhow::ensure!(
         path.is_file(),
@@ -55,6 +54,16 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf> {
         path.display()
     );
     Ok(path)
+}
+
+/// The cargo output folder (`target/<profile>/`) of the program at `exe`: its own folder, or
+/// the one above for a test or an example (`target/<profile>/{deps,examples}/`).
+fn binary_dir(exe: &Path) -> Option<&Path> {
+    let dir = exe.parent()?;
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("deps" | "examples") => dir.parent(),
+        _ => Some(dir),
+    }
 }
 
 /// Where a run's own expert catalogue ([`GuestRun::catalogue`]) is put in the guest, for
@@ -271,6 +280,15 @@ impl Lab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_binaries_are_beside_a_binary_and_above_a_test_or_an_example() {
+        let target = Path::new("/w/target/release");
+        for exe in ["asa-gru-compare", "deps/vm_gru-0123", "examples/demo"] {
+            assert_eq!(binary_dir(&target.join(exe)), Some(target), "{exe}");
+        }
+        assert_eq!(binary_dir(Path::new("/")), None);
+    }
 
     #[test]
     fn variants_of_one_binary_install_it_once_with_their_catalogue() {

@@ -118,7 +118,7 @@ fn work_disk_keeps_its_files_across_boots() {
 }
 
 /// The lab's disks take many I/Os in flight: eight threads of random O_DIRECT reads and writes
-/// (`sysbench fileio`, as gru_expert's vm_compare runs them) for 10 s on the root filesystem's
+/// (`sysbench fileio`, as asa-gru-compare runs them) for 10 s on the root filesystem's
 /// disk complete and the guest kernel logs no I/O timeout. qemu's emulated NVMe, the lab's disk
 /// before 2026-11-25, lost completions under this load with TCG (the driver's 30 s timeout,
 /// then a controller reset: `ASA_LAB_DISK=nvme` makes this test fail). The disk is virtio-blk

@@ -1,5 +1,6 @@
 //! scx_floor: the cheapest sched_ext scheduler (`src/bpf/floor.bpf.c`: the kernel's idle-CPU
-//! selection and one global FIFO queue), a measuring control for vm_compare, not an expert.
+//! selection and one global FIFO queue), a measuring control for the lab's asa-gru-compare, not
+//! an expert.
 //! What a load loses under it against EEVDF is sched_ext's own cost on the machine, which no
 //! policy can win back. Runs until SIGINT / SIGTERM or until the kernel ejects it.
 

@@ -1,4 +1,4 @@
-"""ASA's analysis scripts: small readers of the lab's raw output (tracefs traces, vm_compare's
+"""ASA's analysis scripts: small readers of the lab's raw output (tracefs traces, asa-gru-compare's
 thread samples and schedstat snapshots, runs.json files, live calibration folders, bpftool
 program stats) that print the tables behind the findings in results/<date>-<question>/.
 

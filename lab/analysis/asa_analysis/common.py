@@ -15,7 +15,7 @@ def read_json(path):
 
 
 def runs_of(data):
-    """The run records of a vm_compare runs.json: its 'runs' list, or the list itself."""
+    """The run records of an asa-gru-compare runs.json: its 'runs' list, or the list itself."""
     return data['runs'] if isinstance(data, dict) else data
 
 

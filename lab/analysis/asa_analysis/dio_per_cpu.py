@@ -1,6 +1,6 @@
 """The mixed load's direct I/Os by the CPU that submitted them, from tracefs traces.
 
-Reads traces of the mixed load (prof-SCHED-ROUND-mixed.txt.script: vm_compare's
+Reads traces of the mixed load (prof-SCHED-ROUND-mixed.txt.script: asa-gru-compare's
 --profile-scheduler patched to write a tracefs trace with sched_switch, its stack trace on
 D-state switch-outs, and sched_wakeup; see tracefs_events and
 results/2026-11-27-lab-vcpu0-takes-interrupts-first/). A sysbench I/O thread is one that

@@ -1,6 +1,6 @@
-"""Which kernel threads waited for a CPU during a load, from vm_compare's schedstat snapshots.
+"""Which kernel threads waited for a CPU during a load, from asa-gru-compare's schedstat snapshots.
 
-Reads the guest's ss-SCHED-ROUND-LOAD-0.txt and -1.txt, which vm_compare writes around every
+Reads the guest's ss-SCHED-ROUND-LOAD-0.txt and -1.txt, which asa-gru-compare writes around every
 load: every thread's /proc stat and schedstat (run ns, wait ns, time slices; see procfs). For
 each pair (all of them in OUT_DIR, or the named ones), the kernel threads (PF_KTHREAD) that ran
 between the two snapshots, by their total wait. The kernel adds a wait when the thread starts

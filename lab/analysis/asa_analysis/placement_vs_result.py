@@ -1,6 +1,6 @@
 """Each mixed-load round's result next to which CPU carried its I/O threads.
 
-Reads folders of vm_compare --thread-samples runs: runs.json (the mixed-cpu and mixed-io rows'
+Reads folders of asa-gru-compare --thread-samples runs: runs.json (the mixed-cpu and mixed-io rows'
 sysbench events/s) and the guest's thr-SCHED-ROUND-mixed.txt samples, packed in samples.tar.xz
 or raw.tar.xz, or else lying in the folder (any depth). Per round: the mean number of I/O threads
 on vCPU 1 (of 4; from asa_analysis.thread_samples), the CPU part (sysbench cpu events/s) and
@@ -97,7 +97,7 @@ def format_rows(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('folders', nargs='+', metavar='RESULTS_FOLDER',
-                        help='runs.json and thread samples of one vm_compare run')
+                        help='runs.json and thread samples of one asa-gru-compare run')
     args = parser.parse_args(argv)
     rows = []
     for folder in args.folders:

@@ -1,10 +1,10 @@
-"""Pool vm_compare rounds of one load row over several runs (runs.json files).
+"""Pool asa-gru-compare rounds of one load row over several runs (runs.json files).
 
 EEVDF's own rounds of the mixed load scatter by 10-20 % inside one run, so a per-round ratio
 mostly measures EEVDF's scatter. Pooling every EEVDF round of the same lab set-up gives a
 steadier baseline; each scheduler's pooled geometric mean is then compared with it.
 
-Reads vm_compare runs.json files (a {'runs': [...]} object or a bare list of runs; each run
+Reads asa-gru-compare runs.json files (a {'runs': [...]} object or a bare list of runs; each run
 has row, scheduler, and sysbench.events_per_s or hackbench_s). Prints, per --row, a Markdown
 table with a line per scheduler: rounds, runs (files), geometric mean with its 95 % interval
 (Student's t on the logs), range, and the ratio of geometric means to the baseline's pooled
@@ -33,7 +33,7 @@ TARGET = 0.97
 
 
 def throughput(run):
-    """events/s of a sysbench row, 1 / time of hackbench (as vm_compare's ratios)."""
+    """events/s of a sysbench row, 1 / time of hackbench (as asa-gru-compare's ratios)."""
     sysbench = run.get("sysbench") or {}
     if sysbench.get("events_per_s"):
         return sysbench["events_per_s"]
@@ -117,7 +117,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--row", action="append", required=True, help="load row, e.g. mixed-cpu")
     parser.add_argument("--baseline", default="eevdf")
-    parser.add_argument("runs", nargs="+", type=Path, help="vm_compare runs.json files")
+    parser.add_argument("runs", nargs="+", type=Path, help="asa-gru-compare runs.json files")
     args = parser.parse_args(argv)
     pooled = pool([(path.parent.name, runs_of(read_json(path))) for path in args.runs], args.row)
     for row in args.row:

@@ -1,6 +1,6 @@
-"""The /proc lines of vm_compare's guest samplers, in one place.
+"""The /proc lines of asa-gru-compare's guest samplers, in one place.
 
-vm_compare's `--thread-samples` sampler (thr-SCHED-ROUND-LOAD.txt) and its schedstat snapshots
+asa-gru-compare's `--thread-samples` sampler (thr-SCHED-ROUND-LOAD.txt) and its schedstat snapshots
 (ss-SCHED-ROUND-LOAD-0.txt / -1.txt) print each thread's files prefixed with their path, as
 grep does: `/proc/PID/task/TID/stat:...`, `.../schedstat:RUN_NS WAIT_NS SLICES`,
 `.../wchan:FUNCTION`.

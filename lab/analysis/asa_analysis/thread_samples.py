@@ -1,4 +1,4 @@
-"""Where the mixed load's threads run, from vm_compare --thread-samples.
+"""Where the mixed load's threads run, from asa-gru-compare --thread-samples.
 
 Reads the guest's thr-SCHED-ROUND-LOAD.txt files (every 0.5 s during a load: `@ TIME`, each
 sysbench process's command line as `cmd PID ARGS...`, every thread's /proc stat, schedstat and

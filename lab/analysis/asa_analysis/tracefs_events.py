@@ -2,7 +2,7 @@
 
 A trace is the text of /sys/kernel/tracing/trace with `sched_switch` (and its stack trace when
 a task blocks in D state: trigger `stacktrace if prev_state == 2`), `sched_wakeup` and
-`irq_vectors` events (`local_timer_entry`, IPIs) enabled; vm_compare's `--profile-scheduler`
+`irq_vectors` events (`local_timer_entry`, IPIs) enabled; asa-gru-compare's `--profile-scheduler`
 shell functions were patched to write it as prof-SCHED-ROUND-LOAD.txt.script for
 results/2026-11-26-qemu72-icount-starves-a-vcpu/ and
 results/2026-11-27-lab-vcpu0-takes-interrupts-first/.

@@ -5,8 +5,9 @@
 
 use super::{fmt, per_load_rows, ratio};
 use crate::parse::Waits;
-use crate::runs::{median, Run};
+use crate::runs::Run;
 use crate::schedstat::LoadDelays;
+use crate::stats::median;
 
 /// Run-queue waits of every scheduler (the kernel's schedstat), per load: how busy the CPUs
 /// were (tasks' run time over the load's wall time), time slices per second and the mean wait

@@ -87,20 +87,6 @@ impl Run {
     }
 }
 
-/// The median, the mean of the middle two for an even count; None without values.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 /// The two snapshots `PREFIX-SCHED-ROUND-LOAD-{0,1}.EXT` the guest took before and after a
 /// load, or None with a warning that the load's `what` is left out: the load's own numbers
 /// stand (a stats-file copy can go missing; older out folders lack newer snapshots).
@@ -279,13 +265,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn medians_of_odd_even_and_no_values() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
-    }
 
     #[test]
     fn context_switches_per_event_only_for_single_sysbench_loads() {

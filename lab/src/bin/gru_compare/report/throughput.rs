@@ -6,7 +6,8 @@
 //! the scheduled tasks and are not in it ("BPF CPU %", with `--bpf-prog-stats`, is their time).
 
 use super::{fmt, ratio};
-use crate::runs::{median, Run, ROWS};
+use crate::runs::{Run, ROWS};
+use crate::stats::median;
 
 /// The main table: per load and scheduler, medians over rounds of throughput (and its range),
 /// sysbench's latencies, context switches and migrations, wall time, the scheduler's CPU, and

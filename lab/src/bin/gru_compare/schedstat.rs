@@ -63,7 +63,7 @@ impl Delays {
     }
     /// Mean wait per time slice, µs (the thesis's weighted average latency).
     pub fn mean_wait_us(&self) -> Option<f64> {
-        (self.slices > 0).then(|| self.wait_ns as f64 / self.slices as f64 / 1e3)
+        crate::stats::mean_us(self.slices, self.wait_ns)
     }
 }
 

@@ -2,7 +2,8 @@
 
 use super::{fmt, per_load_rows, ratio};
 use crate::latency;
-use crate::runs::{median, Run};
+use crate::runs::Run;
+use crate::stats::median;
 
 /// With `--wakeup-latency`: per load and scheduler, medians over rounds of every task's
 /// wakeup-to-run latency ([`latency::WakeLatency`]); the worst tick is the worst of all rounds.

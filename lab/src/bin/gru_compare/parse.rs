@@ -142,14 +142,11 @@ impl Waits {
     /// Mean wait in µs of short-burst tasks (`short`) or of the others (as scx_gru's stats
     /// compute it).
     pub fn mean_us(&self, short: bool) -> Option<f64> {
-        asa_gru_expert::stats::BpfCounters {
-            nr_waits_short: self.short_n,
-            wait_ns_short: self.short_ns,
-            nr_waits_long: self.long_n,
-            wait_ns_long: self.long_ns,
-            ..Default::default()
+        if short {
+            crate::stats::mean_us(self.short_n, self.short_ns)
+        } else {
+            crate::stats::mean_us(self.long_n, self.long_ns)
         }
-        .mean_wait_us(short)
     }
 }
 

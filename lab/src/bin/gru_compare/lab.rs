@@ -11,7 +11,7 @@ use asa_lab::{GuestRun, Lab, RootfsSpec, VmOutcome};
 use crate::args::Args;
 use crate::guest;
 
-/// The cargo profile of this example, and so of the scx_gru it runs (the same target folder).
+/// The cargo profile of this tool, and so of the scx_gru it runs (the same target folder).
 pub const PROFILE: &str = if cfg!(debug_assertions) {
     "debug"
 } else {
@@ -37,7 +37,7 @@ pub fn vm_budget(args: &Args) -> Duration {
 }
 
 /// Under `cargo run`, builds the scx_gru binary the lab will copy into the guest: `cargo run
-/// --example` builds the example only, and a stale scx_gru without a newer option never
+/// -p asa-lab` builds asa-lab's binaries only, and a stale scx_gru without a newer option never
 /// attaches. With `with_asa`, the `asa` agent too (its `asa record` measures wakeup latency in
 /// the guest).
 fn build_scx_gru(with_asa: bool) -> Result<()> {
@@ -116,7 +116,7 @@ pub fn run_guest(args: &Args) -> Result<VmOutcome> {
 pub fn earlier_run(out_dir: &Path) -> Result<VmOutcome> {
     ensure!(
         out_dir.join("runs.txt").is_file(),
-        "{} has no runs.txt: not the out folder of a vm_compare guest",
+        "{} has no runs.txt: not the out folder of an asa-gru-compare guest",
         out_dir.display()
     );
     Ok(VmOutcome {

@@ -89,7 +89,7 @@ pub fn from_record(csv: &str, start_ms: u64, end_ms: u64) -> Result<WakeLatency>
         "the wakeup latency is missing in the recording (did the BPF probes load?)"
     );
     // (rows is not empty, so neither median is None.)
-    let median = |v: Vec<f64>| crate::runs::median(v).unwrap_or(f64::NAN);
+    let median = |v: Vec<f64>| crate::stats::median(v).unwrap_or(f64::NAN);
     Ok(WakeLatency {
         ticks: rows.len(),
         wakeups_per_s: rows.iter().map(|r| r.2).sum::<f64>() / rows.len() as f64,

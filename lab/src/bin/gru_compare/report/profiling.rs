@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use super::{fmt, per_load_rows};
 use crate::parse::BpfOp;
 use crate::profile;
-use crate::runs::{median, Run};
+use crate::runs::Run;
+use crate::stats::median;
 
 /// With `--bpf-prog-stats`: per load and scheduler, each BPF op's calls per second, time per
 /// call and share of one CPU (medians over rounds).

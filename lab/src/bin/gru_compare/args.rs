@@ -12,10 +12,10 @@ use crate::variants;
 pub const LOADS: [&str; 6] = ["cpu1", "cpu8", "io", "io8", "mixed", "hackbench"];
 
 /// Compares schedulers on sysbench, hackbench and perf loads in one lab VM run, with ratios to
-/// EEVDF (gru_expert/examples/vm_compare/main.rs describes the loads and the tables).
+/// EEVDF (lab/src/bin/gru_compare/main.rs describes the loads and the tables).
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(
-    name = "vm_compare",
+    name = "asa-gru-compare",
     args_override_self = true,
     after_long_help = variants::help()
 )]
@@ -82,7 +82,7 @@ pub struct Args {
 impl Default for Args {
     /// The defaults of the command line.
     fn default() -> Self {
-        Self::parse_from(["vm_compare"])
+        Self::parse_from(["asa-gru-compare"])
     }
 }
 
@@ -123,7 +123,8 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Args> {
-        let args = Args::try_parse_from(std::iter::once("vm_compare").chain(args.iter().copied()))?;
+        let args =
+            Args::try_parse_from(std::iter::once("asa-gru-compare").chain(args.iter().copied()))?;
         args.check()?;
         Ok(args)
     }

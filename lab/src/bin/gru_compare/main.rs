@@ -4,8 +4,7 @@
 //! from rt-tests, perf), with ratios to EEVDF.
 //!
 //! ```sh
-//! cargo build -p asa-gru-expert && \
-//!   cargo run -p asa-gru-expert --example vm_compare -- [--rounds 3] [--seconds 10] [--out DIR] \
+//! cargo run -p asa-lab --bin asa-gru-compare -- [--rounds 3] [--seconds 10] [--out DIR] \
 //!   [--schedulers eevdf,gru,gru-fallback,bpfland] [--loads cpu1,cpu8,io,io8,mixed,hackbench]
 //! ```
 //! `--help` lists every option; `variants.rs` the scx_gru variants `--schedulers` accepts
@@ -54,6 +53,7 @@ mod profile;
 mod report;
 mod runs;
 mod schedstat;
+mod stats;
 mod variants;
 
 use anyhow::Result;

@@ -67,7 +67,7 @@ fn command_line(args: &Args) -> String {
     .map(|(_, flag)| *flag)
     .collect();
     format!(
-        "cargo run -p asa-gru-expert --example vm_compare -- --rounds {} --seconds {} \
+        "cargo run -p asa-lab --bin asa-gru-compare -- --rounds {} --seconds {} \
          --schedulers {}{}{}{}",
         args.rounds,
         args.seconds,
@@ -88,7 +88,7 @@ fn command_line(args: &Args) -> String {
 pub fn markdown(args: &Args, env: &Environment, tables: &str) -> String {
     let caveat = accel_caveat(&env.accel, &args.loads);
     format!(
-        "# vm_compare: {} (lab VM)\n\n\
+        "# asa-gru-compare: {} (lab VM)\n\n\
          `{}`; medians over {} rounds (order rotated per round), ratios to EEVDF. \
          qemu {} `-accel {}`, 2 vCPUs, 2 GiB. scx_gru: {} build.\n\nGuest: {}\n\nI/O loads' disk: \
          {}\n\n{}{tables}",
@@ -210,8 +210,8 @@ mod tests {
         };
         let md = markdown(&args, &env("tcg,thread=multi"), "TABLES");
         assert!(md.starts_with(
-            "# vm_compare: eevdf vs gru (lab VM)\n\n`cargo run -p asa-gru-expert --example \
-             vm_compare -- --rounds 60 --seconds 10 --schedulers eevdf,gru --loads mixed \
+            "# asa-gru-compare: eevdf vs gru (lab VM)\n\n`cargo run -p asa-lab --bin \
+             asa-gru-compare -- --rounds 60 --seconds 10 --schedulers eevdf,gru --loads mixed \
              --bpf-prog-stats --no-thp --io-timer-disk 100`; medians over 60 rounds"
         ));
         assert!(md.contains(
