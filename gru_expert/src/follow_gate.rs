@@ -40,7 +40,7 @@
 //! A period with fewer samples than the minimum (idle machine, no model output yet,
 //! `--observe-only`, which follows nothing) decides nothing.
 
-use crate::stats::BpfCounters;
+use crate::metrics::Metrics;
 
 /// The BPF side's cumulative counters the gate reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,7 +65,7 @@ impl PlacementCounts {
     }
 
     /// The gate's inputs among the BPF side's counters.
-    pub fn from_bpf(bpf: &BpfCounters) -> Self {
+    pub fn from_metrics(bpf: &Metrics) -> Self {
         Self {
             followed: bpf.nr_pred_applied,
             moved: bpf.nr_pred_moved,
@@ -280,7 +280,7 @@ mod tests {
     /// The gate reads the BPF counters the module documentation names.
     #[test]
     fn counts_come_from_the_named_bpf_counters() {
-        let bpf = BpfCounters {
+        let bpf = Metrics {
             nr_pred_applied: 10,
             nr_pred_moved: 2,
             nr_pred_busy: 30,
@@ -288,10 +288,10 @@ mod tests {
             nr_direct_idle: 40,
             nr_select_no_idle: 50,
             nr_pred_prev_idle: 99,
-            ..BpfCounters::default()
+            ..Metrics::default()
         };
         assert_eq!(
-            PlacementCounts::from_bpf(&bpf),
+            PlacementCounts::from_metrics(&bpf),
             PlacementCounts {
                 followed: 10,
                 moved: 2,

@@ -472,6 +472,13 @@ mod tests {
     /// Records what the predictor writes (pid, cpu).
     type Written = Rc<RefCell<Vec<(u32, i32)>>>;
 
+    /// The predictor's user-space counters, as the stats copy them.
+    fn user_metrics(p: &Predictor<Written>) -> crate::metrics::Metrics {
+        let mut metrics = crate::metrics::Metrics::default();
+        p.counters.copy_into(&mut metrics);
+        metrics
+    }
+
     impl PredictionMap for Written {
         fn write(&mut self, pid: u32, prediction: &[u8; 16]) -> Result<()> {
             let cpu = i32::from_ne_bytes(prediction[8..12].try_into().unwrap());
@@ -537,7 +544,7 @@ mod tests {
         }
         push_events(&mut p, 99, window - 1);
         p.predict();
-        let user = p.counters.snapshot();
+        let user = user_metrics(&p);
         assert_eq!((user.inferences, user.tasks_predicted), (4, 20));
         assert_eq!(user.predictions_written, 20);
         let mut pids: Vec<u32> = written.borrow().iter().map(|(pid, _)| *pid).collect();
@@ -562,7 +569,7 @@ mod tests {
             push_events(&mut p, pid, window);
         }
         p.predict();
-        let user = p.counters.snapshot();
+        let user = user_metrics(&p);
         assert_eq!((user.inferences, user.inferences_over_budget), (0, 3));
         assert!(written.borrow().is_empty());
     }
@@ -604,7 +611,7 @@ mod tests {
         p.observe_placements(counts(100, 0, 100));
         assert!(!p.gate.allows(monotonic_ns()));
         assert_eq!(*switched.borrow(), [true, false]);
-        let user = p.counters.snapshot();
+        let user = user_metrics(&p);
         assert_eq!(
             (user.inference_pauses, user.inference_pauses_redundant),
             (1, 1)

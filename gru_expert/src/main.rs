@@ -108,7 +108,8 @@ pub struct Opts {
     #[arg(long, default_value_t = 2.0)]
     stats_interval: f64,
 
-    /// Stats file (JSON, schema asa.gru-stats v1), rewritten every interval.
+    /// Stats file (JSON, schema asa.gru-stats v2: the statistics --stats prints, flat and
+    /// cumulative since attach), rewritten every interval.
     #[arg(long, default_value = "/run/scx_gru/stats.json")]
     stats_file: PathBuf,
 

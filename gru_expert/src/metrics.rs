@@ -1,33 +1,51 @@
-//! scx_gru's statistics through scx_stats, as every scx scheduler serves them: [`Metrics`]
-//! (the counters of the stats file, flat), the stats server's data ([`server_data`]: each
-//! client gets the change since its previous request) and the client behind `--stats` and
-//! `--monitor` ([`monitor`]). The stats file (`asa.gru-stats`, see [`crate::stats`]) stays:
-//! `asa status` and the lab tests read it.
+//! scx_gru's statistics: one [`Metrics`], as every scx scheduler has. It is what the scx_stats
+//! server serves ([`server_data`]: each client gets the change since its previous request; the
+//! client behind `--stats` and `--monitor` is [`monitor`]) and what the stats file holds
+//! (`--stats-file`: JSON, schema [`STATS_SCHEMA`] v[`STATS_VERSION`], the metrics as they are,
+//! cumulative since attach; [`Metrics::write_to`], [`Metrics::read_from`]). `asa status` and
+//! the lab's tests and tools read the file. The counters come from the BPF program's .bss
+//! ([`Metrics::from_bss`]) and from the user-space side's [`UserCounters`].
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
 
-use crate::stats::StatsSnapshot;
+#[cfg(doc)]
+use crate::stats::UserCounters;
 
 /// The name that starts every line [`Metrics::format`] writes.
 pub const SCHEDULER_NAME: &str = "scx_gru";
+/// Schema name of the stats file.
+pub const STATS_SCHEMA: &str = "asa.gru-stats";
+/// Schema version of the stats file: 2 is [`Metrics`], flat (v1 had the counters in `bpf` and
+/// `user` sections).
+pub const STATS_VERSION: u32 = 2;
 
-/// The counters of scx_gru, as the stats server serves them: those of the stats file's `bpf`
-/// and `user` sections, flat. A client gets each counter's change since its previous request
-/// ([`Metrics::delta`]); the gauges (marked so) are current values.
+/// The statistics of scx_gru: a header (the file's schema, the mode, the model, the uptime),
+/// then the BPF program's counters (`nr_*`, `wait_ns_*`) and the user-space side's. The stats
+/// file holds them cumulative since attach; a stats-server client gets each counter's change
+/// since its previous request ([`Metrics::delta`]); the gauges (marked so) are current values.
+/// A file without some counters (written before they existed) reads them as 0.
 #[stat_doc]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[serde(default)]
 #[stat(top, desc = "scx_gru statistics")]
 pub struct Metrics {
+    #[stat(desc = "Schema of the stats file, asa.gru-stats (gauge)")]
+    pub schema: String,
+    #[stat(desc = "Schema version of the stats file (gauge)")]
+    pub version: u32,
     #[stat(desc = "\"model\" (GRU predictions) or \"fallback-only\" (gauge)")]
     pub mode: String,
+    #[stat(desc = "The model's metadata path, empty without a model (gauge)")]
+    pub model: String,
     #[stat(desc = "Seconds since attach (gauge)")]
     pub uptime_s: f64,
     #[stat(desc = "Placements by the default policy (sum of the nr_pred_* reasons)")]
@@ -41,12 +59,15 @@ pub struct Metrics {
     pub nr_events_fresh: u64,
     #[stat(desc = "Events not sent: the task had sent one within the event gap")]
     pub nr_events_gap: u64,
+    /// Woken: a batch waits or the oldest event is old enough.
     #[stat(desc = "Ring-buffer submits that woke the poller")]
     pub nr_ringbuf_wakeups: u64,
     #[stat(desc = "Placements on the predicted CPU")]
     pub nr_pred_applied: u64,
     #[stat(desc = "Placements on the predicted CPU decided in select_cpu")]
     pub nr_pred_applied_select: u64,
+    /// A prediction that changed the placement: keeping an idle previous CPU is what the
+    /// fallback does too.
     #[stat(desc = "Placements on the predicted CPU that moved the task off its previous CPU")]
     pub nr_pred_moved: u64,
     #[stat(desc = "Fallback placements: no prediction for the task")]
@@ -57,58 +78,87 @@ pub struct Metrics {
     pub nr_pred_disallowed: u64,
     #[stat(desc = "Fallback placements: predicted CPU busy")]
     pub nr_pred_busy: u64,
+    /// Decided in select_cpu.
     #[stat(desc = "Fallback placements: another CPU predicted, the idle previous CPU kept")]
     pub nr_pred_prev_idle: u64,
     #[stat(desc = "Fallback placements: a usable prediction not followed (--observe-only)")]
     pub nr_pred_ignored: u64,
+    /// Paused as redundant, or as busy unless `--busy-pause-keeps-events`: no prediction looked
+    /// up, no event sent.
     #[stat(desc = "Fallback placements while the follow gate paused the model")]
     pub nr_pred_paused: u64,
     #[stat(desc = "Fallback placements on an idle CPU found by the kernel (select_cpu)")]
     pub nr_direct_idle: u64,
     #[stat(desc = "Fallback placements in a deadline-ordered DSQ (shared or a wake queue)")]
     pub nr_shared_enqueued: u64,
+    /// Neither prediction nor fallback.
     #[stat(desc = "Single-CPU tasks placed on their CPU")]
     pub nr_pinned_local: u64,
+    /// Neither prediction nor fallback.
     #[stat(desc = "scx_gru's own threads placed on their CPU")]
     pub nr_usersched_local: u64,
+    /// Unless `--usersched-always-first`.
     #[stat(desc = "scx_gru's own threads out of slice, queued in the shared DSQ by vtime")]
     pub nr_usersched_queued: u64,
+    /// Queued in a wake queue or the shared DSQ: no CPU was idle, and the running task was
+    /// ahead of the wakee by more than `--preempt-margin-us`.
     #[stat(desc = "Queued wake-ups that preempted their previous CPU")]
     pub nr_wakeup_preempts: u64,
+    /// Per-CPU kernel threads; `--no-pinned-preempt` turns this off.
     #[stat(desc = "Wake-ups of single-CPU tasks that preempted the task on their CPU")]
     pub nr_pinned_preempts: u64,
+    /// A hog on their previous CPU they would have preempted but for `--preempt-min-run-us`;
+    /// the timer preempts it once it has run `--deferred-preempt-us` (0 turns this off).
     #[stat(desc = "Wake-ups that armed a timer to preempt a CPU hog (--deferred-preempt-us)")]
     pub nr_deferred_preempts: u64,
+    /// They found the same task running and tasks waiting in the shared DSQ, the CPU's wake
+    /// queue or (with `--kthread-preempt-us`) its local DSQ.
     #[stat(desc = "Deferred-preemption timers that preempted the running task")]
     pub nr_timer_preempts: u64,
+    /// Before `--preempt-min-run-us`, at once or by arming the CPU's timer (whose preemptions
+    /// are in `nr_timer_preempts`).
     #[stat(desc = "Wake-ups of kernel threads that preempted a CPU hog (--kthread-preempt-us)")]
     pub nr_kthread_preempts: u64,
+    /// Because tasks were waiting in the shared DSQ.
     #[stat(desc = "Placements given a slice shorter than --slice-us (--slice-min-us)")]
     pub nr_slices_shortened: u64,
+    /// Queued behind their vtime by the vtime they used since they last woke up.
     #[stat(desc = "Shared-DSQ inserts keyed by vtime + burst (--burst-cap-ms)")]
     pub nr_burst_keyed: u64,
+    /// No prediction lookup, no idle-CPU scan: nothing could be placed.
     #[stat(desc = "Wake-ups that select_cpu left to enqueue because no CPU was idle")]
     pub nr_select_no_idle: u64,
+    /// Within `--dispatch-affinity-us` of the head.
     #[stat(desc = "Shared-DSQ tasks taken ahead of the head by the CPU they last ran on")]
     pub nr_dispatch_affine: u64,
+    /// Nothing else to run; the kernel would give it 20 ms.
     #[stat(desc = "Dispatches that gave the running task, out of slice, a new slice")]
     pub nr_prev_kept: u64,
+    /// No idle CPU; counted in `nr_shared_enqueued` too (`--no-wake-queues` turns the queues
+    /// off).
     #[stat(desc = "Wake-ups queued in their CPU's wake queue")]
     pub nr_wake_queued: u64,
     #[stat(desc = "Wake-queue tasks taken by another CPU that had nothing else to run")]
     pub nr_wake_stolen: u64,
+    /// Shorter than their own CPU's by at least `--wake-balance`, a CPU hog running there.
     #[stat(desc = "Wake-ups queued in a shorter wake queue of another CPU (--wake-balance)")]
     pub nr_wake_balanced: u64,
+    /// Counted from the insert until the task runs, so never fewer than the truth (the same
+    /// for the wake queues).
     #[stat(desc = "Tasks waiting in the shared DSQ (gauge)")]
     pub nr_hint_shared: u64,
     #[stat(desc = "Tasks waiting in the wake queues (gauge)")]
     pub nr_hint_wake: u64,
+    /// Index = CPU; empty without `--wake-balance`.
     #[stat(desc = "Tasks waiting per CPU's wake queue (gauge; --wake-balance only)")]
     pub nr_hint_wake_by_cpu: Vec<u64>,
+    /// Runnable → running (the kernel's `run_delay`); short: under 1 ms before they last slept
+    /// and in progress.
     #[stat(desc = "Queue waits of tasks with short bursts (under 1 ms: I/O threads)")]
     pub nr_waits_short: u64,
     #[stat(desc = "Total time of those waits, ns")]
     pub wait_ns_short: u64,
+    /// CPU-bound tasks.
     #[stat(desc = "Queue waits of the other tasks (bursts of 1 ms or more)")]
     pub nr_waits_long: u64,
     #[stat(desc = "Total time of those waits, ns")]
@@ -116,6 +166,8 @@ pub struct Metrics {
 
     #[stat(desc = "Events decoded from the ring buffer")]
     pub events_received: u64,
+    /// Kept for the schema: the poller and the inference are one thread since the events are
+    /// handed over in place.
     #[stat(desc = "Events dropped because the inference lagged (always 0 now)")]
     pub events_dropped_queue: u64,
     #[stat(desc = "Model runs (each predicts a batch of tasks)")]
@@ -126,20 +178,34 @@ pub struct Metrics {
     pub inference_errors: u64,
     #[stat(desc = "Task predictions skipped because the CPU budget of the second was spent")]
     pub inferences_over_budget: u64,
+    /// The follow gate.
     #[stat(desc = "Times inference paused because its predictions' CPUs were busy")]
     pub inference_pauses: u64,
+    /// Its followed predictions kept tasks where the fallback keeps them (the follow gate).
     #[stat(desc = "Times inference paused because its predictions changed no placement")]
     pub inference_pauses_redundant: u64,
+    /// Tasks whose windows filled during a pause that kept the events (see [`UserCounters`]).
     #[stat(desc = "Task predictions skipped while inference was paused")]
     pub inferences_paused: u64,
     #[stat(desc = "Predictions written into pid_to_cpu")]
     pub predictions_written: u64,
     #[stat(desc = "pid_to_cpu updates that failed")]
     pub map_update_errors: u64,
+    /// One run predicts a batch.
     #[stat(desc = "Median latency of the last 8192 model runs, us (gauge; 0 before the first)")]
     pub inference_us_p50: f64,
     #[stat(desc = "99th percentile of the same, us (gauge; 0 before the first)")]
     pub inference_us_p99: f64,
+}
+
+/// [`Metrics`] with the listed fields taken from `$src` (the same names), the others default.
+macro_rules! copy_fields {
+    ($src:expr; $($field:ident),* $(,)?) => {
+        Metrics {
+            $($field: $src.$field,)*
+            ..Metrics::default()
+        }
+    };
 }
 
 /// Writes `$cur` with each listed counter replaced by its change since `$prev` (a counter
@@ -154,71 +220,63 @@ macro_rules! counter_delta {
 }
 
 impl Metrics {
-    /// The metrics of a stats-file snapshot (cumulative, as the file's).
-    pub fn from_snapshot(snap: &StatsSnapshot) -> Self {
-        let (bpf, user) = (&snap.bpf, &snap.user);
+    /// The counters of the BPF scheduler's .bss (and `fallbacks`, their sum); `wake_cpus` is
+    /// how many CPUs' wake-queue counts to copy (0 without `--wake-balance`, which alone keeps
+    /// them). The header and the user-space counters are left empty.
+    pub fn from_bss(bss: &crate::bpf_skel::types::bss, wake_cpus: usize) -> Self {
+        let mut m = copy_fields!(bss;
+            nr_events, nr_ringbuf_drops, nr_events_fresh, nr_events_gap, nr_ringbuf_wakeups,
+            nr_pred_applied, nr_pred_applied_select, nr_pred_moved, nr_pred_missing,
+            nr_pred_stale, nr_pred_disallowed, nr_pred_busy, nr_pred_prev_idle, nr_pred_ignored,
+            nr_pred_paused, nr_direct_idle, nr_shared_enqueued, nr_pinned_local,
+            nr_usersched_local, nr_usersched_queued, nr_wakeup_preempts, nr_pinned_preempts,
+            nr_deferred_preempts, nr_timer_preempts, nr_kthread_preempts, nr_slices_shortened,
+            nr_burst_keyed, nr_select_no_idle, nr_dispatch_affine, nr_prev_kept, nr_wake_queued,
+            nr_wake_stolen, nr_wake_balanced, nr_hint_shared, nr_hint_wake, nr_waits_short,
+            wait_ns_short, nr_waits_long, wait_ns_long,
+        );
+        m.nr_hint_wake_by_cpu =
+            bss.nr_hint_wake_cpu[..wake_cpus.min(bss.nr_hint_wake_cpu.len())].to_vec();
+        m.fallbacks = m.fallback_reasons();
+        m
+    }
+
+    /// Sets the header: the stats file's schema and version, the mode (`"model"` or
+    /// `"fallback-only"`), the model's metadata path (empty without one) and the uptime.
+    pub fn with_header(self, mode: &str, model: &str, uptime_s: f64) -> Self {
         Self {
-            mode: snap.mode.clone(),
-            uptime_s: snap.uptime_s,
-            fallbacks: snap.fallbacks,
-            nr_events: bpf.nr_events,
-            nr_ringbuf_drops: bpf.nr_ringbuf_drops,
-            nr_events_fresh: bpf.nr_events_fresh,
-            nr_events_gap: bpf.nr_events_gap,
-            nr_ringbuf_wakeups: bpf.nr_ringbuf_wakeups,
-            nr_pred_applied: bpf.nr_pred_applied,
-            nr_pred_applied_select: bpf.nr_pred_applied_select,
-            nr_pred_moved: bpf.nr_pred_moved,
-            nr_pred_missing: bpf.nr_pred_missing,
-            nr_pred_stale: bpf.nr_pred_stale,
-            nr_pred_disallowed: bpf.nr_pred_disallowed,
-            nr_pred_busy: bpf.nr_pred_busy,
-            nr_pred_prev_idle: bpf.nr_pred_prev_idle,
-            nr_pred_ignored: bpf.nr_pred_ignored,
-            nr_pred_paused: bpf.nr_pred_paused,
-            nr_direct_idle: bpf.nr_direct_idle,
-            nr_shared_enqueued: bpf.nr_shared_enqueued,
-            nr_pinned_local: bpf.nr_pinned_local,
-            nr_usersched_local: bpf.nr_usersched_local,
-            nr_usersched_queued: bpf.nr_usersched_queued,
-            nr_wakeup_preempts: bpf.nr_wakeup_preempts,
-            nr_pinned_preempts: bpf.nr_pinned_preempts,
-            nr_deferred_preempts: bpf.nr_deferred_preempts,
-            nr_timer_preempts: bpf.nr_timer_preempts,
-            nr_kthread_preempts: bpf.nr_kthread_preempts,
-            nr_slices_shortened: bpf.nr_slices_shortened,
-            nr_burst_keyed: bpf.nr_burst_keyed,
-            nr_select_no_idle: bpf.nr_select_no_idle,
-            nr_dispatch_affine: bpf.nr_dispatch_affine,
-            nr_prev_kept: bpf.nr_prev_kept,
-            nr_wake_queued: bpf.nr_wake_queued,
-            nr_wake_stolen: bpf.nr_wake_stolen,
-            nr_wake_balanced: bpf.nr_wake_balanced,
-            nr_hint_shared: bpf.nr_hint_shared,
-            nr_hint_wake: bpf.nr_hint_wake,
-            nr_hint_wake_by_cpu: bpf.nr_hint_wake_by_cpu.clone(),
-            nr_waits_short: bpf.nr_waits_short,
-            wait_ns_short: bpf.wait_ns_short,
-            nr_waits_long: bpf.nr_waits_long,
-            wait_ns_long: bpf.wait_ns_long,
-            events_received: user.events_received,
-            events_dropped_queue: user.events_dropped_queue,
-            inferences: user.inferences,
-            tasks_predicted: user.tasks_predicted,
-            inference_errors: user.inference_errors,
-            inferences_over_budget: user.inferences_over_budget,
-            inference_pauses: user.inference_pauses,
-            inference_pauses_redundant: user.inference_pauses_redundant,
-            inferences_paused: user.inferences_paused,
-            predictions_written: user.predictions_written,
-            map_update_errors: user.map_update_errors,
-            inference_us_p50: user.inference_us_p50.unwrap_or(0.0),
-            inference_us_p99: user.inference_us_p99.unwrap_or(0.0),
+            schema: STATS_SCHEMA.into(),
+            version: STATS_VERSION,
+            mode: mode.into(),
+            model: model.into(),
+            uptime_s,
+            ..self
         }
     }
 
-    /// The change since `prev`: every counter minus its value in `prev`; the gauges (mode,
-    /// uptime, tasks waiting, inference latency) as in `self`.
+    /// All placements that did not follow a prediction: the sum of the reasons.
+    pub fn fallback_reasons(&self) -> u64 {
+        self.nr_pred_missing
+            + self.nr_pred_stale
+            + self.nr_pred_disallowed
+            + self.nr_pred_busy
+            + self.nr_pred_prev_idle
+            + self.nr_pred_ignored
+            + self.nr_pred_paused
+    }
+
+    /// Mean queue wait in µs of short-burst tasks (`short`) or of the others, if any waited.
+    pub fn mean_wait_us(&self, short: bool) -> Option<f64> {
+        let (n, ns) = if short {
+            (self.nr_waits_short, self.wait_ns_short)
+        } else {
+            (self.nr_waits_long, self.wait_ns_long)
+        };
+        (n > 0).then(|| ns as f64 / n as f64 / 1e3)
+    }
+
+    /// The change since `prev`: every counter minus its value in `prev`; the header and the
+    /// gauges (tasks waiting, inference latency) as in `self`.
     pub fn delta(&self, prev: &Self) -> Self {
         counter_delta!(self, prev;
             fallbacks, nr_events, nr_ringbuf_drops, nr_events_fresh, nr_events_gap,
@@ -239,20 +297,7 @@ impl Metrics {
     /// Writes the metrics as three lines for `--stats` and `--monitor` (counters as they are:
     /// the change over the interval when they come from the stats server).
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
-        let us = |v: f64| {
-            if v > 0.0 {
-                format!("{v:.1}")
-            } else {
-                "-".into()
-            }
-        };
-        let mean_us = |n: u64, ns: u64| {
-            us(if n > 0 {
-                ns as f64 / n as f64 / 1e3
-            } else {
-                0.0
-            })
-        };
+        let mean_us = |short: bool| us(self.mean_wait_us(short).unwrap_or(0.0));
         writeln!(
             w,
             "[{SCHEDULER_NAME}] {} up {:.0}s | predicted {} (moved {}) fallbacks {} (missing {} \
@@ -305,10 +350,89 @@ impl Metrics {
             self.nr_wake_balanced,
             self.nr_hint_shared,
             self.nr_hint_wake,
-            mean_us(self.nr_waits_short, self.wait_ns_short),
-            mean_us(self.nr_waits_long, self.wait_ns_long),
+            mean_us(true),
+            mean_us(false),
         )?;
         Ok(())
+    }
+
+    /// One log line (scx_gru logs it every `--stats-interval`, cumulative counters).
+    pub fn summary(&self) -> String {
+        format!(
+            "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {} paused {}) \
+             pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
+             queue_drops {} inferences {} (tasks {}, over budget {}, paused {} in {} busy + {} redundant pauses) \
+             infer_us p50 {} p99 {} \
+             preempts {} (pinned {}, by timer {} of {} deferred, kthread {}) wait_us short {} long {}",
+            self.mode,
+            self.nr_pred_applied,
+            self.fallbacks,
+            self.nr_pred_missing,
+            self.nr_pred_stale,
+            self.nr_pred_disallowed,
+            self.nr_pred_busy,
+            self.nr_pred_prev_idle,
+            self.nr_pred_paused,
+            self.nr_pinned_local,
+            self.nr_events,
+            self.nr_events_fresh,
+            self.nr_events_gap,
+            self.nr_ringbuf_wakeups,
+            self.nr_ringbuf_drops,
+            self.events_dropped_queue,
+            self.inferences,
+            self.tasks_predicted,
+            self.inferences_over_budget,
+            self.inferences_paused,
+            self.inference_pauses,
+            self.inference_pauses_redundant,
+            us(self.inference_us_p50),
+            us(self.inference_us_p99),
+            self.nr_wakeup_preempts,
+            self.nr_pinned_preempts,
+            self.nr_timer_preempts,
+            self.nr_deferred_preempts,
+            self.nr_kthread_preempts,
+            us(self.mean_wait_us(true).unwrap_or(0.0)),
+            us(self.mean_wait_us(false).unwrap_or(0.0)),
+        )
+    }
+
+    /// Writes the metrics to the stats file at `path` atomically (temporary file + rename).
+    pub fn write_to(&self, path: &Path) -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).context("serialize stats")?;
+        std::fs::write(&tmp, text + "\n").with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))
+    }
+
+    /// Reads a stats file and checks its schema and version.
+    pub fn read_from(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let metrics: Self =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        anyhow::ensure!(
+            metrics.schema == STATS_SCHEMA && metrics.version == STATS_VERSION,
+            "{} is {:?} v{}, expected {STATS_SCHEMA} v{STATS_VERSION}",
+            path.display(),
+            metrics.schema,
+            metrics.version
+        );
+        Ok(metrics)
+    }
+}
+
+/// A latency in µs with one decimal, "-" for none yet (0).
+fn us(v: f64) -> String {
+    if v > 0.0 {
+        format!("{v:.1}")
+    } else {
+        "-".into()
     }
 }
 
@@ -354,11 +478,13 @@ pub fn monitor(interval: Duration, shutdown: Arc<AtomicBool>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{BpfCounters, UserSnapshot};
 
     /// The fields that are current values, not counters.
-    const GAUGES: [&str; 7] = [
+    const GAUGES: [&str; 10] = [
+        "schema",
+        "version",
         "mode",
+        "model",
         "uptime_s",
         "nr_hint_shared",
         "nr_hint_wake",
@@ -410,32 +536,75 @@ mod tests {
     }
 
     #[test]
-    fn metrics_carry_the_stats_file_counters() {
-        let bpf = BpfCounters {
+    fn the_bss_counters_come_with_their_fallback_sum() {
+        // SAFETY: the .bss holds integers, bools and a raw pointer: all zeros is valid (and
+        // is how the BPF program starts).
+        let mut bss: crate::bpf_skel::types::bss = unsafe { std::mem::zeroed() };
+        bss.nr_pred_applied = 5;
+        bss.nr_pred_missing = 1;
+        bss.nr_pred_stale = 2;
+        bss.nr_pred_disallowed = 3;
+        bss.nr_pred_busy = 4;
+        bss.nr_pred_prev_idle = 6;
+        bss.nr_pred_ignored = 10;
+        bss.nr_pred_paused = 20;
+        bss.nr_pinned_local = 100;
+        bss.wait_ns_long = 9;
+        bss.nr_hint_wake_cpu[1] = 8;
+        let m = Metrics::from_bss(&bss, 2);
+        assert_eq!(
+            (
+                m.nr_pred_applied,
+                m.fallbacks,
+                m.nr_pinned_local,
+                m.wait_ns_long
+            ),
+            (5, 46, 100, 9)
+        );
+        assert_eq!(m.nr_hint_wake_by_cpu, vec![0, 8]);
+        assert!(Metrics::from_bss(&bss, 0).nr_hint_wake_by_cpu.is_empty());
+        assert_eq!((m.schema.as_str(), m.version), ("", 0), "no header yet");
+        let m = m.with_header("model", "/m/gru.toml", 1.5);
+        assert_eq!(
+            (
+                m.schema.as_str(),
+                m.version,
+                m.mode.as_str(),
+                m.model.as_str()
+            ),
+            (STATS_SCHEMA, STATS_VERSION, "model", "/m/gru.toml")
+        );
+        assert_eq!((m.uptime_s, m.fallbacks), (1.5, 46));
+    }
+
+    #[test]
+    fn mean_waits_are_per_wait_in_microseconds() {
+        let waits = Metrics {
+            nr_waits_short: 4,
+            wait_ns_short: 10_000,
+            nr_waits_long: 1,
+            wait_ns_long: 2_500_000,
+            ..Default::default()
+        };
+        assert_eq!(waits.mean_wait_us(true), Some(2.5));
+        assert_eq!(waits.mean_wait_us(false), Some(2500.0));
+        assert_eq!(Metrics::default().mean_wait_us(true), None);
+    }
+
+    #[test]
+    fn the_lines_of_stats_monitor_and_the_log() {
+        let m = Metrics {
             nr_pred_applied: 5,
             nr_pred_missing: 2,
             nr_pred_busy: 1,
+            fallbacks: 3,
             nr_waits_long: 4,
             wait_ns_long: 8_000,
-            nr_hint_wake_by_cpu: vec![1, 2],
-            ..Default::default()
-        };
-        let user = UserSnapshot {
             inferences: 9,
-            inference_us_p50: Some(12.5),
+            inference_us_p50: 12.5,
             ..Default::default()
-        };
-        let snap = StatsSnapshot::new("model", None, 3.0, bpf, user);
-        let m = Metrics::from_snapshot(&snap);
-        assert_eq!(
-            (m.mode.as_str(), m.uptime_s, m.fallbacks, m.nr_pred_applied),
-            ("model", 3.0, 3, 5)
-        );
-        assert_eq!(
-            (m.inferences, m.inference_us_p50, m.inference_us_p99),
-            (9, 12.5, 0.0)
-        );
-        assert_eq!(m.nr_hint_wake_by_cpu, vec![1, 2]);
+        }
+        .with_header("model", "", 3.0);
         let mut out = Vec::new();
         m.format(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -446,6 +615,70 @@ mod tests {
         );
         assert!(text.contains("p50 12.5 p99 -"), "{text}");
         assert!(text.contains("wait_us short - long 2.0"), "{text}");
+        let line = m.summary();
+        assert!(
+            line.starts_with("[model] applied 5 fallbacks 3 (missing 2 stale 0"),
+            "{line}"
+        );
+        assert!(line.contains("inferences 9 (tasks 0"), "{line}");
+        assert!(
+            line.ends_with(
+                "infer_us p50 12.5 p99 - preempts 0 (pinned 0, by timer 0 of 0 \
+                 deferred, kthread 0) wait_us short - long 2.0"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_stats_file_is_the_metrics_flat_and_round_trips() {
+        let m = Metrics {
+            nr_pred_applied: 5,
+            nr_events_fresh: 7,
+            inferences: 2,
+            inference_us_p99: 40.5,
+            nr_hint_wake_by_cpu: vec![1, 2],
+            ..Default::default()
+        }
+        .with_header("model", "/m/gru.toml", 1.5);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s/stats.json");
+        m.write_to(&path).unwrap();
+        assert_eq!(Metrics::read_from(&path).unwrap(), m);
+        // Flat: the header, the BPF side's and the user-space side's counters side by side.
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["schema"], STATS_SCHEMA);
+        assert_eq!(v["version"], STATS_VERSION);
+        assert_eq!(
+            (&v["nr_pred_applied"], &v["inferences"]),
+            (&5.into(), &2.into())
+        );
+        assert_eq!(v["inference_us_p99"], 40.5);
+        let names = serde_json::to_value(Metrics::default()).unwrap();
+        assert_eq!(
+            v.as_object().unwrap().len(),
+            names.as_object().unwrap().len()
+        );
+        assert!(v.as_object().unwrap().values().all(|x| !x.is_object()));
+    }
+
+    #[test]
+    fn files_without_the_newer_counters_still_read_and_other_schemas_do_not() {
+        let m = Metrics::default().with_header("fallback-only", "", 1.0);
+        let mut v = serde_json::to_value(&m).unwrap();
+        for key in ["nr_pred_paused", "nr_hint_wake_by_cpu", "inferences_paused"] {
+            assert!(v.as_object_mut().unwrap().remove(key).is_some());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        std::fs::write(&path, v.to_string()).unwrap();
+        assert_eq!(Metrics::read_from(&path).unwrap(), m);
+        // v1 (the counters in `bpf` and `user` sections) is refused, not read as zeros.
+        let v1 = r#"{"schema":"asa.gru-stats","version":1,"mode":"model","bpf":{"nr_events":3}}"#;
+        std::fs::write(&path, v1).unwrap();
+        let err = Metrics::read_from(&path).unwrap_err().to_string();
+        assert!(err.contains("v1, expected asa.gru-stats v2"), "{err}");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use asa_gru_expert::inference::{
 };
 use asa_gru_expert::metrics::{self, Metrics, Waker};
 use asa_gru_expert::model::{cached_ort_library, GruModel, DEFAULT_MODEL, DEFAULT_ORT_LIB};
-use asa_gru_expert::stats::{BpfCounters, StatsSnapshot, UserCounters};
+use asa_gru_expert::stats::UserCounters;
 
 use crate::Opts;
 
@@ -135,7 +135,7 @@ pub struct Scheduler<'a> {
     /// The model's metadata path, for the stats.
     model_path: Option<String>,
     attached_at: Instant,
-    /// How many CPUs' wake-queue counts the stats copy (see [`BpfCounters::from_bss`]).
+    /// How many CPUs' wake-queue counts the stats copy (see [`Metrics::from_bss`]).
     wake_cpus: usize,
     /// The scx_stats server (`--stats`, `--monitor`); none if it could not start.
     stats_server: Option<StatsServer<(), Metrics>>,
@@ -326,30 +326,32 @@ impl<'a> Scheduler<'a> {
         Ok(predictor)
     }
 
-    /// The BPF counters, with `wake_cpus` CPUs' wake-queue counts.
-    fn bpf_counters(&self, wake_cpus: usize) -> BpfCounters {
+    /// The BPF counters, with `wake_cpus` CPUs' wake-queue counts (no header, no user-space
+    /// counters).
+    fn bpf_metrics(&self, wake_cpus: usize) -> Metrics {
         let bss = self.skel.maps.bss_data.as_ref().expect("BPF bss");
-        BpfCounters::from_bss(bss, wake_cpus)
+        Metrics::from_bss(bss, wake_cpus)
     }
 
-    /// The stats as they are now (cumulative since attach).
-    fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot::new(
+    /// The metrics as they are now (cumulative since attach): what the stats file holds and
+    /// what the stats server gets.
+    fn metrics(&self) -> Metrics {
+        let mut metrics = self.bpf_metrics(self.wake_cpus).with_header(
             self.mode_name,
-            self.model_path.clone(),
+            self.model_path.as_deref().unwrap_or(""),
             self.attached_at.elapsed().as_secs_f64(),
-            self.bpf_counters(self.wake_cpus),
-            self.counters.snapshot(),
-        )
+        );
+        self.counters.copy_into(&mut metrics);
+        metrics
     }
 
     /// Writes the stats file, and logs its summary line if `log_it`.
     fn write_stats(&self, log_it: bool) {
-        let snap = self.snapshot();
+        let metrics = self.metrics();
         if log_it {
-            info!("{}", snap.summary());
+            info!("{}", metrics.summary());
         }
-        if let Err(e) = snap.write_to(&self.opts.stats_file) {
+        if let Err(e) = metrics.write_to(&self.opts.stats_file) {
             warn!("stats file: {e:#}");
         }
     }
@@ -361,7 +363,7 @@ impl<'a> Scheduler<'a> {
         };
         let (res_ch, req_ch) = server.channels();
         while req_ch.try_recv().is_ok() {
-            if let Err(e) = res_ch.send(Metrics::from_snapshot(&self.snapshot())) {
+            if let Err(e) = res_ch.send(self.metrics()) {
                 warn!("stats server: {e}");
                 break;
             }
@@ -401,7 +403,7 @@ impl<'a> Scheduler<'a> {
                 predictor,
                 shutdown,
                 wait,
-                || PlacementCounts::from_bpf(&self.bpf_counters(0)),
+                || PlacementCounts::from_metrics(&self.bpf_metrics(0)),
                 || self.tick(&next_stats, interval),
             ),
             None => {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use asa_gru_expert::stats::StatsSnapshot;
+use asa_gru_expert::metrics::Metrics;
 use asa_lab::{GuestRun, Lab, VmOutcome};
 
 /// One VM at a time.
@@ -139,17 +139,16 @@ fn check_lifecycle(r: &BTreeMap<String, String>) {
 fn vm_gru_with_model_applies_predictions() {
     let outcome = run_guest("gru-model", true);
     check_lifecycle(&results(&outcome));
-    let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
+    let stats = Metrics::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert_eq!(stats.mode, "model", "{stats:#?}");
-    assert!(stats.user.inferences > 0, "{stats:#?}");
-    assert_eq!(stats.user.inference_errors, 0, "{stats:#?}");
-    assert!(stats.predictions_applied > 0, "{stats:#?}");
-    assert!(stats.user.inference_us_p99.is_some(), "{stats:#?}");
+    assert!(stats.inferences > 0, "{stats:#?}");
+    assert_eq!(stats.inference_errors, 0, "{stats:#?}");
+    assert!(stats.nr_pred_applied > 0, "{stats:#?}");
+    assert!(stats.inference_us_p99 > 0.0, "{stats:#?}");
     // The follow gate: on 2 CPUs kept busy by 6 stress-ng workers, predictions cannot be
     // followed and inference pauses; in the light phase after it, it runs again and its
     // predictions are followed.
-    let saturated =
-        StatsSnapshot::read_from(&outcome.out_dir.join("stats-saturated.json")).unwrap();
+    let saturated = Metrics::read_from(&outcome.out_dir.join("stats-saturated.json")).unwrap();
     eprintln!(
         "saturated phase: {}\nat the end: {}",
         saturated.summary(),
@@ -157,25 +156,25 @@ fn vm_gru_with_model_applies_predictions() {
     );
     // Busy pauses stop the events and the lookups (the default): the BPF side places tasks
     // as paused, and the predictor, having forgotten the windows, has no task waiting.
-    assert!(saturated.user.inference_pauses > 0, "{saturated:#?}");
-    assert!(saturated.bpf.nr_pred_paused > 0, "{saturated:#?}");
+    assert!(saturated.inference_pauses > 0, "{saturated:#?}");
+    assert!(saturated.nr_pred_paused > 0, "{saturated:#?}");
     assert!(
-        stats.user.inferences > saturated.user.inferences,
+        stats.inferences > saturated.inferences,
         "no inference in the light phase"
     );
     assert!(
-        stats.predictions_applied > saturated.predictions_applied,
+        stats.nr_pred_applied > saturated.nr_pred_applied,
         "no prediction followed in the light phase"
     );
     // In the light phase each stress-ng switch pair stays on its CPU: the followed predictions
     // keep tasks where they are, inference pauses as redundant, and the BPF side then places
     // tasks without looking predictions up (2 pauses, 62 280 such placements, 2026-11-26).
     assert!(
-        stats.user.inference_pauses_redundant > 0,
+        stats.inference_pauses_redundant > 0,
         "no redundant pause in the light phase"
     );
     assert!(
-        stats.bpf.nr_pred_paused > saturated.bpf.nr_pred_paused,
+        stats.nr_pred_paused > saturated.nr_pred_paused,
         "the BPF side did not place tasks as paused in the light phase"
     );
 }
@@ -211,7 +210,7 @@ rec stress_rc $?
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no cpu metrics line in:\n{log}"));
     assert!(bogo_ops > 0.0, "the nice-19 hog never ran:\n{log}");
-    let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
+    let stats = Metrics::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert!(stats.fallbacks > 0, "{stats:#?}");
 }
 
@@ -291,66 +290,63 @@ fn vm_gru_without_model_runs_fallback_only() {
         refills < 10,
         "the kernel refilled {refills} slices with its 20 ms default"
     );
-    let stats = StatsSnapshot::read_from(&outcome.out_dir.join("stats.json")).unwrap();
+    let stats = Metrics::read_from(&outcome.out_dir.join("stats.json")).unwrap();
     assert_eq!(stats.mode, "fallback-only", "{stats:#?}");
-    assert_eq!(stats.predictions_applied, 0, "{stats:#?}");
+    assert_eq!(stats.nr_pred_applied, 0, "{stats:#?}");
     assert_eq!(
-        stats.bpf.nr_events, 0,
+        stats.nr_events, 0,
         "no events are sent without a model: {stats:#?}"
     );
     assert!(stats.fallbacks > 0, "{stats:#?}");
     // Two CPU hogs next to ping-pong and socket tasks on 2 CPUs: waking tasks find no idle
     // CPU and, their deadlines (short bursts) before the hogs', preempt their previous CPU
     // (wakeup preemption, on by default).
-    assert!(stats.bpf.nr_wakeup_preempts > 0, "{stats:#?}");
+    assert!(stats.nr_wakeup_preempts > 0, "{stats:#?}");
     // Per-CPU kernel threads (kworkers, ksoftirqd) wake behind the hogs on their only CPU and
     // preempt them by the same deadline rule (79 of 116 such wake-ups in a run of 2026-11-25).
-    assert!(stats.bpf.nr_pinned_preempts > 0, "{stats:#?}");
+    assert!(stats.nr_pinned_preempts > 0, "{stats:#?}");
     // With deferred preemption, a wake-up that meets a hog which has not yet run the 250 µs
     // minimum arms that CPU's timer, and some timers find the hog still running with tasks
     // waiting, and preempt it.
-    assert!(stats.bpf.nr_deferred_preempts > 0, "{stats:#?}");
-    assert!(stats.bpf.nr_timer_preempts > 0, "{stats:#?}");
+    assert!(stats.nr_deferred_preempts > 0, "{stats:#?}");
+    assert!(stats.nr_timer_preempts > 0, "{stats:#?}");
     // With kernel-thread preemption, kernel threads that wake behind a hog which has run
     // 100 µs but not the 250 µs minimum preempt it, or arm the timer when it has run less
     // (12 such wake-ups in a run of 2026-11-27: kworkers, ksoftirqd, rcu).
-    assert!(stats.bpf.nr_kthread_preempts > 0, "{stats:#?}");
+    assert!(stats.nr_kthread_preempts > 0, "{stats:#?}");
     // ... and tasks queue in the shared DSQ, so slices are shortened (`--slice-min-us`),
     // the CPU hogs queued behind their vtime by the burst they ran (`--burst-cap-ms`).
-    assert!(stats.bpf.nr_slices_shortened > 0, "{stats:#?}");
-    assert!(stats.bpf.nr_burst_keyed > 0, "{stats:#?}");
+    assert!(stats.nr_slices_shortened > 0, "{stats:#?}");
+    assert!(stats.nr_burst_keyed > 0, "{stats:#?}");
     // With both CPUs busy, wake-ups find no idle CPU and select_cpu leaves them to enqueue.
-    assert!(stats.bpf.nr_select_no_idle > 0, "{stats:#?}");
+    assert!(stats.nr_select_no_idle > 0, "{stats:#?}");
     // With a dispatch affinity window, CPUs take tasks that last ran on them ahead of the head.
-    assert!(stats.bpf.nr_dispatch_affine > 0, "{stats:#?}");
+    assert!(stats.nr_dispatch_affine > 0, "{stats:#?}");
     // Wake-ups that find no idle CPU wait in their CPU's wake queue (on by default), and a
     // CPU with nothing else to run takes some from the other's.
-    assert!(stats.bpf.nr_wake_queued > 0, "{stats:#?}");
-    assert!(stats.bpf.nr_wake_stolen > 0, "{stats:#?}");
+    assert!(stats.nr_wake_queued > 0, "{stats:#?}");
+    assert!(stats.nr_wake_stolen > 0, "{stats:#?}");
     // The queues' counts go back down once the load is over (the final snapshot is written
     // as scx_gru exits, after the workload): a count that never came down would grow with the
     // thousands of wake-ups above and make every dispatch look at empty queues.
-    assert!(
-        stats.bpf.nr_hint_shared + stats.bpf.nr_hint_wake < 8,
-        "{stats:#?}"
-    );
+    assert!(stats.nr_hint_shared + stats.nr_hint_wake < 8, "{stats:#?}");
     // With wake-queue balance, some wake-ups found their CPU's wake queue longer than the
     // other's and waited there instead; the per-CPU counts it decides by (one per CPU of the
     // guest) come back down too, and add up to the total.
-    assert!(stats.bpf.nr_wake_balanced > 0, "{stats:#?}");
-    assert_eq!(stats.bpf.nr_hint_wake_by_cpu.len(), 2, "{stats:#?}");
+    assert!(stats.nr_wake_balanced > 0, "{stats:#?}");
+    assert_eq!(stats.nr_hint_wake_by_cpu.len(), 2, "{stats:#?}");
     assert_eq!(
-        stats.bpf.nr_hint_wake_by_cpu.iter().sum::<u64>(),
-        stats.bpf.nr_hint_wake,
+        stats.nr_hint_wake_by_cpu.iter().sum::<u64>(),
+        stats.nr_hint_wake,
         "{stats:#?}"
     );
     // The hog alone got scx_gru's slice again and again (about 150 times in 3 s).
-    assert!(stats.bpf.nr_prev_kept > 50, "{stats:#?}");
+    assert!(stats.nr_prev_kept > 50, "{stats:#?}");
     // Both wait classes are seen: the hogs run without sleeping, the ping-pong tasks in
     // short bursts; both queue, so both wait some time.
     for (n, ns) in [
-        (stats.bpf.nr_waits_short, stats.bpf.wait_ns_short),
-        (stats.bpf.nr_waits_long, stats.bpf.wait_ns_long),
+        (stats.nr_waits_short, stats.wait_ns_short),
+        (stats.nr_waits_long, stats.wait_ns_long),
     ] {
         assert!(n > 0 && ns > 0, "{stats:#?}");
     }
@@ -454,21 +450,23 @@ fn vm_asa_pin_gru_runs_the_model_and_shows_its_stats() {
     let stats = &es["stats"];
     assert_eq!(stats["schema"], "asa.gru-stats", "{status:#}");
     assert_eq!(
+        stats["version"],
+        asa_gru_expert::metrics::STATS_VERSION,
+        "{status:#}"
+    );
+    assert_eq!(
         stats["mode"], "model",
         "scx_gru did not find the model the lab installed: {status:#}"
     );
-    assert_eq!(stats["user"]["inference_errors"], 0, "{status:#}");
+    assert_eq!(stats["inference_errors"], 0, "{status:#}");
+    assert!(stats["inferences"].as_u64().unwrap() > 0, "{status:#}");
     assert!(
-        stats["user"]["inferences"].as_u64().unwrap() > 0,
-        "{status:#}"
-    );
-    assert!(
-        stats["predictions_applied"].as_u64().unwrap() > 0,
+        stats["nr_pred_applied"].as_u64().unwrap() > 0,
         "no prediction was applied: {status:#}"
     );
     let text = out.read_out("status.txt").unwrap();
     assert!(
-        text.contains("expert stats: gru") && text.contains("predictions_applied="),
+        text.contains("expert stats: gru") && text.contains("nr_pred_applied="),
         "{text}"
     );
     assert_eq!(r["pin_exit"], "0", "{r:?}");

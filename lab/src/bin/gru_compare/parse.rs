@@ -106,6 +106,16 @@ pub fn bpf_op_deltas(before: &str, after: &str) -> Result<BTreeMap<String, BpfOp
     Ok(ops)
 }
 
+/// A counter (or the mode) of scx_gru's stats file `v` (`asa.gru-stats`) by name: at the top
+/// level since v2 (flat), in the `bpf` or `user` section in v1 (older out folders, read with
+/// `--from-out`); null when absent.
+pub fn gru_stat<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    [&v[key], &v["bpf"][key], &v["user"][key]]
+        .into_iter()
+        .find(|x| !x.is_null())
+        .unwrap_or(&serde_json::Value::Null)
+}
+
 /// scx_gru's queue waits (runnable → running) during one load, from its stats file copied
 /// before and after the load: count and total ns, short-burst tasks and the others.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -121,7 +131,7 @@ impl Waits {
     pub fn between(before: &str, after: &str) -> Result<Self> {
         let counters = |text: &str| -> Result<[u64; 4]> {
             let v: serde_json::Value = serde_json::from_str(text).context("a stats file")?;
-            let get = |k: &str| v["bpf"][k].as_u64().with_context(|| format!("no bpf.{k}"));
+            let get = |k: &str| gru_stat(&v, k).as_u64().with_context(|| format!("no {k}"));
             Ok([
                 get("nr_waits_short")?,
                 get("wait_ns_short")?,
@@ -238,6 +248,15 @@ mod tests {
 
     #[test]
     fn waits_are_the_difference_of_two_stats_files() {
+        // v2, flat.
+        let file = |n: u64, ns: u64| {
+            format!(
+                r#"{{"version":2,"nr_waits_short":{n},"wait_ns_short":{ns},"nr_waits_long":2,"wait_ns_long":9000}}"#
+            )
+        };
+        let w = Waits::between(&file(10, 5_000), &file(14, 25_000)).unwrap();
+        assert_eq!((w.short_n, w.short_ns, w.long_n), (4, 20_000, 0));
+        // v1, the counters in the `bpf` section.
         let file = |n: u64, ns: u64| {
             format!(
                 r#"{{"bpf":{{"nr_waits_short":{n},"wait_ns_short":{ns},"nr_waits_long":2,"wait_ns_long":9000}}}}"#

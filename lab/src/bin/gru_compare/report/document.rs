@@ -3,6 +3,7 @@
 //! printed summaries of the guest's kernel log and of scx_gru's stats files.
 
 use crate::args::Args;
+use crate::parse::gru_stat;
 
 /// What the report says about where the runs ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,23 +134,24 @@ pub fn kernel_log_summary(dmesg: &str) -> String {
     out
 }
 
-/// One line of scx_gru's counters from its stats file `v` (`asa.gru-stats`) of variant and
-/// round `key`.
+/// One line of scx_gru's counters from its stats file `v` (`asa.gru-stats`, v2 or v1: see
+/// [`gru_stat`]) of variant and round `key`.
 pub fn gru_stats_line(key: &str, v: &serde_json::Value) -> String {
+    let s = |name: &str| gru_stat(v, name);
     format!(
         "{key}: mode {} predictions_applied {} fallbacks {} (prev_idle {}) select_no_idle {} wakeup_preempts {} (pinned {}, by timer {} of {} deferred) events {} (not sent: fresh {} gap {}) wakeups {} inferences {} (tasks {}) over_budget {} paused {} in {} + {} pauses moved {} ringbuf_drops {} inference p50/p99 {} / {} us",
-        v["mode"], v["predictions_applied"], v["fallbacks"], v["bpf"]["nr_pred_prev_idle"],
-        v["bpf"]["nr_select_no_idle"],
-        v["bpf"]["nr_wakeup_preempts"],
-        v["bpf"]["nr_pinned_preempts"],
-        v["bpf"]["nr_timer_preempts"],
-        v["bpf"]["nr_deferred_preempts"],
-        v["bpf"]["nr_events"], v["bpf"]["nr_events_fresh"], v["bpf"]["nr_events_gap"],
-        v["bpf"]["nr_ringbuf_wakeups"], v["user"]["inferences"], v["user"]["tasks_predicted"],
-        v["user"]["inferences_over_budget"], v["user"]["inferences_paused"],
-        v["user"]["inference_pauses"], v["user"]["inference_pauses_redundant"],
-        v["bpf"]["nr_pred_moved"], v["ringbuf_drops"],
-        v["user"]["inference_us_p50"], v["user"]["inference_us_p99"]
+        s("mode"), s("nr_pred_applied"), s("fallbacks"), s("nr_pred_prev_idle"),
+        s("nr_select_no_idle"),
+        s("nr_wakeup_preempts"),
+        s("nr_pinned_preempts"),
+        s("nr_timer_preempts"),
+        s("nr_deferred_preempts"),
+        s("nr_events"), s("nr_events_fresh"), s("nr_events_gap"),
+        s("nr_ringbuf_wakeups"), s("inferences"), s("tasks_predicted"),
+        s("inferences_over_budget"), s("inferences_paused"),
+        s("inference_pauses"), s("inference_pauses_redundant"),
+        s("nr_pred_moved"), s("nr_ringbuf_drops"),
+        s("inference_us_p50"), s("inference_us_p99")
     )
 }
 
@@ -250,5 +252,28 @@ mod tests {
             "{line}"
         );
         assert!(line.contains(" events 7 (not sent: fresh null"), "{line}");
+    }
+
+    #[test]
+    fn a_stats_line_reads_flat_and_sectioned_stats_files() {
+        let v2 = serde_json::json!({"schema": "asa.gru-stats", "version": 2, "mode": "model",
+            "nr_pred_applied": 5, "nr_ringbuf_drops": 1, "inferences": 3,
+            "inference_us_p99": 40.5});
+        let v1 = serde_json::json!({"schema": "asa.gru-stats", "version": 1, "mode": "model",
+            "predictions_applied": 5, "ringbuf_drops": 1,
+            "bpf": {"nr_pred_applied": 5, "nr_ringbuf_drops": 1},
+            "user": {"inferences": 3, "inference_us_p99": 40.5}});
+        for v in [v2, v1] {
+            let line = gru_stats_line("gru-1", &v);
+            assert!(
+                line.starts_with("gru-1: mode \"model\" predictions_applied 5 fallbacks null"),
+                "{line}"
+            );
+            assert!(line.contains(" inferences 3 (tasks null)"), "{line}");
+            assert!(
+                line.contains(" ringbuf_drops 1 inference p50/p99 null / 40.5 us"),
+                "{line}"
+            );
+        }
     }
 }
