@@ -1,11 +1,11 @@
 //! `asa calibrate` and `asa mapping show` (the agent binary wires these in).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::runner::{ResultSet, SupervisorSwitcher};
+use asa_scenarios::ScenarioRunOptions;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
@@ -46,25 +46,14 @@ pub struct CalibrateArgs {
         default_value = "eevdf,bpfland,lavd,rusty"
     )]
     pub experts: Vec<String>,
-    /// Repetitions of each (scenario, expert); 2 or more measure the noise.
+    /// Repetitions of each (scenario, expert): the noise rule measures the run-to-run spread
+    /// from cells run twice or more (`asa scenario run`, a one-off comparison, runs once by
+    /// default).
     #[arg(long, default_value_t = 2)]
     pub reps: u32,
-    /// Probe duration per run (s).
-    #[arg(long, default_value_t = 20.0)]
-    pub duration: f64,
-    /// Shortest phase (s): a scenario whose phases would be shorter at --duration runs longer
-    /// (0: every scenario runs --duration).
-    #[arg(long, default_value_t = 0.0)]
-    pub min_phase: f64,
-    /// Load start before the probe (s).
-    #[arg(long, default_value_t = 2.0)]
-    pub settle: f64,
-    /// Pause after each run (s).
-    #[arg(long, default_value_t = 1.0)]
-    pub cooldown: f64,
-    /// Inputs of the loads (corpora, sources), reused across runs.
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
+    // Run times, input folder, baseline: the same as `asa scenario run`'s.
+    #[command(flatten)]
+    pub run: ScenarioRunOptions,
     /// Scenario catalogue (default: the built-in one; with --report-only, the one stored in
     /// the folder's results.json).
     #[arg(long)]
@@ -75,9 +64,6 @@ pub struct CalibrateArgs {
     /// Score differences up to this are noise (default: measured from the runs).
     #[arg(long)]
     pub noise_floor: Option<f64>,
-    /// The expert the reports compare with (wins, ties and losses against it).
-    #[arg(long, default_value = "eevdf")]
-    pub baseline: String,
     /// The expert a class keeps unless another beats it by more than the noise (default: the
     /// table's default expert: the best mean over all classes, or for stage live the default
     /// of the table under test).
@@ -487,7 +473,12 @@ pub fn live_plan(args: &CalibrateArgs) -> Result<(CalibrationPlan, String)> {
 pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
     let (table_path, start_table) = table_under_test(args)?;
     let catalogue = asa_experts::Catalogue::builtin();
-    let summary = live::live_summary(set, &args.baseline, &agent_logs(args), Some(&start_table))?;
+    let summary = live::live_summary(
+        set,
+        &args.run.baseline,
+        &agent_logs(args),
+        Some(&start_table),
+    )?;
 
     // Refinement: the static runs of this session, plus earlier result sets of this machine.
     let mut sets = load_results(&args.from_results)?;
@@ -552,7 +543,7 @@ fn check_experts(args: &CalibrateArgs, catalogue: &asa_experts::Catalogue) -> Re
         catalogue.require(e)?;
     }
     for (what, expert) in [
-        ("baseline", Some(&args.baseline)),
+        ("baseline", Some(&args.run.baseline)),
         ("stay expert", args.stay.as_ref()),
     ] {
         if let Some(expert) = expert.filter(|e| !args.experts.contains(e)) {
@@ -599,12 +590,7 @@ fn need_sched_ext() -> Result<()> {
 
 /// The text of the scenario catalogue: `--catalogue` or the built-in one.
 fn catalogue_text(args: &CalibrateArgs) -> Result<String> {
-    Ok(match &args.catalogue {
-        Some(p) => {
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
-        }
-        None => asa_scenarios::catalogue::BUILTIN_SCENARIOS.to_string(),
-    })
+    asa_scenarios::catalogue::catalogue_text(args.catalogue.as_deref())
 }
 
 /// The calibration plan of `args` for `experts` over the scenario catalogue `text`, and that
@@ -629,27 +615,54 @@ fn plan(
             .map(|s| s.name.clone())
             .collect()
     };
-    let secs = |s: f64, what: &str| -> Result<Duration> {
-        if !s.is_finite() || s < 0.0 {
-            bail!("--{what} must be a finite number of seconds >= 0");
-        }
-        Ok(Duration::from_secs_f64(s))
-    };
-    if args.reps == 0 || args.duration <= 0.0 {
-        bail!("--reps must be at least 1 and --duration > 0");
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
     }
+    let times = args.run.times()?;
     let plan = CalibrationPlan {
         scenarios,
         experts,
         reps: args.reps,
-        duration: secs(args.duration, "duration")?,
-        min_phase: secs(args.min_phase, "min-phase")?,
-        settle: secs(args.settle, "settle")?,
-        cooldown: secs(args.cooldown, "cooldown")?,
-        work_dir: args
-            .work_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work")),
+        duration: times.duration,
+        min_phase: times.min_phase,
+        settle: times.settle,
+        cooldown: times.cooldown,
+        work_dir: args.run.work_dir(),
     };
     Ok((plan, text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        calibrate: CalibrateArgs,
+    }
+
+    /// A calibration compares four experts twice each (the noise rule needs repetitions); the
+    /// run options and their defaults are `asa scenario run`'s.
+    #[test]
+    fn calibrate_defaults() {
+        let args = Cli::try_parse_from(["calibrate", "--dir", "cal"])
+            .unwrap()
+            .calibrate;
+        assert_eq!(args.scenarios, "all");
+        assert_eq!(args.experts, ["eevdf", "bpfland", "lavd", "rusty"]);
+        assert_eq!(args.reps, 2);
+
+        #[derive(Parser)]
+        struct Scenario {
+            #[command(flatten)]
+            args: asa_scenarios::ScenarioArgs,
+        }
+        let scenario = Scenario::try_parse_from(["scenario", "run", "all"]).unwrap();
+        let asa_scenarios::cli::ScenarioCommand::Run(run) = scenario.args.command else {
+            panic!("not a run")
+        };
+        assert_eq!(args.run, run.run);
+    }
 }

@@ -41,6 +41,15 @@ pub const SCENARIOS_SCHEMA: &str = "asa.scenarios";
 pub const SCENARIOS_VERSION: u32 = 1;
 /// The built-in scenario file.
 pub const BUILTIN_SCENARIOS: &str = include_str!("../catalogue/scenarios.toml");
+
+/// The text of the scenario file `file`, or of the built-in one ([`BUILTIN_SCENARIOS`]).
+pub fn catalogue_text(file: Option<&Path>) -> Result<String> {
+    match file {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())),
+        None => Ok(BUILTIN_SCENARIOS.to_owned()),
+    }
+}
+
 /// The load name that means "no background load" in a phase.
 pub const IDLE: &str = "idle";
 

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use log::{error, info};
 
-use crate::catalogue::{Catalogue, ScenarioSpec};
+use crate::catalogue::{catalogue_text, Catalogue, ScenarioSpec};
 use crate::dataset::{find_recorder, FeatureRecorder, RecorderConfig};
 use crate::progress::Progress;
 use crate::runner::{
@@ -87,17 +87,13 @@ pub enum RunOrder {
     ByExpert,
 }
 
-/// `scenario run` arguments.
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// Comma-separated scenario names, or `all`.
-    pub scenarios: String,
-    /// Experts to compare (catalogue names), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "eevdf")]
-    pub experts: Vec<String>,
-    /// Repetitions of every (scenario, expert) pair.
-    #[arg(long, default_value_t = 1)]
-    pub reps: u32,
+/// The options of a series of scenario runs that `asa scenario run` and `asa calibrate` share
+/// (each flattens them into its arguments): how long each run lasts and pauses, where the
+/// loads keep their inputs, and the expert the report compares with. Which scenarios, which
+/// experts and how many repetitions each command defines itself: their defaults follow the
+/// command's purpose (a one-off comparison, or a calibration that measures the noise).
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ScenarioRunOptions {
     /// Probe duration per run in seconds (split over the phases).
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
@@ -111,24 +107,83 @@ pub struct RunArgs {
     /// Seconds of pause after each run, with every load stopped.
     #[arg(long, default_value_t = 1.0)]
     pub cooldown: f64,
+    /// Folder for load inputs (corpora, sources), reused between runs (default:
+    /// $TMPDIR/asa-scenarios-work).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Expert the report compares the others with (wins, ties and losses against it).
+    #[arg(long, default_value = "eevdf")]
+    pub baseline: String,
+}
+
+/// The times of [`ScenarioRunOptions`], checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunTimes {
+    /// `--duration`.
+    pub duration: Duration,
+    /// `--min-phase`.
+    pub min_phase: Duration,
+    /// `--settle`.
+    pub settle: Duration,
+    /// `--cooldown`.
+    pub cooldown: Duration,
+}
+
+impl ScenarioRunOptions {
+    /// The times in seconds as durations: `--duration` must be > 0, the others >= 0.
+    pub fn times(&self) -> Result<RunTimes> {
+        let secs = |s: f64, what: &str| -> Result<Duration> {
+            if !s.is_finite() || s < 0.0 {
+                bail!("--{what} must be a finite number of seconds >= 0");
+            }
+            Ok(Duration::from_secs_f64(s))
+        };
+        if !(self.duration.is_finite() && self.duration > 0.0) {
+            bail!("--duration must be a finite number of seconds > 0");
+        }
+        Ok(RunTimes {
+            duration: secs(self.duration, "duration")?,
+            min_phase: secs(self.min_phase, "min-phase")?,
+            settle: secs(self.settle, "settle")?,
+            cooldown: secs(self.cooldown, "cooldown")?,
+        })
+    }
+
+    /// `--work-dir`, or its default `$TMPDIR/asa-scenarios-work`.
+    pub fn work_dir(&self) -> PathBuf {
+        self.work_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work"))
+    }
+}
+
+/// `scenario run` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Comma-separated scenario names, or `all`.
+    pub scenarios: String,
+    /// Experts to compare (catalogue names), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "eevdf")]
+    pub experts: Vec<String>,
+    /// Repetitions of every (scenario, expert) pair (`asa calibrate` repeats twice by default:
+    /// its noise rule needs the run-to-run spread).
+    #[arg(long, default_value_t = 1)]
+    pub reps: u32,
+    // Run times, input folder, baseline: the same as `asa calibrate`'s.
+    #[command(flatten)]
+    pub run: ScenarioRunOptions,
     /// Scenario file (default: the built-in catalogue).
     #[arg(long)]
     pub file: Option<PathBuf>,
     /// Output folder for results.json and the report.
     #[arg(long, default_value = "scenario-results")]
     pub out: PathBuf,
-    /// Folder for load inputs (corpora, sources), reused between runs.
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
     /// How experts are pinned.
     #[arg(long, value_enum, default_value = "auto")]
     pub switcher: SwitcherChoice,
     /// Go on with the next scenario when one cannot run (the command still fails at the end).
     #[arg(long)]
     pub keep_going: bool,
-    /// Expert the report compares with.
-    #[arg(long, default_value = "eevdf")]
-    pub baseline: String,
     /// Order of the runs.
     #[arg(long, value_enum, default_value = "interleaved")]
     pub order: RunOrder,
@@ -146,13 +201,6 @@ pub struct RunArgs {
     /// Free text describing the machine, written into the dataset manifest.
     #[arg(long, requires = "record_features")]
     pub machine_note: Option<String>,
-}
-
-fn catalogue_text(file: &Option<PathBuf>) -> Result<String> {
-    match file {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())),
-        None => Ok(crate::catalogue::BUILTIN_SCENARIOS.to_owned()),
-    }
 }
 
 fn origin(file: &Option<PathBuf>) -> String {
@@ -195,12 +243,12 @@ fn command(
 ) -> Result<()> {
     match args.command {
         ScenarioCommand::List { file, check_tools } => {
-            let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
+            let cat = Catalogue::parse(&catalogue_text(file.as_deref())?, &origin(&file))?;
             list(&cat, check_tools);
             Ok(())
         }
         ScenarioCommand::Packages { scenarios, file } => {
-            let cat = Catalogue::parse(&catalogue_text(&file)?, &origin(&file))?;
+            let cat = Catalogue::parse(&catalogue_text(file.as_deref())?, &origin(&file))?;
             let selected = cat.select(&scenarios)?;
             let packages: Vec<String> = cat.packages(&selected).into_iter().collect();
             println!("{}", packages.join(","));
@@ -269,7 +317,7 @@ fn run_command(
     switcher: Option<Box<dyn ExpertSwitcher>>,
     experts: Option<asa_experts::Catalogue>,
 ) -> Result<()> {
-    let text = catalogue_text(&args.file)?;
+    let text = catalogue_text(args.file.as_deref())?;
     let cat = Catalogue::parse(&text, &origin(&args.file))?;
     let selected = cat.select(&args.scenarios)?;
     if args.experts.is_empty() {
@@ -278,23 +326,9 @@ fn run_command(
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    let valid_times = args.duration.is_finite()
-        && args.duration > 0.0
-        && args.min_phase.is_finite()
-        && args.min_phase >= 0.0
-        && args.settle.is_finite()
-        && args.settle >= 0.0
-        && args.cooldown.is_finite()
-        && args.cooldown >= 0.0;
-    if !valid_times {
-        bail!("--duration must be > 0, --settle and --cooldown >= 0 seconds");
-    }
+    let times = args.run.times()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let work_dir = args
-        .work_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("asa-scenarios-work"));
     let mut switcher = match switcher {
         Some(s) => s,
         None => make_switcher(args.switcher, experts)?,
@@ -306,11 +340,11 @@ fn run_command(
         experts: args.experts.clone(),
         reps: args.reps,
         rotation: 0,
-        duration: Duration::from_secs_f64(args.duration),
-        min_phase: Duration::from_secs_f64(args.min_phase),
-        settle: Duration::from_secs_f64(args.settle),
-        cooldown: Duration::from_secs_f64(args.cooldown),
-        work_dir,
+        duration: times.duration,
+        min_phase: times.min_phase,
+        settle: times.settle,
+        cooldown: times.cooldown,
+        work_dir: args.run.work_dir(),
         work_unit,
     };
     let results_path = args.out.join("results.json");
@@ -330,28 +364,20 @@ fn run_command(
         None => &mut no_observer,
     };
     let mut set = ResultSet::new(opts.clone(), text);
-    let outcome = match args.order {
-        RunOrder::Interleaved => run_interleaved(
-            &cat,
-            &selected,
-            switcher.as_mut(),
-            &opts,
-            observer,
-            &mut set,
-            &results_path,
-            args.keep_going,
-        ),
-        RunOrder::ByExpert => run_by_expert(
-            &cat,
-            &selected,
-            switcher.as_mut(),
-            &opts,
-            observer,
-            &mut set,
-            &results_path,
-            args.keep_going,
-        ),
+    let run_all = match args.order {
+        RunOrder::Interleaved => run_interleaved,
+        RunOrder::ByExpert => run_by_expert,
     };
+    let outcome = run_all(
+        &cat,
+        &selected,
+        switcher.as_mut(),
+        &opts,
+        observer,
+        &mut set,
+        &results_path,
+        args.keep_going,
+    );
     let failed = match outcome {
         Ok(failed) => failed,
         Err(e) => {
@@ -363,7 +389,7 @@ fn run_command(
     drop(recorder);
     switcher.release()?;
     info!("results: {}", results_path.display());
-    let report = crate::report::write_report(&set, &args.baseline, &args.out)?;
+    let report = crate::report::write_report(&set, &args.run.baseline, &args.out)?;
     print_ranking(&report);
     if !failed.is_empty() {
         bail!(
@@ -568,6 +594,61 @@ mod tests {
         Cli::try_parse_from(std::iter::once("asa").chain(line.split_whitespace()))
             .unwrap()
             .scenario
+    }
+
+    /// A one-off run: eevdf alone, once; the run options are the ones `asa calibrate` shares.
+    #[test]
+    fn run_defaults() {
+        let ScenarioCommand::Run(run) = args("run S1").command else {
+            panic!("not a run")
+        };
+        assert_eq!(run.experts, ["eevdf"]);
+        assert_eq!(run.reps, 1);
+        assert_eq!(
+            run.run,
+            ScenarioRunOptions {
+                duration: 20.0,
+                min_phase: 0.0,
+                settle: 2.0,
+                cooldown: 1.0,
+                work_dir: None,
+                baseline: "eevdf".into(),
+            }
+        );
+        assert_eq!(
+            run.run.work_dir(),
+            std::env::temp_dir().join("asa-scenarios-work")
+        );
+    }
+
+    #[test]
+    fn run_times_are_checked() {
+        let times = |line: &str| {
+            let ScenarioCommand::Run(run) = args(line).command else {
+                panic!("not a run")
+            };
+            run.run.times().map_err(|e| e.to_string())
+        };
+        let t = times("run S1 --duration 1.5 --min-phase 3 --settle 0 --cooldown 0.25").unwrap();
+        assert_eq!(
+            t,
+            RunTimes {
+                duration: Duration::from_millis(1500),
+                min_phase: Duration::from_secs(3),
+                settle: Duration::ZERO,
+                cooldown: Duration::from_millis(250),
+            }
+        );
+        for (line, flag) in [
+            ("run S1 --duration 0", "--duration"),
+            ("run S1 --duration NaN", "--duration"),
+            ("run S1 --min-phase inf", "--min-phase"),
+            ("run S1 --settle=-1", "--settle"),
+            ("run S1 --cooldown=-0.5", "--cooldown"),
+        ] {
+            let err = times(line).unwrap_err();
+            assert!(err.starts_with(flag), "{line}: {err}");
+        }
     }
 
     #[test]

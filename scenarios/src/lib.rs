@@ -15,7 +15,9 @@ pub mod score;
 pub mod stats;
 pub mod work;
 
-pub use cli::{scenario_command, scenario_command_in, scenario_command_with, ScenarioArgs};
+pub use cli::{
+    scenario_command, scenario_command_in, scenario_command_with, ScenarioArgs, ScenarioRunOptions,
+};
 pub use runner::{
     run_one, run_scenario, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
     RunObserver, RunOptions, RunOutcome, SupervisorSwitcher,

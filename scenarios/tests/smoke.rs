@@ -3,6 +3,7 @@
 //! the probes measured something with sane units and that the report holds a number for every
 //! cell.
 
+use std::path::Path;
 use std::time::Duration;
 
 use asa_scenarios::catalogue::{Catalogue, BUILTIN_SCENARIOS};
@@ -43,6 +44,21 @@ phase = [{ load = "idle", share = 1.0 }, { load = "xz_compress", share = 1.0 }]
 "#,
     );
     text
+}
+
+/// Options of a quick run: one repetition, no settle or cooldown, a small work unit.
+fn quick_options(experts: &[&str], duration: Duration, work_dir: &Path) -> RunOptions {
+    RunOptions {
+        experts: experts.iter().map(|e| e.to_string()).collect(),
+        reps: 1,
+        rotation: 0,
+        duration,
+        min_phase: Duration::ZERO,
+        settle: Duration::ZERO,
+        cooldown: Duration::ZERO,
+        work_dir: work_dir.to_owned(),
+        work_unit: WorkUnit::calibrate_with(2, 1.0),
+    }
 }
 
 #[test]
@@ -140,17 +156,7 @@ fn missing_tool_fails_the_scenario_naming_the_package() {
     );
     let cat = Catalogue::parse(&text, "smoke").unwrap();
     let work = tempfile::tempdir().unwrap();
-    let opts = RunOptions {
-        experts: vec!["eevdf".into()],
-        reps: 1,
-        rotation: 0,
-        duration: Duration::from_millis(200),
-        min_phase: Duration::ZERO,
-        settle: Duration::ZERO,
-        cooldown: Duration::ZERO,
-        work_dir: work.path().to_owned(),
-        work_unit: WorkUnit::calibrate_with(2, 1.0),
-    };
+    let opts = quick_options(&["eevdf"], Duration::from_millis(200), work.path());
     let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
     let err = run_scenario(
         &cat,
@@ -196,17 +202,7 @@ phase = [{ load = "idle", share = 1.0 }, { load = "always_fails", share = 1.0 }]
     );
     let cat = Catalogue::parse(&text, "smoke").unwrap();
     let work = tempfile::tempdir().unwrap();
-    let opts = RunOptions {
-        experts: vec!["eevdf".into()],
-        reps: 1,
-        rotation: 0,
-        duration: Duration::from_secs(2),
-        min_phase: Duration::ZERO,
-        settle: Duration::ZERO,
-        cooldown: Duration::ZERO,
-        work_dir: work.path().to_owned(),
-        work_unit: WorkUnit::calibrate_with(2, 1.0),
-    };
+    let opts = quick_options(&["eevdf"], Duration::from_secs(2), work.path());
     let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
     let t0 = std::time::Instant::now();
     let err = run_scenario(
@@ -229,17 +225,7 @@ fn an_expert_that_cannot_be_pinned_is_skipped_and_reported() {
     let text = smoke_catalogue_text();
     let cat = Catalogue::parse(&text, "smoke").unwrap();
     let work = tempfile::tempdir().unwrap();
-    let opts = RunOptions {
-        experts: vec!["eevdf".into(), "lavd".into()],
-        reps: 1,
-        rotation: 0,
-        duration: Duration::from_secs(1),
-        min_phase: Duration::ZERO,
-        settle: Duration::ZERO,
-        cooldown: Duration::ZERO,
-        work_dir: work.path().to_owned(),
-        work_unit: WorkUnit::calibrate_with(2, 1.0),
-    };
+    let opts = quick_options(&["eevdf", "lavd"], Duration::from_secs(1), work.path());
     let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
     let r = run_scenario(
         &cat,
