@@ -441,6 +441,7 @@ fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::reset_signals_in_child;
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     use std::io::Read;
@@ -460,6 +461,9 @@ mod tests {
         let fd = handoff.child_end();
         unsafe {
             cmd.pre_exec(move || {
+                // Default signals, as the supervisor starts an expert: a shell cannot trap a
+                // signal ignored when it starts.
+                reset_signals_in_child()?;
                 before()?;
                 install_in_child(fd)
             });
@@ -683,10 +687,8 @@ mod tests {
             require_bpf_loaded: false,
         };
         let (child, gate) = spawn_gated(cmd, policy, || {
-            // A shell cannot trap a signal ignored when it starts.
             // SAFETY: async-signal-safe calls in the forked child.
             unsafe {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

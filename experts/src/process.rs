@@ -1,5 +1,6 @@
-//! Expert processes: how one is started (own process group, nice value, parent-death
-//! signal, behind the attach gate or not, always from one lasting thread), signalled (through a
+//! Expert processes: how one is started (own process group, default signal dispositions and
+//! an empty signal mask whatever the agent inherited, nice value, parent-death signal, behind
+//! the attach gate or not, always from one lasting thread), signalled (through a
 //! pidfd, never a pid the kernel may have given to someone else), heard (its output, last lines
 //! kept), waited for at its gate, and how its end is described. No policy: which expert runs,
 //! and when, is the supervisor's call.
@@ -160,6 +161,8 @@ pub(crate) fn spawn(
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            // SIGINT must stop it, whatever the agent inherited.
+            reset_signals_in_child()?;
             if nice != 0 {
                 // Best effort: without CAP_SYS_NICE the expert keeps the agent's priority.
                 let _ = libc::setpriority(libc::PRIO_PROCESS, 0, nice);
@@ -262,6 +265,42 @@ pub(crate) fn wait_at_gate(mut starting: Starting) -> Result<Starting> {
             );
         }
     }
+}
+
+/// Give the calling process default dispositions for every signal and an empty signal mask,
+/// as systemd gives every service it starts. `exec` resets handled signals but keeps ignored
+/// ones and the mask, so without this an expert inherits whatever the agent inherited: started
+/// by `nohup` or as a script's background job the agent ignores SIGINT, and so would every
+/// expert: the supervisor's SIGINT would do nothing (only the SIGKILL after the stop grace), and
+/// its parent-death SIGINT neither. The dispositions are set with the system call itself: the C
+/// library's `sigaction` refuses the two real-time signals it keeps for its threads (32 and 33),
+/// which may be ignored too. SIGKILL and SIGSTOP cannot be changed (EINVAL, skipped).
+///
+/// # Safety
+/// Call only in a freshly forked child before `exec` (`CommandExt::pre_exec`): it makes only
+/// async-signal-safe calls (`rt_sigaction`, `sigprocmask`) and allocates nothing.
+pub(crate) unsafe fn reset_signals_in_child() -> std::io::Result<()> {
+    /// Linux's signals are 1..=64 (`_NSIG`), its signal sets 64 bits.
+    const LAST_SIGNAL: libc::c_int = 64;
+    const SIGSET_BYTES: libc::size_t = 8;
+    // All zero, whatever the architecture's layout of the kernel's `struct sigaction`:
+    // `SIG_DFL`, no flags, an empty mask. Larger than any layout.
+    let default = [0u64; 8];
+    for signal in 1..=LAST_SIGNAL {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            default.as_ptr(),
+            std::ptr::null_mut::<libc::c_void>(),
+            SIGSET_BYTES,
+        );
+    }
+    let mut none: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut none);
+    if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A pidfd on `child` (`pidfd_open`), or None when the kernel has none (Linux < 5.3). Open it
@@ -400,11 +439,16 @@ fn spawn_reader<R: Read + Send + 'static>(
 
 /// Run `binary --version` to prove it can be executed (loader, shared libraries).
 pub(crate) fn check_runs(binary: &Path) -> Result<()> {
-    let mut child = Command::new(binary)
-        .arg("--version")
+    let mut cmd = Command::new(binary);
+    cmd.arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| reset_signals_in_child());
+    }
+    let mut child = cmd
         .spawn()
         .with_context(|| format!("executing {}", binary.display()))?;
     let t0 = Instant::now();
@@ -437,27 +481,22 @@ pub(crate) fn check_runs(binary: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::catalogue::Catalogue;
-    /// An expert process like [`spawn`] makes one (pidfd opened right after spawn),
-    /// running `sh -c script`.
+
+    /// An expert process running `sh -c script`, started by [`spawn`] (see [`spawned`]).
     fn running_sh(script: &str) -> RunningExpert {
-        let child = Command::new("/bin/sh")
-            .args(["-c", script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let pidfd = open_pidfd(&child);
-        assert!(pidfd.is_some(), "pidfd_open works on this kernel");
-        RunningExpert {
-            expert: Catalogue::builtin().require("bpfland").unwrap().clone(),
-            binary: "/bin/sh".into(),
-            child,
-            pidfd,
-            output: Arc::default(),
-            enable_seq: 0,
-            ejected: false,
-            gate: None,
-        }
+        spawned(Path::new("/bin/sh"), &["-c", script])
+    }
+
+    /// `binary args…` started by [`spawn`] as the supervisor starts an expert when the machine
+    /// is on EEVDF (no gate), at the agent's priority; its pidfd is open.
+    fn spawned(binary: &Path, args: &[&str]) -> RunningExpert {
+        let mut expert = Catalogue::builtin().require("bpfland").unwrap().clone();
+        expert.args = args.iter().map(|a| a.to_string()).collect();
+        let timeout = Duration::from_secs(1);
+        let mut starting = spawn(&expert, binary, Launch::Now, 0, 0, timeout).unwrap();
+        let running = starting.running.take().expect("a start has a process");
+        assert!(running.pidfd.is_some(), "pidfd_open works on this kernel");
+        running
     }
 
     /// A `sleep 30` with the pid of `reaped` (a process already reaped): the kernel is told to
@@ -505,7 +544,9 @@ mod tests {
     /// (`Ok(false)`), and the other process lives. A live expert does get them.
     #[test]
     fn signals_to_a_reaped_expert_reach_no_one_else() {
-        let mut live = running_sh("sleep 30");
+        // `exec`: the expert is `sleep` itself. A `sh` waiting for its child acts on SIGINT
+        // only once the child has ended (here after 30 s, when the signal came after the fork).
+        let mut live = running_sh("exec sleep 30");
         assert!(
             live.signal(Signal::SIGINT).unwrap(),
             "a live expert is signalled"
@@ -574,5 +615,109 @@ mod tests {
             "the control case: a child of an exited thread gets its death signal"
         );
         assert_eq!(kept_status, None, "the spawner's child was killed");
+    }
+
+    /// Set in the process [`an_expert_starts_with_default_signals_whatever_the_agent_inherited`]
+    /// starts, which inherits ignored and blocked signals.
+    const INHERITED_SIGNALS_ENV: &str = "ASA_TEST_SPAWN_WITH_INHERITED_SIGNALS";
+
+    /// `SigIgn` and `SigBlk` of `pid` (/proc/PID/status; bit N-1 is signal N).
+    fn ignored_and_blocked(pid: u32) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let mask = |key: &str| {
+            let hex = status.lines().find_map(|l| l.strip_prefix(key)).unwrap();
+            u64::from_str_radix(hex.trim(), 16).unwrap()
+        };
+        (mask("SigIgn:"), mask("SigBlk:"))
+    }
+
+    /// An agent started by `nohup` or as a script's background job ignores SIGINT (a library may
+    /// also block signals), and `exec` keeps both. An expert it starts must not: it starts with
+    /// every signal at its default and none blocked, so SIGINT stops it. Before, it ignored
+    /// SIGINT too (`trap '' INT; cargo test` failed: `sleep 30` ended with exit code 0). The
+    /// agent is this test binary run again (`INHERITED_SIGNALS_ENV` set) with SIGINT, SIGQUIT
+    /// and SIGHUP ignored and SIGUSR1 blocked, so this test process keeps its own signals.
+    #[test]
+    fn an_expert_starts_with_default_signals_whatever_the_agent_inherited() {
+        if std::env::var_os(INHERITED_SIGNALS_ENV).is_some() {
+            return start_an_expert_with_inherited_signals();
+        }
+        let mut agent = Command::new(std::env::current_exe().unwrap());
+        agent
+            .args([
+                "--exact",
+                "process::tests::an_expert_starts_with_default_signals_whatever_the_agent_inherited",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(INHERITED_SIGNALS_ENV, "1")
+            .stdin(Stdio::null());
+        // SAFETY: async-signal-safe calls in the forked child.
+        unsafe {
+            agent.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+                    libc::signal(signal, libc::SIG_IGN);
+                }
+                let mut usr1: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut usr1);
+                libc::sigaddset(&mut usr1, libc::SIGUSR1);
+                if libc::sigprocmask(libc::SIG_BLOCK, &usr1, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = agent.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // libtest prints `test NAME ... ` before the test's own output, on the same line.
+        let after = |marker: &str| {
+            stdout
+                .lines()
+                .find_map(|l| Some(l.split_once(marker)?.1.trim().to_owned()))
+                .unwrap_or_else(|| panic!("no {marker:?} in the agent's output:\n{stdout}"))
+        };
+        let bit = |signal: libc::c_int| 1u64 << (signal - 1);
+        let inherited: Vec<u64> = after("agent masks:")
+            .split_whitespace()
+            .map(|m| u64::from_str_radix(m, 16).unwrap())
+            .collect();
+        assert!(
+            inherited[0] & bit(libc::SIGINT) != 0 && inherited[1] & bit(libc::SIGUSR1) != 0,
+            "the control case: the agent ignores SIGINT and blocks SIGUSR1 ({inherited:x?})"
+        );
+        assert_eq!(
+            after("expert masks:"),
+            "0000000000000000 0000000000000000",
+            "SigIgn and SigBlk of the expert"
+        );
+        assert_eq!(after("expert after SIGINT:"), "killed by SIGINT");
+    }
+
+    /// The agent's role in [`an_expert_starts_with_default_signals_whatever_the_agent_inherited`]:
+    /// start `sleep 30` as an expert, print its signal masks and how SIGINT ends it.
+    fn start_an_expert_with_inherited_signals() {
+        let (ignored, blocked) = ignored_and_blocked(std::process::id());
+        println!("agent masks: {ignored:016x} {blocked:016x}");
+        let mut expert = spawned(Path::new("sleep"), &["30"]);
+        let (ignored, blocked) = ignored_and_blocked(expert.child.id());
+        println!("expert masks: {ignored:016x} {blocked:016x}");
+        assert!(expert.signal(Signal::SIGINT).unwrap());
+        let t0 = Instant::now();
+        let ended = loop {
+            if let Some(status) = expert.child.try_wait().unwrap() {
+                break describe_status(status);
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                expert.kill_and_reap();
+                break "still running 5 s after SIGINT".to_owned();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        println!("expert after SIGINT: {ended}");
     }
 }
