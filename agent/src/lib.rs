@@ -14,7 +14,6 @@ pub mod control;
 pub mod daemon;
 pub mod dbus;
 pub mod decision;
-pub mod decision_log;
 pub mod memory;
 pub mod perception;
 pub mod sd_notify;

@@ -98,7 +98,7 @@ enum Command {
     },
     /// Run the agent daemon: every tick perception -> classifier -> vote -> mapping -> switch;
     /// serves the control socket (`asa pin` overrides, `asa unpin` hands back).
-    Run(asa_agent::daemon::RunArgs),
+    Run(asa_agent::daemon::settings::RunArgs),
     /// Serve scx_loader's D-Bus interface (org.scx.Loader on the system bus) for an agent that
     /// runs without --dbus (`asa run`, or a foreground `asa pin`): each call becomes a request
     /// on the control socket, so `scxctl` drives that agent. Runs until SIGINT/SIGTERM; fails
@@ -305,7 +305,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn daemon(cli: &Cli, args: &asa_agent::daemon::RunArgs) -> Result<ExitCode> {
+fn daemon(cli: &Cli, args: &asa_agent::daemon::settings::RunArgs) -> Result<ExitCode> {
     let stop = stop_on_signals()?;
     let ctx = asa_agent::daemon::DaemonContext {
         socket: cli.socket.clone(),

@@ -1,10 +1,12 @@
-//! The decision engine of `asa run`: one tick = perception sample → classifier → Algorithm 1
-//! vote → policy, timed, as a [`TickRecord`] (the decision record plus what became of it).
+//! The decision engine of `asa run`: one tick's feature vector (perception's [`Sample`]) →
+//! classifier → Algorithm 1 vote → policy, timed, as a [`TickRecord`] (the decision record plus
+//! what became of it). The daemon's tick pipeline samples and hands the vector down; the engine
+//! never reads the machine.
 //!
 //! Everything is loaded and checked in [`DecisionEngine::load`] before the daemon touches the
-//! scheduler: the feature schema, ONNX Runtime, the model (its schema must equal the live one),
-//! the mapping table (its classes must be the model's, its experts the catalogue's). A bad
-//! model is one clear error at start, and nothing is switched.
+//! scheduler: ONNX Runtime, the model (its schema must equal the live one, which the caller
+//! passes), the mapping table (its classes must be the model's, its experts the catalogue's). A
+//! bad model is one clear error at start, and nothing is switched.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use super::classifier::{ModelInfo, OrtRuntime, WorkloadClassifier};
 use super::policy::{DecisionRecord, Policy, PolicyConfig};
-use crate::perception::{BpfMode, Sampler, SchemaFile};
+use crate::perception::schema::FeatureSchema;
+use crate::perception::Sample;
 
 /// What became of a tick's decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,19 +38,6 @@ pub enum Outcome {
     /// The policy said switch and the switch failed (`detail` says why; the old expert, or
     /// EEVDF, runs).
     SwitchFailed,
-}
-
-/// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Per-tick cost in microseconds (wall clock on the decision thread).
@@ -140,45 +130,34 @@ pub struct EngineSources {
     pub model: PathBuf,
     /// The mapping table (None: the built-in mapping/default.toml).
     pub mapping: Option<PathBuf>,
-    /// The feature schema (None: the built-in agent/feature_schema.toml).
-    pub schema: Option<PathBuf>,
     /// `libonnxruntime.so` (None: `ORT_DYLIB_PATH`, then the project cache).
     pub onnxruntime: Option<PathBuf>,
-    /// Load no BPF probe.
-    pub no_bpf: bool,
 }
 
-/// Sampler + classifier + policy.
+/// Classifier + policy.
 pub struct DecisionEngine {
-    sampler: Sampler,
     classifier: WorkloadClassifier,
     policy: Policy,
     info: EngineInfo,
-    /// The schema's feature names, when every tick's record carries its feature vector.
-    feature_log: Option<Vec<String>>,
 }
 
 impl DecisionEngine {
-    /// Loads and checks everything (see the module doc). `current_expert` is what runs now.
+    /// Loads and checks everything (see the module doc). `live` is the feature schema the
+    /// samples will follow; `current_expert` is what runs now.
     pub fn load(
         sources: &EngineSources,
+        live: &FeatureSchema,
         catalogue: &Catalogue,
         config: PolicyConfig,
         interval: Duration,
         dry_run: bool,
         current_expert: &str,
     ) -> Result<Self> {
-        let schema = match &sources.schema {
-            Some(path) => SchemaFile::load(path)?,
-            None => SchemaFile::builtin().context("the built-in feature schema")?,
-        };
         // Each start-up phase faults in code it alone runs (ONNX Runtime's registries above
         // all); releasing it between phases keeps it out of the peak RSS (crate::memory).
-        crate::memory::release_after("reading the configuration");
         let runtime = OrtRuntime::load(sources.onnxruntime.as_deref())?;
         crate::memory::release_after("loading ONNX Runtime");
-        let classifier =
-            WorkloadClassifier::load(runtime, &sources.model, &schema.to_feature_schema())?;
+        let classifier = WorkloadClassifier::load(runtime, &sources.model, live)?;
         crate::memory::release_after("loading the model");
         if !classifier.info().ignored_features.is_empty() {
             log::info!(
@@ -242,20 +221,6 @@ impl DecisionEngine {
                 "no ranked expert is installed for classes {not_usable:?} (see `asa experts`): the agent keeps the current expert for them"
             );
         }
-        // The sampler last: its first sample() covers the interval since here.
-        let mode = if sources.no_bpf {
-            BpfMode::Off
-        } else {
-            BpfMode::Auto
-        };
-        let sampler = Sampler::new(schema, mode)?;
-        crate::memory::release_after("loading the sampler");
-        if !sampler.bpf_active() {
-            log::warn!(
-                "the BPF scheduler features are missing ({}): they are NaN for the classifier, which was trained with them; expect lower accuracy",
-                sampler.bpf_unavailable_reason().unwrap_or("unavailable")
-            );
-        }
         let info = EngineInfo {
             model: sources.model.clone(),
             model_info: classifier.info().clone(),
@@ -263,29 +228,23 @@ impl DecisionEngine {
             class_experts,
             overall_best: policy.overall_best().map(str::to_string),
             interval_ms: interval.as_millis() as u64,
-            bpf: sampler.bpf_active(),
+            // Perception's to say, once its sampler is up (DecisionEngine::set_bpf).
+            bpf: false,
             policy: config,
             dry_run,
             default_expert: policy.fallback_expert().map(str::to_string),
         };
         Ok(Self {
-            sampler,
             classifier,
             policy,
             info,
-            feature_log: None,
         })
     }
 
-    /// Every tick's record carries the feature vector by name (`asa run --log-features`).
-    pub fn log_features(&mut self, on: bool) {
-        self.feature_log = on.then(|| self.sampler.schema().names());
-    }
-
-    /// Processes the perception leaves out of the per-process features from the next tick on
-    /// (the agent's hot-standby experts), in place of the previous call's.
-    pub fn ignore_processes(&mut self, pids: impl IntoIterator<Item = i32>) {
-        self.sampler.ignore_processes(pids);
+    /// Whether perception measures the BPF features, for [`EngineInfo::bpf`] (the caller
+    /// knows once its sampler is up, which it starts after the engine).
+    pub fn set_bpf(&mut self, measured: bool) {
+        self.info.bpf = measured;
     }
 
     /// The engine's settings.
@@ -303,12 +262,12 @@ impl DecisionEngine {
         &mut self.policy
     }
 
-    /// One tick at `now` (monotonic, since any fixed origin). The outcome is [`Outcome::Stay`]
-    /// or, when the policy says switch, [`Outcome::Switched`] until the caller says otherwise.
-    pub fn tick(&mut self, now: Duration) -> Result<TickRecord> {
-        let t0 = Instant::now();
-        let cpu0 = thread_cpu_time();
-        let sample = self.sampler.sample().context("perception sample")?;
+    /// Decides on one tick's `sample` at `now` (monotonic, since any fixed origin): classifier,
+    /// vote, policy. The outcome is [`Outcome::Stay`] or, when the policy says switch,
+    /// [`Outcome::Switched`] until the caller says otherwise. The record's cost holds inference
+    /// and decision; perception's part, the thread's CPU time and the feature vector are the
+    /// caller's to fill in.
+    pub fn decide(&mut self, now: Duration, sample: &Sample) -> Result<TickRecord> {
         let t1 = Instant::now();
         let features = sample.to_f32();
         let probabilities = self.classifier.predict(&features)?;
@@ -328,19 +287,11 @@ impl DecisionEngine {
             unix_ms: sample.unix_ms,
             missing_features: sample.missing.iter().filter(|m| **m).count(),
             cost: TickCost {
-                sample_us: us(t0, t1),
                 infer_us: us(t1, t2),
                 decide_us: us(t2, t3),
-                perception: self.sampler.last_cost(),
-                cpu_us: (thread_cpu_time() - cpu0).as_secs_f64() * 1e6,
+                ..TickCost::default()
             },
-            features: self.feature_log.as_ref().map(|names| {
-                names
-                    .iter()
-                    .zip(&sample.values)
-                    .map(|(name, &v)| (name.clone(), v.is_finite().then_some(v)))
-                    .collect()
-            }),
+            features: None,
         })
     }
 }
