@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context, Result};
 use asa_agent::action::controller::{Controller, StandbySettings, JOB_TIMEOUT};
 use asa_agent::action::switch_bench;
-use asa_agent::control::{self, AgentStatus, Request, Response};
+use asa_agent::control::{self, client, expert_stats, server, AgentStatus, Request, Response};
 use asa_agent::decision::standby::StandbyBounds;
 use asa_agent::stop::Stop;
 use asa_experts::supervisor::unix_ms;
@@ -207,7 +207,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Unpin => {
-            let resp = control::request(&cli.socket, &Request::Unpin, CLIENT_JOB_WAIT)?
+            let resp = client::request(&cli.socket, &Request::Unpin, CLIENT_JOB_WAIT)?
                 .context("no agent is running (`asa run`); nothing is pinned")?;
             print_response(&resp)
         }
@@ -262,7 +262,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
     if !target.is_kernel_default() {
         locate_binary(target)?;
     }
-    if let Some(resp) = control::request(
+    if let Some(resp) = client::request(
         &cli.socket,
         &Request::Pin {
             expert: expert.to_owned(),
@@ -275,7 +275,7 @@ fn pin(cli: &Cli, expert: &str) -> Result<ExitCode> {
     let scx = SchedExt::system()?;
     let stop = stop_on_signals()?;
     let supervisor = Supervisor::new(cat, scx, supervisor_config(cli))?;
-    let listener = control::bind(&cli.socket)?;
+    let listener = server::bind(&cli.socket)?;
     let mut controller = Controller::new(
         supervisor,
         "foreground",
@@ -327,7 +327,7 @@ fn dbus(cli: &Cli) -> Result<ExitCode> {
             Request::Status => Duration::from_secs(10),
             _ => Duration::from_secs(300),
         };
-        match control::request(&socket, &request, timeout) {
+        match client::request(&socket, &request, timeout) {
             Ok(Some(response)) => response,
             Ok(None) => control::refusal(format!(
                 "no agent is running (`asa run`): nothing answers on {}",
@@ -378,7 +378,7 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
     let mut polls = 0;
     loop {
         let asked = Instant::now();
-        let answer = control::request(&cli.socket, &Request::Status, Duration::from_secs(10))?;
+        let answer = client::request(&cli.socket, &Request::Status, Duration::from_secs(10))?;
         let answered_in = asked.elapsed();
         let agent = match answer {
             // An agent that refuses (busy: every connection answers a request) is no absent
@@ -415,7 +415,7 @@ fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 print_status(agent.as_ref());
-                for line in stats.iter().flat_map(control::format_expert_stats) {
+                for line in stats.iter().flat_map(expert_stats::format_expert_stats) {
                     println!("{line}");
                 }
             }
@@ -439,7 +439,7 @@ fn active_expert_stats(
     catalogue: &Catalogue,
     agent: Option<&AgentStatus>,
     kernel: Option<&asa_experts::ScxSnapshot>,
-) -> Option<control::ExpertStats> {
+) -> Option<expert_stats::ExpertStats> {
     let (expert, since) = match agent {
         Some(st) => (
             catalogue.get(&st.active.expert)?,
@@ -447,7 +447,7 @@ fn active_expert_stats(
         ),
         None => (catalogue.by_ops(kernel?.ops.as_deref()?)?, None),
     };
-    control::read_expert_stats(expert, since)
+    expert_stats::read_expert_stats(expert, since)
 }
 
 fn ago(at_unix_ms: u64) -> String {

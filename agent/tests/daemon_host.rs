@@ -445,8 +445,9 @@ fn threads_named(pid: u32, name: &str) -> usize {
 /// refused after 64 KiB without the agent's memory growing.
 #[test]
 fn control_socket_serves_status_past_a_flood_of_silent_clients_and_refuses_a_64_mib_line() {
-    use asa_agent::control::MAX_CONNECTION_THREADS;
-    use std::io::{BufRead, BufReader, Write};
+    use asa_agent::control::client::flood_one_line;
+    use asa_agent::control::server::MAX_CONNECTION_THREADS;
+    use std::io::{BufRead, BufReader};
     use std::os::unix::net::UnixStream;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
@@ -456,7 +457,7 @@ fn control_socket_serves_status_past_a_flood_of_silent_clients_and_refuses_a_64_
         .spawn()
         .unwrap();
     let status = |timeout: Duration| {
-        asa_agent::control::request(&socket, &asa_agent::control::Request::Status, timeout)
+        asa_agent::control::client::request(&socket, &asa_agent::control::Request::Status, timeout)
     };
     let t0 = Instant::now();
     while !matches!(status(Duration::from_secs(5)), Ok(Some(r)) if r.status.as_ref().unwrap().mode == "dry-run")
@@ -506,18 +507,7 @@ fn control_socket_serves_status_past_a_flood_of_silent_clients_and_refuses_a_64_
     // 64 MiB in one line, as fast as the socket takes it.
     let rss_before = rss_kib(child.id());
     let stream = UnixStream::connect(&socket).unwrap();
-    let writer = stream.try_clone().unwrap();
-    let flood = std::thread::spawn(move || {
-        let block = vec![b'{'; 1 << 20];
-        let mut sent = 0usize;
-        for _ in 0..64 {
-            match (&writer).write_all(&block) {
-                Ok(()) => sent += block.len(),
-                Err(_) => break,
-            }
-        }
-        sent
-    });
+    let flood = flood_one_line(stream.try_clone().unwrap(), b'{');
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -639,7 +629,7 @@ fn a_full_decision_log_disk_loses_lines_not_the_agent() {
             t0.elapsed() < Duration::from_secs(60),
             "the agent did not stop"
         );
-        let status = asa_agent::control::request(
+        let status = asa_agent::control::client::request(
             &socket,
             &asa_agent::control::Request::Status,
             Duration::from_secs(2),
@@ -697,7 +687,7 @@ fn open_fifo_when_read(path: &Path, within: Duration) -> std::fs::File {
 /// loads), a pin is refused saying why, and once the table arrives the agent decides.
 #[test]
 fn a_starting_agent_answers_status_while_it_loads_the_classifier() {
-    use asa_agent::control::{request, Request};
+    use asa_agent::control::{client::request, Request};
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     let mapping = dir.path().join("mapping.toml");
@@ -770,7 +760,7 @@ fn a_starting_agent_answers_status_while_it_loads_the_classifier() {
 /// removed, and nothing was attached (it fails before sched_ext is looked at).
 #[test]
 fn a_starting_agent_that_fails_to_load_is_one_error_and_leaves_no_socket() {
-    use asa_agent::control::{request, Request};
+    use asa_agent::control::{client::request, Request};
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("control.sock");
     let mapping = dir.path().join("mapping.toml");

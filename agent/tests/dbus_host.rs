@@ -3,7 +3,7 @@
 //! --dbus`), and the real `scxctl` (the pinned version, from the project cache) driving it.
 //!
 //! The agent behind `asa dbus` is a fake that speaks the control protocol on a socket
-//! (`control::serve`, as `asa run` does): the real controller needs sched_ext, and what is
+//! (`control::server::serve`, as `asa run` does): the real controller needs sched_ext, and what is
 //! tested here is the mapping of scx_loader's calls to control requests, and that `asa status`
 //! (asking the same agent) agrees with what scxctl reports. The VM test (vm_dbus.rs) drives
 //! the real agent.
@@ -157,8 +157,8 @@ impl FakeAgent {
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let shared = state.clone();
-        let server = control::serve(
-            control::bind(socket).unwrap(),
+        let server = control::server::serve(
+            control::server::bind(socket).unwrap(),
             stop.clone(),
             move |request| {
                 let slow = match &request {
@@ -210,7 +210,7 @@ impl FakeAgent {
 impl Drop for FakeAgent {
     fn drop(&mut self) {
         if let Some(server) = self.server.take() {
-            control::stop_serving(&self.socket, &self.stop, server);
+            control::server::stop_serving(&self.socket, &self.stop, server);
         }
     }
 }

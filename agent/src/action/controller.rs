@@ -26,7 +26,7 @@ use asa_experts::supervisor::unix_ms;
 use asa_experts::{Catalogue, SchedExt, Supervisor, SupervisorEvent, SwitchError, EEVDF};
 use log::{info, warn};
 
-use crate::control::{self, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
+use crate::control::{self, server, AgentStatus, DecisionStatus, Request, Response, TimedEvent};
 use crate::decision::standby::{wanted_standby, StandbyBounds};
 
 /// How often the standbys' resident memory is read for the pool's memory budget.
@@ -521,12 +521,12 @@ impl ControllerHandle {
         self.submit(JobKind::Decide(expert.to_owned()), JOB_TIMEOUT)
     }
 
-    /// Serve `listener` on a background thread with the bounds of [`control::serve`] (a line
+    /// Serve `listener` on a background thread with the bounds of [`server::serve`] (a line
     /// of at most 64 KiB within 5 s, at most 32 connections at once, a new one evicting the one
     /// that has waited longest for its request), root (or the agent's own user) only, for the
     /// life of the process.
     pub fn serve(self, listener: UnixListener) {
-        control::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
+        server::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
             self.answer(request)
         });
     }
@@ -539,6 +539,7 @@ fn failure(error: String) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::client;
     use asa_experts::Active;
     use std::os::unix::net::UnixStream;
 
@@ -664,7 +665,7 @@ mod tests {
         ));
     }
 
-    /// The controller's socket is the bounded server (`control::serve`): a flood of clients
+    /// The controller's socket is the bounded server (`server::serve`): a flood of clients
     /// that connect and say nothing, more than its connections and threads, does not keep
     /// `status` out (answered at once, from the snapshot), and the flood's oldest client is
     /// told it was evicted (an unbounded server would have started a thread for each).
@@ -674,12 +675,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("control.sock");
         let (handle, _queue) = handle();
-        handle.serve(control::bind(&path).unwrap());
-        let flood: Vec<UnixStream> = (0..control::MAX_CONNECTION_THREADS + 1)
+        handle.serve(server::bind(&path).unwrap());
+        let flood: Vec<UnixStream> = (0..server::MAX_CONNECTION_THREADS + 1)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
         let t0 = Instant::now();
-        let status = control::request(&path, &Request::Status, Duration::from_secs(10))
+        let status = client::request(&path, &Request::Status, Duration::from_secs(10))
             .unwrap()
             .unwrap();
         assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());

@@ -11,7 +11,7 @@ use anyhow::Result;
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{Active, Catalogue, SchedExt};
 
-use crate::control::{self, AgentLink, AgentStatus, Request, Response};
+use crate::control::{self, server, AgentLink, AgentStatus, Request, Response};
 
 /// What `asa status` says while the agent loads what its decisions need.
 pub const STARTING_NOTE: &str = "starting: loading the classifier model (ONNX Runtime, the model, the mapping table); nothing is switched until it is loaded";
@@ -31,11 +31,11 @@ pub(super) struct ControlSocket {
 
 impl ControlSocket {
     /// Binds `path` (refused while another agent serves it) and serves it, answered by `link`,
-    /// with the bounds of [`control::serve`], for the life of the process.
+    /// with the bounds of [`server::serve`], for the life of the process.
     pub(super) fn serve(path: &Path, link: AgentLink) -> Result<Self> {
-        let listener = control::bind(path)?;
+        let listener = server::bind(path)?;
         let answer = link.clone();
-        control::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
+        server::serve(listener, Arc::new(AtomicBool::new(false)), move |request| {
             answer.ask(request)
         });
         Ok(Self {

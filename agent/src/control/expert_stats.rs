@@ -1,0 +1,172 @@
+//! The statistics an expert keeps in its catalogue `stats_file`, read for `asa status`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The statistics an expert keeps in its catalogue `stats_file` (scx_gru:
+/// `/run/scx_gru/stats.json`), as `asa status` shows them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExpertStats {
+    /// The expert (catalogue name).
+    pub expert: String,
+    /// The file read.
+    pub file: PathBuf,
+    /// Seconds since the file was last written.
+    pub age_s: Option<f64>,
+    /// False when the file was written before the expert last started (a previous run's
+    /// numbers, or the new run has not written yet).
+    pub current: bool,
+    /// The file's JSON object; None when it could not be read (see `error`).
+    pub stats: Option<serde_json::Value>,
+    /// Why the file could not be read.
+    pub error: Option<String>,
+}
+
+/// Read `expert`'s stats file, if the catalogue declares one. `since_unix_ms` is when the
+/// expert started (from the agent), to tell this run's numbers from an earlier run's.
+pub fn read_expert_stats(
+    expert: &asa_experts::Expert,
+    since_unix_ms: Option<u64>,
+) -> Option<ExpertStats> {
+    let file = expert.stats_file.clone()?;
+    let mut out = ExpertStats {
+        expert: expert.name.clone(),
+        file: file.clone(),
+        age_s: None,
+        current: false,
+        stats: None,
+        error: None,
+    };
+    let read = || -> Result<(std::time::SystemTime, serde_json::Value)> {
+        let modified = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .with_context(|| format!("reading {}", file.display()))?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", file.display()))?;
+        if !value.get("schema").is_some_and(|s| s.is_string()) {
+            bail!("{} has no \"schema\" key", file.display());
+        }
+        Ok((modified, value))
+    };
+    match read() {
+        Ok((modified, value)) => {
+            let now = std::time::SystemTime::now();
+            out.age_s = Some(
+                now.duration_since(modified)
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+            );
+            let modified_ms = asa_experts::supervisor::unix_ms(modified);
+            out.current = since_unix_ms.is_none_or(|since| modified_ms >= since);
+            out.stats = Some(value);
+        }
+        Err(e) => out.error = Some(format!("{e:#}")),
+    }
+    Some(out)
+}
+
+/// `key=value` for every number, string or boolean in a JSON object (nested objects are
+/// skipped; [`format_expert_stats`] prints them on their own lines).
+fn scalar_fields(object: &serde_json::Map<String, serde_json::Value>) -> String {
+    object
+        .iter()
+        .filter_map(|(k, v)| match v {
+            serde_json::Value::Number(n) => Some(format!("{k}={n}")),
+            serde_json::Value::String(s) => Some(format!("{k}={s}")),
+            serde_json::Value::Bool(b) => Some(format!("{k}={b}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The lines `asa status` prints for an expert's stats.
+pub fn format_expert_stats(s: &ExpertStats) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Some(serde_json::Value::Object(obj)) = &s.stats else {
+        lines.push(format!(
+            "expert stats: {}: {}",
+            s.expert,
+            s.error.as_deref().unwrap_or("not a JSON object")
+        ));
+        return lines;
+    };
+    lines.push(format!(
+        "expert stats: {} ({}, written {:.1} s ago{})",
+        s.expert,
+        s.file.display(),
+        s.age_s.unwrap_or(f64::NAN),
+        if s.current {
+            ""
+        } else {
+            ", BEFORE the expert started: not this run's numbers"
+        }
+    ));
+    lines.push(format!("              {}", scalar_fields(obj)));
+    for (k, v) in obj {
+        if let serde_json::Value::Object(inner) = v {
+            lines.push(format!("              {k}: {}", scalar_fields(inner)));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expert_stats_are_read_and_dated() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stats.json");
+        let mut gru = asa_experts::Catalogue::builtin()
+            .get("gru")
+            .unwrap()
+            .clone();
+        gru.stats_file = Some(file.clone());
+        // No file yet: an error that names it.
+        let missing = read_expert_stats(&gru, None).unwrap();
+        assert!(missing.stats.is_none());
+        assert!(missing.error.unwrap().contains("stats.json"));
+        std::fs::write(
+            &file,
+            r#"{"schema":"asa.gru-stats","mode":"model","predictions_applied":12,
+               "user":{"inferences":5,"inference_us_p99":40.5},"bpf":{"nr_events":7}}"#,
+        )
+        .unwrap();
+        let now = asa_experts::supervisor::unix_ms(std::time::SystemTime::now());
+        let s = read_expert_stats(&gru, Some(now - 60_000)).unwrap();
+        assert!(s.current, "{s:?}");
+        assert_eq!(s.stats.as_ref().unwrap()["predictions_applied"], 12);
+        let text = format_expert_stats(&s).join("\n");
+        assert!(text.contains("mode=model predictions_applied=12"), "{text}");
+        assert!(
+            text.contains("user: inference_us_p99=40.5 inferences=5"),
+            "{text}"
+        );
+        assert!(text.contains("bpf: nr_events=7"), "{text}");
+        // Written before the expert started: flagged.
+        let old = read_expert_stats(&gru, Some(now + 60_000)).unwrap();
+        assert!(!old.current);
+        assert!(format_expert_stats(&old)
+            .join("\n")
+            .contains("not this run's numbers"));
+        // Not a stats file.
+        std::fs::write(&file, "[1, 2]").unwrap();
+        assert!(read_expert_stats(&gru, None)
+            .unwrap()
+            .error
+            .unwrap()
+            .contains("no \"schema\""));
+        // Experts without a stats file have none.
+        let bpfland = asa_experts::Catalogue::builtin()
+            .get("bpfland")
+            .unwrap()
+            .clone();
+        assert!(read_expert_stats(&bpfland, None).is_none());
+    }
+}
