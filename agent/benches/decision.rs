@@ -10,7 +10,7 @@
 //! classifier/.venv (classifier/setup.sh); without it part 1 is skipped with a message.
 //! Run: `cargo bench -p asa-agent --bench decision`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use asa_agent::decision::classifier::{OrtRuntime, WorkloadClassifier};
@@ -50,25 +50,6 @@ impl Rng {
     }
 }
 
-fn ort_library() -> Option<PathBuf> {
-    if let Some(path) = asa_agent::decision::classifier::find_ort_library() {
-        return Some(path);
-    }
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
-    std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
-        let capi = python.path().join("site-packages/onnxruntime/capi");
-        std::fs::read_dir(capi)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("libonnxruntime.so."))
-            })
-    })
-}
-
 /// Loads `model` with the schema its metadata declares and times `rounds` single-row predictions.
 fn bench_model(runtime: &OrtRuntime, model: &Path, label: &str, rounds: usize) {
     let schema = WorkloadClassifier::read_model_info(runtime, model)
@@ -102,7 +83,7 @@ fn bench_model(runtime: &OrtRuntime, model: &Path, label: &str, rounds: usize) {
 }
 
 fn bench_inference(rounds: usize) {
-    let Some(library) = ort_library() else {
+    let Some(library) = asa_agent::decision::classifier::source_tree_ort_library() else {
         println!(
             "inference: skipped (no ONNX Runtime: run classifier/setup.sh or set ORT_DYLIB_PATH)"
         );

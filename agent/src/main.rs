@@ -1,16 +1,20 @@
-//! `asa`: the adaptive scheduling agent's command line.
+//! `asa`: the adaptive scheduling agent's command line: the subcommands wired to the library
+//! (`asa status`'s client and its printing are in `cli/status.rs`).
+
+mod cli {
+    pub mod status;
+}
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_agent::action::controller::{Controller, StandbySettings, JOB_TIMEOUT};
 use asa_agent::action::switch_bench;
-use asa_agent::control::{self, client, expert_stats, server, AgentStatus, Request, Response};
+use asa_agent::control::{self, client, server, Request, Response};
 use asa_agent::decision::standby::StandbyBounds;
 use asa_agent::stop::Stop;
-use asa_experts::supervisor::unix_ms;
 use asa_experts::{locate_binary, Catalogue, SchedExt, Supervisor, SupervisorConfig};
 use clap::{Parser, Subcommand};
 
@@ -82,20 +86,7 @@ enum Command {
     /// Hand the choice back to the agent (`asa run` only).
     Unpin,
     /// Show the kernel's scheduler and what the agent believes and did.
-    Status {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// Wait until the agent is up (not starting), reports this expert active and the kernel
-        /// agrees. Polls the agent after 0.1, 0.2, 0.4, 0.8 s and then once a second: each poll
-        /// is a thread and a status snapshot in the agent, which the agent's own perception
-        /// counts (ten polls a second made an idle lab VM look busy to the classifier).
-        #[arg(long)]
-        wait_for: Option<String>,
-        /// Seconds to wait with --wait-for.
-        #[arg(long, default_value_t = 90)]
-        timeout: u64,
-    },
+    Status(cli::status::StatusArgs),
     /// Run the agent daemon: every tick perception -> classifier -> vote -> mapping -> switch;
     /// serves the control socket (`asa pin` overrides, `asa unpin` hands back).
     Run(asa_agent::daemon::settings::RunArgs),
@@ -211,11 +202,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .context("no agent is running (`asa run`); nothing is pinned")?;
             print_response(&resp)
         }
-        Command::Status {
-            json,
-            wait_for,
-            timeout,
-        } => status(&cli, *json, wait_for.as_deref(), *timeout),
+        Command::Status(args) => cli::status::run(args, &cli.socket, || catalogue(&cli)),
         Command::Run(args) => daemon(&cli, args),
         Command::Dbus => dbus(&cli),
         Command::Experts => {
@@ -364,314 +351,5 @@ fn print_response(resp: &Response) -> Result<ExitCode> {
     } else {
         eprintln!("asa: error: {}", resp.error.as_deref().unwrap_or("failed"));
         Ok(ExitCode::FAILURE)
-    }
-}
-
-/// The pause before poll number `n` (from 0) of `asa status --wait-for`: 100 ms, doubling, at
-/// most a second.
-fn wait_poll_interval(n: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << n.min(4)).min(1000))
-}
-
-fn status(cli: &Cli, json: bool, wait_for: Option<&str>, timeout: u64) -> Result<ExitCode> {
-    let t0 = Instant::now();
-    let mut polls = 0;
-    loop {
-        let asked = Instant::now();
-        let answer = client::request(&cli.socket, &Request::Status, Duration::from_secs(10))?;
-        let answered_in = asked.elapsed();
-        let agent = match answer {
-            // An agent that refuses (busy: every connection answers a request) is no absent
-            // agent: say so, or ask again while waiting.
-            Some(r) if !r.ok && wait_for.is_none() => bail!(
-                "the agent did not answer: {}",
-                r.error.as_deref().unwrap_or("no reason given")
-            ),
-            Some(r) => r.status,
-            None => None,
-        };
-        let done = match (wait_for, &agent) {
-            (None, _) => true,
-            // A starting agent runs nothing yet (it reports the kernel's own scheduler): wait
-            // for it to be up.
-            (Some(want), Some(st)) => {
-                st.mode != "starting" && st.active.expert == want && st.consistent == Some(true)
-            }
-            (Some(_), None) => false,
-        };
-        if done || t0.elapsed() > Duration::from_secs(timeout) {
-            let kernel = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT)
-                .snapshot()
-                .ok();
-            let stats = active_expert_stats(&catalogue(cli)?, agent.as_ref(), kernel.as_ref());
-            if json {
-                let out = serde_json::json!({
-                    "agent": agent,
-                    "kernel": kernel,
-                    "expert_stats": stats,
-                    // Connect to answer, this process's start-up left out.
-                    "answered_in_ms": agent.as_ref().map(|_| answered_in.as_secs_f64() * 1e3),
-                });
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                print_status(agent.as_ref());
-                for line in stats.iter().flat_map(expert_stats::format_expert_stats) {
-                    println!("{line}");
-                }
-            }
-            if !done {
-                eprintln!(
-                    "asa: error: the agent did not report {} within {timeout} s",
-                    wait_for.unwrap_or_default()
-                );
-                return Ok(ExitCode::FAILURE);
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        std::thread::sleep(wait_poll_interval(polls));
-        polls += 1;
-    }
-}
-
-/// The stats file of the expert that runs (the agent's view, else the kernel's ops name), when
-/// the catalogue declares one.
-fn active_expert_stats(
-    catalogue: &Catalogue,
-    agent: Option<&AgentStatus>,
-    kernel: Option<&asa_experts::ScxSnapshot>,
-) -> Option<expert_stats::ExpertStats> {
-    let (expert, since) = match agent {
-        Some(st) => (
-            catalogue.get(&st.active.expert)?,
-            Some(st.active.since_unix_ms),
-        ),
-        None => (catalogue.by_ops(kernel?.ops.as_deref()?)?, None),
-    };
-    expert_stats::read_expert_stats(expert, since)
-}
-
-fn ago(at_unix_ms: u64) -> String {
-    let now = unix_ms(SystemTime::now());
-    format!(
-        "{:.1} s ago",
-        now.saturating_sub(at_unix_ms) as f64 / 1000.0
-    )
-}
-
-fn print_status(agent: Option<&AgentStatus>) {
-    let scx = SchedExt::at(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT);
-    match scx.check_present().and_then(|_| scx.snapshot()) {
-        Ok(k) => {
-            println!(
-                "kernel:      sched_ext {}{} (enable_seq {}, nr_rejected {})",
-                k.state,
-                k.ops
-                    .as_deref()
-                    .map(|o| format!(", ops {o}"))
-                    .unwrap_or_default(),
-                k.enable_seq,
-                k.nr_rejected.map(|n| n.to_string()).unwrap_or("?".into())
-            );
-            let events: Vec<String> = k
-                .events
-                .iter()
-                .filter(|(_, v)| **v != 0)
-                .map(|(name, v)| format!("{}={v}", name.trim_start_matches("SCX_EV_")))
-                .collect();
-            if !events.is_empty() {
-                println!("events:      {}", events.join(" "));
-            }
-        }
-        Err(e) => println!("kernel:      {e:#}"),
-    }
-    let Some(st) = agent else {
-        println!("agent:       not running (the kernel default runs unless another tool attached a scheduler)");
-        return;
-    };
-    println!(
-        "agent:       {} (pid {}){}",
-        st.mode,
-        st.pid,
-        st.pinned
-            .as_ref()
-            .map(|p| format!(", pinned {p}"))
-            .unwrap_or_default()
-    );
-    println!(
-        "active:      {}{} since {}",
-        st.active.expert,
-        st.active
-            .pid
-            .map(|p| format!(" (pid {p})"))
-            .unwrap_or_default(),
-        ago(st.active.since_unix_ms)
-    );
-    if let Some(to) = &st.switching_to {
-        println!("switching:   to {to}");
-    }
-    if let Some(s) = &st.last_switch {
-        let f = |v: Option<f64>| v.map(|v| format!("{v:.0} ms")).unwrap_or("-".into());
-        println!(
-            "last switch: {} -> {} in {:.0} ms (new loaded while old ran {}, stop {}, start {}, EEVDF gap {}), {}",
-            s.from,
-            s.to,
-            s.total_ms,
-            f(s.prepare_ms),
-            f(s.stop_ms),
-            f(s.start_ms),
-            f(s.eevdf_gap_ms),
-            ago(s.at_unix_ms)
-        );
-    }
-    if let Some(e) = &st.last_event {
-        println!("last event:  {} ({})", e.message, ago(e.at_unix_ms));
-    }
-    if let Some(e) = &st.last_error {
-        println!("last error:  {} ({})", e.message, ago(e.at_unix_ms));
-    }
-    // A starting agent has no pool yet (its settings apply once it is up).
-    if st.mode != "starting" {
-        print_standby(&st.standby);
-    }
-    if let Some(d) = &st.decision {
-        print_decision(d);
-    }
-    println!("note:        {}", st.note);
-    match st.consistent {
-        Some(true) => println!("consistent:  yes (the kernel runs what the agent believes)"),
-        Some(false) => println!("consistent:  NO (the kernel disagrees with the agent)"),
-        None if st.mode == "dry-run" => println!("consistent:  (dry run: nothing is switched)"),
-        None if st.mode == "waiting" => {
-            println!("consistent:  (waiting: another tool's scheduler runs, see the note)")
-        }
-        None if st.mode == "starting" => {
-            println!("consistent:  (starting: the kernel's state is unknown)")
-        }
-        None => println!("consistent:  (switch in progress)"),
-    }
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-fn print_standby(s: &control::StandbyStatus) {
-    if s.max == 0 {
-        println!("standby:     off (--standby 0)");
-        return;
-    }
-    println!(
-        "standby:     {} of at most {} ({}: wanted [{}]), {} (resident + BPF) of {} budget, {} lost",
-        s.experts.len(),
-        s.max,
-        s.source,
-        s.wanted.join(", "),
-        mib(s.memory_kib),
-        mib(s.memory_budget_kib),
-        s.lost
-    );
-    for e in &s.experts {
-        println!(
-            "             {:<8} pid {:<6} {:<7} since {}{}, RSS {}, BPF {}",
-            e.expert,
-            e.pid,
-            e.state.to_string(),
-            ago(e.since_unix_ms),
-            e.load_ms
-                .map(|l| format!(" (loaded in {:.1} s)", l / 1000.0))
-                .unwrap_or_default(),
-            e.rss_kib.map(mib).unwrap_or_else(|| "?".into()),
-            e.bpf_kib.map(mib).unwrap_or_else(|| "?".into())
-        );
-    }
-}
-
-fn print_decision(d: &asa_agent::control::DecisionStatus) {
-    let e = &d.engine;
-    println!(
-        "decision:    {}every {} ms, {} ticks; model {} (trained {}, {} classes), mapping {}{}",
-        if e.dry_run { "DRY RUN, " } else { "" },
-        e.interval_ms,
-        d.ticks,
-        e.model.display(),
-        e.model_info.training_date,
-        e.model_info.class_names.len(),
-        e.mapping,
-        if e.bpf { "" } else { ", no BPF features" }
-    );
-    if let Some(default) = &e.default_expert {
-        println!(
-            "default:     {default} (the table's best over all classes: run at start and after {} unsure ticks)",
-            e.policy.fallback_after_ticks
-        );
-    } else if let Some(best) = &e.overall_best {
-        println!("             the table's best over all classes: {best}");
-    }
-    let line = |what: &str, r: &asa_agent::decision::engine::TickRecord| {
-        let outcome = serde_json::to_value(&r.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        println!(
-            "{what:<13}{} [{outcome}{}] {}",
-            r.decision.summary(),
-            r.detail
-                .as_deref()
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default(),
-            ago(r.unix_ms)
-        );
-    };
-    if let (Some(every), Some(default)) = (d.settled_interval_ms, &e.default_expert) {
-        println!(
-            "settled:     the table leaves nothing to decide from {default} (no class's vote would move it): ticking every {every} ms until a pin, a failure or a quarantine"
-        );
-    }
-    if let Some(r) = &d.last {
-        line("last tick:", r);
-        let mut top: Vec<(&String, &f32)> = r.decision.probabilities.iter().collect();
-        top.sort_by(|a, b| b.1.total_cmp(a.1));
-        let top: Vec<String> = top
-            .iter()
-            .take(3)
-            .map(|(c, p)| format!("{c} {p:.2}"))
-            .collect();
-        println!(
-            "             top classes {}; tick cost {:.0} us (perception {:.0}, inference {:.0})",
-            top.join(", "),
-            r.cost.total_us(),
-            r.cost.sample_us,
-            r.cost.infer_us
-        );
-    }
-    if let Some(r) = &d.last_switch {
-        line("last choice:", r);
-    }
-    for (i, q) in d.quarantine.iter().enumerate() {
-        println!(
-            "{:<13}{}",
-            if i == 0 { "quarantine:" } else { "" },
-            asa_agent::decision::quarantine::describe(q)
-        );
-    }
-    if d.unlogged_ticks > 0 {
-        println!(
-            "{:<13}{} tick(s) could not be written to the decision log (is its disk full?)",
-            "decision log:", d.unlogged_ticks
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wait_for_polls_back_off_to_once_a_second() {
-        let pauses: Vec<u64> = (0..7)
-            .map(|n| wait_poll_interval(n).as_millis() as u64)
-            .collect();
-        assert_eq!(pauses, [100, 200, 400, 800, 1000, 1000, 1000]);
-        assert_eq!(wait_poll_interval(u32::MAX), Duration::from_secs(1));
     }
 }

@@ -21,25 +21,8 @@ fn data(name: &str) -> PathBuf {
 
 /// ORT_DYLIB_PATH, else the project cache (gru_expert/setup_ort.sh), else classifier/.venv.
 fn ort_library() -> PathBuf {
-    if let Some(path) = asa_agent::decision::classifier::find_ort_library() {
-        return path;
-    }
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
-    let found = std::fs::read_dir(&lib).ok().and_then(|pythons| {
-        pythons.flatten().find_map(|python| {
-            let capi = python.path().join("site-packages/onnxruntime/capi");
-            std::fs::read_dir(capi)
-                .ok()?
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("libonnxruntime.so."))
-                })
-        })
-    });
-    found.unwrap_or_else(|| panic!("no ONNX Runtime library: {NEEDS_ORT}"))
+    asa_agent::decision::classifier::source_tree_ort_library()
+        .unwrap_or_else(|| panic!("no ONNX Runtime library: {NEEDS_ORT}"))
 }
 
 #[derive(Deserialize)]

@@ -68,6 +68,28 @@ pub fn find_ort_library() -> Option<PathBuf> {
     Some(cached_ort_library()).filter(|p| p.is_file())
 }
 
+/// [`find_ort_library`], else the library of the `onnxruntime` wheel in the source tree's
+/// `classifier/.venv` (classifier/setup.sh): for the tests, benchmarks and examples run from a
+/// checkout.
+pub fn source_tree_ort_library() -> Option<PathBuf> {
+    if let Some(path) = find_ort_library() {
+        return Some(path);
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../classifier/.venv/lib");
+    std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
+        let capi = python.path().join("site-packages/onnxruntime/capi");
+        std::fs::read_dir(capi)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libonnxruntime.so."))
+            })
+    })
+}
+
 /// Errors of the classifier, each saying what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ClassifierError {
