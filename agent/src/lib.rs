@@ -1,13 +1,19 @@
 //! ASA, the adaptive scheduling agent: perception → decision → action.
 //!
 //! This library holds the agent's parts; the `asa` binary (src/main.rs) wires them to a CLI.
-//! - [`control`]: the control socket protocol between `asa` commands and a running agent;
-//! - [`action`]: the controller (one thread owns the expert supervisor and does every
+//! The rooms, from the ground up (each imports only the ones above it in this list):
+//! - utilities: [`stop`] (the stop flag and the signals that set it), [`memory`] (keeping the
+//!   resident set small: start-up code pages released), [`sd_notify`] (readiness and watchdog
+//!   notifications to systemd);
+//! - [`perception`]: samples → features: the sampler (procfs and BPF) and the feature schema;
+//! - [`decision`]: features → class probabilities → time-weighted vote → mapping table →
+//!   expert; the engine takes a sample, it never reads the machine;
+//! - [`control`]: the control socket between `asa` commands and a running agent: its
+//!   protocol, server and client;
+//! - [`action`]: → switch: the controller (one thread owns the expert supervisor and does every
 //!   switch), a scheduler another tool attached, the switch-time benchmark;
-//! - [`daemon`]: `asa run`, the perception → decision → action loop;
 //! - [`dbus`]: scx_loader's D-Bus interface (`org.scx.Loader`) answered by the agent;
-//! - [`memory`]: keeping the resident set small (start-up code pages released);
-//! - [`sd_notify`]: readiness and watchdog notifications to systemd.
+//! - [`daemon`]: `asa run`, the loop that composes them: sample, decide, switch, once a tick.
 
 pub mod action;
 pub mod control;

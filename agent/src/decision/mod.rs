@@ -6,7 +6,10 @@
 //! - [`policy`]: vote → mapping table → expert, with a cooldown and a confidence margin, and a
 //!   [`policy::DecisionRecord`] per tick for the log and `asa status`;
 //! - [`quarantine`]: experts that keep failing are not chosen for a while, with exponential
-//!   back-off.
+//!   back-off;
+//! - [`standby`]: which experts the hot-standby pool should hold, from the vote;
+//! - [`engine`]: the above loaded and checked together; one tick's sample in, a
+//!   [`engine::TickRecord`] out.
 //!
 //! Decision takes perception's data (the live
 //! [`FeatureSchema`](crate::perception::schema::FeatureSchema) at load, a
