@@ -83,6 +83,14 @@ pub struct Expert {
     /// with a `schema` key); `asa status` shows it while this expert is active.
     #[serde(default)]
     pub stats_file: Option<PathBuf>,
+    /// True for an expert that schedules each application by ASA's layer plan (scx_layered):
+    /// [`Catalogue::with_layer_plan`] appends the task-hint map and the plan's configuration to
+    /// its arguments. Such an expert is not started without them.
+    #[serde(default)]
+    pub layer_plan: bool,
+    /// Whether [`Catalogue::with_layer_plan`] gave this expert its plan (never read from a file).
+    #[serde(skip)]
+    pub layer_plan_given: bool,
     /// One line for humans.
     #[serde(default)]
     pub description: String,
@@ -283,11 +291,54 @@ impl Catalogue {
     pub fn by_ops(&self, ops: &str) -> Option<&Expert> {
         self.experts.iter().find(|e| e.owns_ops(ops))
     }
+
+    /// The catalogue with ASA's layer plan given to every `layer_plan` expert: its arguments
+    /// gain `--task-hint-map <hint_map>` and the layer configuration `config` (scx_layered reads
+    /// JSON given inline as its last argument). Applying it again replaces the earlier plan.
+    pub fn with_layer_plan(mut self, hint_map: &Path, config: &str) -> Self {
+        for e in self.experts.iter_mut().filter(|e| e.layer_plan) {
+            if e.layer_plan_given {
+                e.args.truncate(e.args.len() - 3);
+            }
+            e.args.extend([
+                "--task-hint-map".to_string(),
+                hint_map.display().to_string(),
+                config.to_string(),
+            ]);
+            e.layer_plan_given = true;
+        }
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layer_plan_expert_gets_the_hint_map_and_the_plan_once() {
+        let c = Catalogue::builtin();
+        let layered = c.get("layered").expect("layered in the catalogue");
+        assert!(layered.layer_plan && !layered.layer_plan_given);
+        let base_args = layered.args.clone();
+        let c = c
+            .with_layer_plan(Path::new("/sys/fs/bpf/x"), "[1]")
+            .with_layer_plan(Path::new("/sys/fs/bpf/y"), "[2]");
+        let layered = c.get("layered").unwrap();
+        assert!(layered.layer_plan_given);
+        let mut expected = base_args;
+        expected.extend(["--task-hint-map", "/sys/fs/bpf/y", "[2]"].map(String::from));
+        assert_eq!(layered.args, expected);
+        assert!(c.get("cosmos").unwrap().args.is_empty());
+        let skipped = "schema = \"asa.experts\"\nversion = 1\n[[expert]]\nname = \"eevdf\"\n\
+                       kind = \"kernel-default\"\n[[expert]]\nname = \"l\"\nkind = \"scx-crate\"\n\
+                       crate = \"scx_l\"\nversion = \"1\"\nbinary = \"scx_l\"\nops_prefix = \"l\"\n\
+                       layer_plan_given = true\n";
+        assert!(
+            Catalogue::parse(skipped, "t").is_err(),
+            "layer_plan_given is not a file key"
+        );
+    }
 
     #[test]
     fn builtin_catalogue_is_valid_and_has_the_issue_experts() {
@@ -389,7 +440,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru"]
+            ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru", "layered"]
         );
         let c = parse(&format!(
             "schema = \"asa.experts\"\nversion = 1\n{EEVDF_ENTRY}\
