@@ -22,5 +22,6 @@ MODULES = (
     'thread_samples',
     'tick_cost',
     'timer_gaps',
+    'yardstick_stalls',
 )
 """The runnable modules (the helpers common, procfs and tracefs_events have no main)."""
