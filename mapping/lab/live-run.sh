@@ -9,7 +9,9 @@
 #
 # Settings (environment): SCENARIOS (default P1,P2,P3,P4,S1,S10,S19,S25), EXPERTS
 # (eevdf,lavd,bpfland,rusty), CLASSES (load), DURATION / MIN_PHASE / SETTLE / COOLDOWN (seconds;
-# MIN_PHASE lengthens a phased scenario so its shortest phase lasts that long), REPS,
+# MIN_PHASE lengthens a phased scenario so its shortest phase lasts that long), HOLD (seconds the
+# scheduler under test runs before each run's load starts, every column alike: `--hold`, default
+# 30; adds up to HOLD to each run), REPS,
 # AGENT_COOLDOWN (s), AGENT_INTERVAL_MS (the agent's tick; default asa run's own), AGENT_NICE (the
 # agent's decision thread; default asa run's own), AGENT_NO_BPF (1: the
 # agent perceives without its BPF scheduler counters; default 0), EXPERT_NICE (the
@@ -26,6 +28,7 @@ CLASSES=${CLASSES:-load}
 DURATION=${DURATION:-20}
 MIN_PHASE=${MIN_PHASE:-0}
 SETTLE=${SETTLE:-2}
+HOLD=${HOLD:-30}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 AGENT_COOLDOWN=${AGENT_COOLDOWN:-6}
@@ -48,7 +51,7 @@ GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
-  --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')$([ "$AGENT_NO_BPF" = 1 ] && echo ' --agent-no-bpf')"
+  --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')$([ "$AGENT_NO_BPF" = 1 ] && echo ' --agent-no-bpf')"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm live --file "$TABLE:/lab/table.toml" --file "$MODEL:/lab/model.onnx" \

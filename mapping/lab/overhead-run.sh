@@ -9,7 +9,8 @@
 #   mapping/lab/overhead-run.sh OUT_DIR TABLE
 #
 # Settings (environment): PAIRS (default: every ordered pair of EXPERTS), EXPERTS
-# (eevdf,lavd,bpfland,rusty), SCENARIOS (S1,S10), DURATION / SETTLE / COOLDOWN (seconds), REPS,
+# (eevdf,lavd,bpfland,rusty), SCENARIOS (S1,S10), DURATION / SETTLE / COOLDOWN (seconds), HOLD
+# (seconds the first expert runs before each run's load starts: `--hold`, default 30), REPS,
 # MEMORY (MiB; the table's machine fingerprint must match, the lab tables were made with 4096),
 # TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios).
 set -eu
@@ -19,6 +20,7 @@ EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty}
 SCENARIOS=${SCENARIOS:-S1,S10}
 DURATION=${DURATION:-20}
 SETTLE=${SETTLE:-2}
+HOLD=${HOLD:-30}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 MEMORY=${MEMORY:-4096}
@@ -36,7 +38,8 @@ fi
 lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
 lab_guest_script overhead calibrate.log "asa calibrate --stage overhead --dir /tmp/overhead \
   --table /lab/table.toml --classes load --pairs '$PAIRS' --scenarios $SCENARIOS --reps $REPS \
-  --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --work-dir /var/tmp/asa-work"
+  --duration $DURATION --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN \
+  --work-dir /var/tmp/asa-work"
 echo "overhead run: $SCENARIOS x ($EXPERTS + $PAIRS), ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm overhead --file "$TABLE:/lab/table.toml" --memory "$MEMORY" --timeout "$TIMEOUT" || rc=$?

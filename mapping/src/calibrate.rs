@@ -481,6 +481,9 @@ pub struct CalibrationPlan {
     pub min_phase: Duration,
     /// Load start before the probe.
     pub settle: Duration,
+    /// How long the scheduler under test must have run before a run's load starts
+    /// ([`RunOptions::hold`]; 0: no wait).
+    pub hold: Duration,
     /// Pause after each run.
     pub cooldown: Duration,
     /// Inputs of the loads.
@@ -507,16 +510,19 @@ pub fn check_options(path: &Path, set: &ResultSet, plan: &CalibrationPlan) -> Re
         || o.duration != plan.duration
         || o.min_phase != plan.min_phase
         || o.settle != plan.settle
+        || o.hold != plan.hold
     {
         bail!(
             "{} was measured with other options (experts {}, reps {}, duration {:?}, \
-             min-phase {:?}, settle {:?}): rerun with those, or calibrate into another --dir",
+             min-phase {:?}, settle {:?}, hold {:?}): rerun with those, or calibrate into \
+             another --dir",
             path.display(),
             o.experts.join(","),
             o.reps,
             o.duration,
             o.min_phase,
-            o.settle
+            o.settle,
+            o.hold
         );
     }
     Ok(())
@@ -564,6 +570,8 @@ pub fn run_or_resume(
             duration: plan.duration,
             min_phase: plan.min_phase,
             settle: plan.settle,
+            hold: plan.hold,
+            dirty_limit_kib: asa_scenarios::precondition::DIRTY_LIMIT_KIB,
             cooldown: plan.cooldown,
             work_dir: plan.work_dir.clone(),
             work_unit: WorkUnit::calibrate(),
@@ -635,12 +643,13 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
     for set in sets {
         let o = &set.options;
         out.push_str(&format!(
-            "Runs: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle (measured on {}, {} CPUs, kernel {}).\n",
+            "Runs: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle, {:.0} s hold (measured on {}, {} CPUs, kernel {}).\n",
             set.scenarios.len(),
             o.experts.join(", "),
             o.reps,
             o.duration.as_secs_f64(),
             o.settle.as_secs_f64(),
+            o.hold.as_secs_f64(),
             set.machine.cpu_model,
             set.machine.cpus,
             set.machine.kernel

@@ -99,9 +99,10 @@ pub struct CalibrateArgs {
     /// Stage live: run nothing, rewrite live.md, live.json and mapping.toml from the finished
     /// run in --dir (its results.json and agent/ logs) with the table under test given by
     /// --table; needs neither root nor sched_ext. The run's --scenarios, --experts, --reps,
-    /// --duration, --settle and --no-dry-run must be given again (checked against results.json);
-    /// the --agent-* options, --model and --onnxruntime are not needed (default: off: run the
-    /// scenarios, then report).
+    /// --duration, --settle, --hold and --no-dry-run must be given again (checked against
+    /// results.json; a run written before --hold existed had none: --hold 0); the --agent-*
+    /// options, --model and --onnxruntime are not needed (default: off: run the scenarios,
+    /// then report).
     #[arg(long)]
     pub report_only: bool,
 }
@@ -626,6 +627,7 @@ fn plan(
         duration: times.duration,
         min_phase: times.min_phase,
         settle: times.settle,
+        hold: times.hold,
         cooldown: times.cooldown,
         work_dir: args.run.work_dir(),
     };

@@ -71,10 +71,13 @@ pub fn read_switch_times(dir: &std::path::Path) -> Result<Vec<SwitchTime>> {
 }
 
 /// An [`ExpertSwitcher`] over the supervisor that also understands `A>B`: pin A now, and switch
-/// to B after `delay` (the run's settle plus half its probe duration), from a timer thread.
+/// to B `delay` (the run's settle plus half its probe duration) after the run's first load
+/// started ([`ExpertSwitcher::load_starting`]), from a timer thread.
 pub struct MidRunSwitcher {
     supervisor: Arc<Mutex<Supervisor>>,
     delay: Duration,
+    /// A pair pinned whose load has not started yet: (pair, second expert).
+    armed: Option<(String, String)>,
     /// The pair under way and its switch thread (the switch's duration in seconds).
     pending: Option<(String, JoinHandle<Result<f64>>)>,
     /// Where switch durations are appended ([`SWITCH_TIMES_FILE`]), if anywhere.
@@ -82,11 +85,13 @@ pub struct MidRunSwitcher {
 }
 
 impl MidRunSwitcher {
-    /// Wrap a supervisor; `delay` is when, after the pin, the second expert takes over.
+    /// Wrap a supervisor; `delay` is when, after the run's first load started, the second
+    /// expert takes over.
     pub fn new(supervisor: Supervisor, delay: Duration) -> Self {
         Self {
             supervisor: Arc::new(Mutex::new(supervisor)),
             delay,
+            armed: None,
             pending: None,
             times: None,
         }
@@ -121,6 +126,9 @@ impl MidRunSwitcher {
     /// Waits for a pending mid-run switch and records its duration (`in_run`: it had
     /// completed before the run ended); its error, if it failed.
     fn finish_pending(&mut self, in_run: bool) -> Result<()> {
+        if let Some((pair, _)) = self.armed.take() {
+            warn!("{pair}: the run ended before its load started: no switch");
+        }
         let Some((pair, handle)) = self.pending.take() else {
             return Ok(());
         };
@@ -149,24 +157,33 @@ impl ExpertSwitcher for MidRunSwitcher {
             .supervisor()
             .switch_to(&first)
             .map_err(|e| anyhow!("pinning {first}: {e}"))?;
-        if let Some(second) = second {
-            let supervisor = self.supervisor.clone();
-            let delay = self.delay;
-            let pair = expert.to_string();
-            self.pending = Some((
-                pair,
-                std::thread::spawn(move || {
-                    std::thread::sleep(delay);
-                    let mut sup = supervisor.lock().unwrap_or_else(|e| e.into_inner());
-                    let report = sup
-                        .switch_to(&second)
-                        .map_err(|e| anyhow!("mid-run switch to {second}: {e}"))?;
-                    info!("mid-run switch {}", report.summary());
-                    Ok(report.total_ms / 1000.0)
-                }),
-            ));
-        }
+        self.armed = second.map(|second| (expert.to_string(), second));
         Ok(report.ops.unwrap_or(report.to))
+    }
+
+    fn load_starting(&mut self) {
+        let Some((pair, second)) = self.armed.take() else {
+            return;
+        };
+        let supervisor = self.supervisor.clone();
+        let delay = self.delay;
+        self.pending = Some((
+            pair,
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let mut sup = supervisor.lock().unwrap_or_else(|e| e.into_inner());
+                let report = sup
+                    .switch_to(&second)
+                    .map_err(|e| anyhow!("mid-run switch to {second}: {e}"))?;
+                info!("mid-run switch {}", report.summary());
+                Ok(report.total_ms / 1000.0)
+            }),
+        ));
+    }
+
+    /// The first expert's: the hold counts before the run, not up to the mid-run switch.
+    fn scheduler_since(&self) -> Option<u64> {
+        Some(self.supervisor().active().since_unix_ms)
     }
 
     fn still_pinned(&mut self, expert: &str) -> Result<bool> {

@@ -82,6 +82,7 @@ fn plan(scenarios: &[&str], reps: u32, work: &std::path::Path) -> CalibrationPla
         duration: Duration::from_secs(2),
         min_phase: Duration::ZERO,
         settle: Duration::from_millis(300),
+        hold: Duration::ZERO,
         cooldown: Duration::from_millis(100),
         work_dir: work.to_owned(),
     }
@@ -305,6 +306,7 @@ fn report_only_rewrites_a_finished_live_run_as_the_run_wrote_it() {
             ("--reps", "2"),
             ("--duration", "2"),
             ("--settle", "0.3"),
+            ("--hold", "0"),
             ("--cooldown", "0.1"),
         ];
         for (key, value) in changed {
@@ -357,6 +359,12 @@ fn report_only_rewrites_a_finished_live_run_as_the_run_wrote_it() {
     let only = ["--no-dry-run", "--report-only"];
     let err = refused(&[("--reps", "3")], &only);
     assert!(err.contains("other options"), "{err}");
+    // A run measured without the hold before its loads is not re-rendered as one with it.
+    let err = refused(&[("--hold", "30")], &only);
+    assert!(
+        err.contains("other options") && err.contains("hold 0ns"),
+        "{err}"
+    );
     // Phases stretched to a minimum change every phased scenario's runs.
     let err = refused(&[], &["--no-dry-run", "--report-only", "--min-phase", "1"]);
     assert!(err.contains("min-phase 0ns"), "{err}");

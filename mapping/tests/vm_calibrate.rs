@@ -21,7 +21,8 @@ fn asa() -> PathBuf {
 const SCRIPT: &str = r#"
 set -u
 args="--dir /lab/out/cal --catalogue /lab/cal.toml --scenarios CAL-GAME,CAL-AUDIO \
-  --experts eevdf,bpfland --reps 2 --duration 3 --settle 0.5 --cooldown 0.2 --work-dir /tmp/work"
+  --experts eevdf,bpfland --reps 2 --duration 3 --settle 0.5 --hold 0 --cooldown 0.2 \
+  --work-dir /tmp/work"
 asa calibrate $args > /lab/out/first.log 2>&1 &
 pid=$!
 # Once the first scenario is saved (results.json appears after each scenario):
@@ -50,7 +51,8 @@ echo "show_exit=$?" >> /lab/out/results
 # Stage 2: the cost of a switch half way through a run, added to the prototype table.
 asa calibrate --stage overhead --dir /lab/out/ovh --table /lab/out/cal/mapping.toml \
   --pairs 'eevdf>bpfland,bpfland>eevdf' --catalogue /lab/cal.toml --scenarios CAL-GAME \
-  --reps 2 --duration 8 --settle 0.5 --cooldown 0.2 --work-dir /tmp/work > /lab/out/overhead.log 2>&1
+  --reps 2 --duration 8 --settle 0.5 --hold 0 --cooldown 0.2 --work-dir /tmp/work \
+  > /lab/out/overhead.log 2>&1
 echo "overhead_exit=$?" >> /lab/out/results
 echo "state_after_overhead=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
 "#;

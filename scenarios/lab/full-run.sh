@@ -8,8 +8,9 @@
 #
 # Settings (environment): SCENARIOS (default all),
 # EXPERTS (eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos), DURATION / SETTLE / COOLDOWN (seconds per
-# run), REPS, ORDER (by-expert, or interleaved: `asa scenario run --order`), RECORD_INTERVAL_MS,
-# MEMORY (MiB),
+# run), HOLD (seconds each expert runs before a run's load starts: `--hold`, default 30; by expert
+# only the first run after each pin waits), REPS, ORDER (by-expert, or interleaved: `asa scenario
+# run --order`), RECORD_INTERVAL_MS, MEMORY (MiB),
 # TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios),
 # CATALOGUE (an expert catalogue file, e.g. experts/variants.toml: EXPERTS are its names, the
 # guest's asa pins them from it; it is copied to OUT_DIR/experts.toml; default: the built-in one).
@@ -19,6 +20,7 @@ SCENARIOS=${SCENARIOS:-all}
 EXPERTS=${EXPERTS:-eevdf,lavd,bpfland,rusty,p2dq,flash,cosmos}
 DURATION=${DURATION:-12}
 SETTLE=${SETTLE:-2}
+HOLD=${HOLD:-30}
 COOLDOWN=${COOLDOWN:-1}
 REPS=${REPS:-1}
 ORDER=${ORDER:-by-expert}
@@ -45,7 +47,7 @@ else
   GUEST_ASA=asa
 fi
 lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order $ORDER \
-  --reps $REPS --duration $DURATION --settle $SETTLE --cooldown $COOLDOWN --keep-going \
+  --reps $REPS --duration $DURATION --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --keep-going \
   --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
   --record-interval-ms $RECORD_INTERVAL_MS --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
 echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs${CATALOGUE:+, experts from $CATALOGUE}; guest packages: $PACKAGES" >&2

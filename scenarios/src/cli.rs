@@ -88,8 +88,8 @@ pub enum RunOrder {
 }
 
 /// The options of a series of scenario runs that `asa scenario run` and `asa calibrate` share
-/// (each flattens them into its arguments): how long each run lasts and pauses, where the
-/// loads keep their inputs, and the expert the report compares with. Which scenarios, which
+/// (each flattens them into its arguments): how long each run lasts, waits and pauses, where
+/// the loads keep their inputs, and the expert the report compares with. Which scenarios, which
 /// experts and how many repetitions each command defines itself: their defaults follow the
 /// command's purpose (a one-off comparison, or a calibration that measures the noise).
 #[derive(Debug, Clone, PartialEq, Args)]
@@ -104,6 +104,13 @@ pub struct ScenarioRunOptions {
     /// Seconds the background load runs before the probe starts.
     #[arg(long, default_value_t = 2.0)]
     pub settle: f64,
+    /// Seconds the scheduler under test (the expert, EEVDF, or the agent's expert) must have
+    /// been running before a run's first load starts. Before that wait each run calls sync()
+    /// and waits for Dirty + Writeback of /proc/meminfo to fall to 2 MiB (each up to 30 s),
+    /// the same for every expert. 0 skips this step: the load starts right after the expert
+    /// is in place.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub hold: f64,
     /// Seconds of pause after each run, with every load stopped.
     #[arg(long, default_value_t = 1.0)]
     pub cooldown: f64,
@@ -125,6 +132,8 @@ pub struct RunTimes {
     pub min_phase: Duration,
     /// `--settle`.
     pub settle: Duration,
+    /// `--hold`.
+    pub hold: Duration,
     /// `--cooldown`.
     pub cooldown: Duration,
 }
@@ -145,6 +154,7 @@ impl ScenarioRunOptions {
             duration: secs(self.duration, "duration")?,
             min_phase: secs(self.min_phase, "min-phase")?,
             settle: secs(self.settle, "settle")?,
+            hold: secs(self.hold, "hold")?,
             cooldown: secs(self.cooldown, "cooldown")?,
         })
     }
@@ -343,6 +353,8 @@ fn run_command(
         duration: times.duration,
         min_phase: times.min_phase,
         settle: times.settle,
+        hold: times.hold,
+        dirty_limit_kib: crate::precondition::DIRTY_LIMIT_KIB,
         cooldown: times.cooldown,
         work_dir: args.run.work_dir(),
         work_unit,
@@ -610,6 +622,7 @@ mod tests {
                 duration: 20.0,
                 min_phase: 0.0,
                 settle: 2.0,
+                hold: 30.0,
                 cooldown: 1.0,
                 work_dir: None,
                 baseline: "eevdf".into(),
@@ -621,6 +634,29 @@ mod tests {
         );
     }
 
+    /// `--help` says what `--hold` waits for and its default.
+    #[test]
+    fn hold_help_says_what_it_waits_for_and_its_default() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let hold = &help[help.find("--hold <SECONDS>").expect("--hold in the help")..];
+        let hold = &hold[..hold.find("\n      --").unwrap_or(hold.len())];
+        for words in [
+            "scheduler under test",
+            "sync()",
+            "Dirty + Writeback",
+            "0 skips",
+        ] {
+            assert!(hold.contains(words), "{words}: {hold}");
+        }
+        assert!(hold.contains("[default: 30]"), "{hold}");
+    }
+
     #[test]
     fn run_times_are_checked() {
         let times = |line: &str| {
@@ -629,21 +665,29 @@ mod tests {
             };
             run.run.times().map_err(|e| e.to_string())
         };
-        let t = times("run S1 --duration 1.5 --min-phase 3 --settle 0 --cooldown 0.25").unwrap();
+        let t = times("run S1 --duration 1.5 --min-phase 3 --settle 0 --hold 0 --cooldown 0.25")
+            .unwrap();
         assert_eq!(
             t,
             RunTimes {
                 duration: Duration::from_millis(1500),
                 min_phase: Duration::from_secs(3),
                 settle: Duration::ZERO,
+                hold: Duration::ZERO,
                 cooldown: Duration::from_millis(250),
             }
+        );
+        assert_eq!(
+            times("run S1 --hold 12.5").unwrap().hold,
+            Duration::from_millis(12_500)
         );
         for (line, flag) in [
             ("run S1 --duration 0", "--duration"),
             ("run S1 --duration NaN", "--duration"),
             ("run S1 --min-phase inf", "--min-phase"),
             ("run S1 --settle=-1", "--settle"),
+            ("run S1 --hold=-30", "--hold"),
+            ("run S1 --hold inf", "--hold"),
             ("run S1 --cooldown=-0.5", "--cooldown"),
         ] {
             let err = times(line).unwrap_err();

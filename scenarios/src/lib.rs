@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod dataset;
 pub mod loads;
+pub mod precondition;
 pub mod probes;
 pub mod progress;
 pub mod report;

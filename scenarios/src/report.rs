@@ -429,7 +429,7 @@ pub fn markdown(report: &Report, results: &ResultSet) -> String {
     let _ = writeln!(md, "# ASA scenario report\n");
     let _ = writeln!(
         md,
-        "- machine: {} ({}, {} CPUs, kernel {})\n- started: {}\n- duration per run: {:.1} s (+{:.1} s settle), repetitions: {}\n- work unit: {:.0} iterations/ms\n- experts: {}\n",
+        "- machine: {} ({}, {} CPUs, kernel {})\n- started: {}\n- duration per run: {:.1} s (+{:.1} s settle; the scheduler held {:.0} s before the load), repetitions: {}\n- work unit: {:.0} iterations/ms\n- experts: {}\n",
         m.hostname,
         m.cpu_model,
         m.cpus,
@@ -437,6 +437,7 @@ pub fn markdown(report: &Report, results: &ResultSet) -> String {
         iso_utc(results.created_unix_ms),
         results.options.duration.as_secs_f64(),
         results.options.settle.as_secs_f64(),
+        results.options.hold.as_secs_f64(),
         results.options.reps,
         results.options.work_unit.iterations_per_ms,
         report.experts.join(", ")
@@ -965,6 +966,7 @@ mod scoring_tests {
                 ended_unix_ms: 0,
             }],
             valid: true,
+            load_start: None,
         }
     }
 

@@ -1,5 +1,7 @@
-//! The runner: pins an expert, starts the scenario's background load(s), runs the foreground
-//! probe across all phases, stops the loads and records everything (raw samples included).
+//! The runner: pins an expert, waits for the same preconditions in every arm
+//! ([`crate::precondition`]: dirty pages written back, the scheduler in place for the hold),
+//! starts the scenario's background load(s), runs the foreground probe across all phases, stops
+//! the loads and records everything (raw samples included).
 //!
 //! Pinning goes through the small [`ExpertSwitcher`] trait so the agent can use its own action
 //! path; [`SupervisorSwitcher`] implements it over `asa_experts::Supervisor`, and
@@ -7,7 +9,7 @@
 //! already running, i.e. EEVDF, and refuses every other name).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Catalogue, ScenarioSpec, IDLE};
 use crate::loads::{LoadOutput, RunningLoad};
+use crate::precondition::{self, LoadStart, Machine, Preconditions, SystemMachine, Waited};
 use crate::probes::ProbeOutput;
 use crate::work::WorkUnit;
 
@@ -35,6 +38,17 @@ pub trait ExpertSwitcher {
     fn still_pinned(&mut self, expert: &str) -> Result<bool>;
     /// Return the machine to its default scheduler.
     fn release(&mut self) -> Result<()>;
+    /// Since when (ms since the epoch) the scheduler the last [`ExpertSwitcher::pin`] put in
+    /// place has been running: when the expert was enabled, or for EEVDF when the previous
+    /// scheduler was detached. The run's hold ([`RunOptions::hold`]) counts from it. `None`
+    /// (the default): the switcher cannot tell, and the hold counts from the pin's return.
+    fn scheduler_since(&self) -> Option<u64> {
+        None
+    }
+    /// The preconditions are met and the run's first load starts now (after
+    /// [`ExpertSwitcher::pin`]; e.g. a switcher that switches again mid-run times it from
+    /// here). Does nothing by default.
+    fn load_starting(&mut self) {}
 }
 
 /// A switcher over the expert supervisor (the real action path).
@@ -84,6 +98,12 @@ impl ExpertSwitcher for SupervisorSwitcher {
     fn release(&mut self) -> Result<()> {
         self.supervisor.stop()
     }
+
+    /// The supervisor's `active` since: set when the expert reported `enabled`, or (EEVDF)
+    /// when the previous expert was stopped or the supervisor started.
+    fn scheduler_since(&self) -> Option<u64> {
+        Some(self.supervisor.active().since_unix_ms)
+    }
 }
 
 /// A switcher for machines without sched_ext: only the running scheduler can be "pinned".
@@ -126,6 +146,20 @@ impl ExpertSwitcher for CurrentSchedulerOnly {
     fn release(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Nothing switches here: the scheduler has run since the machine booted.
+    fn scheduler_since(&self) -> Option<u64> {
+        boot_unix_ms(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+}
+
+/// When the machine booted (ms since the epoch), from /proc/stat's `btime`.
+fn boot_unix_ms(proc_stat: &str) -> Option<u64> {
+    proc_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|s| s * 1000)
 }
 
 /// How to run scenarios.
@@ -149,6 +183,16 @@ pub struct RunOptions {
     pub min_phase: Duration,
     /// Time the first load runs before the probe starts.
     pub settle: Duration,
+    /// How long the scheduler under test must have run before a run's first load starts
+    /// (counted from [`ExpertSwitcher::scheduler_since`]); before that wait the runner syncs and
+    /// waits for the dirty pages ([`crate::precondition`]). 0: no such step, the load starts
+    /// right after the pin (results written before the step have 0).
+    #[serde(default)]
+    pub hold: Duration,
+    /// Most `Dirty + Writeback` (KiB) at a run's first load start, waited for (up to
+    /// [`precondition::DISK_QUIET_TIMEOUT`]) when [`RunOptions::hold`] is not 0.
+    #[serde(default)]
+    pub dirty_limit_kib: u64,
     /// Pause after each run (loads stopped), so one run's tail does not leak into the next.
     #[serde(default)]
     pub cooldown: Duration,
@@ -156,6 +200,17 @@ pub struct RunOptions {
     pub work_dir: PathBuf,
     /// Calibrated work unit shared by every run.
     pub work_unit: WorkUnit,
+}
+
+impl RunOptions {
+    /// The preconditions of a run's first load start.
+    pub fn preconditions(&self) -> Preconditions {
+        Preconditions {
+            hold: self.hold,
+            dirty_limit_kib: self.dirty_limit_kib,
+            disk_timeout: precondition::DISK_QUIET_TIMEOUT,
+        }
+    }
 }
 
 /// The background of one phase in one run.
@@ -214,6 +269,11 @@ pub struct RunRecord {
     pub phases: Vec<PhaseRecord>,
     /// False when the expert stopped running during the run (crash, ejection).
     pub valid: bool,
+    /// The machine when the first load started (the scheduler's age, the quiet time, the dirty
+    /// pages) and what the runner waited for it; `None` in results written before it was
+    /// recorded.
+    #[serde(default)]
+    pub load_start: Option<LoadStart>,
 }
 
 /// A run that did not happen because its expert could not be pinned.
@@ -465,10 +525,11 @@ pub fn run_order(experts: &[String], rotation: usize) -> impl Iterator<Item = &S
     experts[start..].iter().chain(&experts[..start])
 }
 
-/// One run of `scenario` under `expert` (repetition `rep`): pin, start the first load, settle,
-/// run the probe across the phases, stop everything. The scenario's inputs must be prepared
-/// ([`prepare_scenario`]). An expert that cannot be pinned gives [`RunOutcome::Skipped`]; a
-/// load or probe failure is an error.
+/// One run of `scenario` under `expert` (repetition `rep`): pin, wait for the preconditions
+/// ([`RunOptions::hold`]), start the first load, settle, run the probe across the phases, stop
+/// everything, cool down. The scenario's inputs must be prepared ([`prepare_scenario`]). An
+/// expert that cannot be pinned gives [`RunOutcome::Skipped`]; a load or probe failure is an
+/// error.
 pub fn run_one(
     catalogue: &Catalogue,
     scenario: &ScenarioSpec,
@@ -508,8 +569,19 @@ pub fn run_one(
             }));
         }
     };
+    let pinned_unix_ms = now_ms();
+    let waited = precondition::await_preconditions(
+        &mut SystemMachine,
+        &opts.preconditions(),
+        switcher.scheduler_since(),
+        pinned_unix_ms,
+        &format!("[{}] {expert}", scenario.name),
+    );
+    switcher.load_starting();
     observer.run_starting(scenario, expert, rep)?;
-    let record = measure(catalogue, scenario, switcher, opts, expert, rep, pinned);
+    let record = measure(
+        catalogue, scenario, switcher, opts, expert, rep, pinned, &waited,
+    );
     let finished = observer.run_finished(scenario, record.as_ref().ok());
     let record = record?;
     finished?;
@@ -521,7 +593,20 @@ fn now_ms() -> u64 {
     asa_experts::supervisor::unix_ms(SystemTime::now())
 }
 
-/// The measured part of [`run_one`], after the pin.
+/// When the last load of a run in this process stopped (ms since the epoch; 0: none yet): the
+/// start of the machine's quiet time before the next run's load.
+static LAST_LOAD_STOPPED_UNIX_MS: AtomicU64 = AtomicU64::new(0);
+
+fn load_stopped(at_unix_ms: u64) {
+    LAST_LOAD_STOPPED_UNIX_MS.store(at_unix_ms, Ordering::Relaxed);
+}
+
+fn last_load_stopped() -> Option<u64> {
+    Some(LAST_LOAD_STOPPED_UNIX_MS.load(Ordering::Relaxed)).filter(|&t| t > 0)
+}
+
+/// The measured part of [`run_one`], after the pin and the preconditions.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     catalogue: &Catalogue,
     scenario: &ScenarioSpec,
@@ -530,6 +615,7 @@ fn measure(
     expert: &str,
     rep: u32,
     pinned: String,
+    waited: &Waited,
 ) -> Result<RunRecord> {
     let probe = &catalogue.probes[&scenario.probe];
     let phases = scenario.phases();
@@ -556,7 +642,9 @@ fn measure(
         )
         .map(Some)
     };
+    let dirty_kib = SystemMachine.dirty_writeback_kib();
     let mut phase_started = now_ms();
+    let load_start = LoadStart::new(waited, phase_started, dirty_kib, last_load_stopped());
     let mut current = start_phase(0)?;
     std::thread::sleep(opts.settle);
     let stop = Arc::new(AtomicBool::new(false));
@@ -573,7 +661,11 @@ fn measure(
             let planned = phase_len(p.share);
             std::thread::sleep(planned);
             let output = match current.take() {
-                Some(load) => Some(load.finish()?),
+                Some(load) => {
+                    let output = load.finish();
+                    load_stopped(now_ms());
+                    Some(output?)
+                }
                 None => None,
             };
             if let Some(o) = &output {
@@ -607,6 +699,8 @@ fn measure(
         // Stop the probe (and, by drop, any load still running) before giving up.
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = probe_thread.join();
+        drop(current);
+        load_stopped(now_ms());
         return Err(e.context(format!("scenario {} under {expert}", scenario.name)));
     }
     let probe_out = probe_thread
@@ -641,6 +735,7 @@ fn measure(
         probe: probe_out,
         phases: records,
         valid,
+        load_start: Some(load_start),
     })
 }
 
@@ -694,6 +789,8 @@ mod tests {
             duration: Duration::from_secs(duration_s),
             min_phase: Duration::from_secs(min_phase_s),
             settle: Duration::ZERO,
+            hold: Duration::ZERO,
+            dirty_limit_kib: 0,
             cooldown: Duration::ZERO,
             work_dir: PathBuf::new(),
             work_unit: crate::work::WorkUnit::calibrate_with(2, 1.0),
@@ -720,6 +817,13 @@ mod tests {
             scenario_duration(&opts(20, 30), &s1),
             Duration::from_secs(30)
         );
+    }
+
+    #[test]
+    fn the_current_scheduler_has_run_since_boot() {
+        let stat = "cpu  1 2 3\nintr 5\nbtime 1795900000\nprocesses 9\n";
+        assert_eq!(super::boot_unix_ms(stat), Some(1_795_900_000_000));
+        assert_eq!(super::boot_unix_ms("cpu 1 2 3\n"), None);
     }
 
     #[test]

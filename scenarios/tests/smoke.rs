@@ -55,6 +55,8 @@ fn quick_options(experts: &[&str], duration: Duration, work_dir: &Path) -> RunOp
         duration,
         min_phase: Duration::ZERO,
         settle: Duration::ZERO,
+        hold: Duration::ZERO,
+        dirty_limit_kib: 0,
         cooldown: Duration::ZERO,
         work_dir: work_dir.to_owned(),
         work_unit: WorkUnit::calibrate_with(2, 1.0),
@@ -74,6 +76,8 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
         duration: Duration::from_secs(2),
         min_phase: Duration::ZERO,
         settle: Duration::from_millis(300),
+        hold: Duration::ZERO,
+        dirty_limit_kib: 0,
         cooldown: Duration::from_millis(100),
         work_dir: work.path().to_owned(),
         work_unit: WorkUnit::calibrate(),
@@ -87,6 +91,9 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
         assert_eq!(r.runs.len(), 2);
         for run in &r.runs {
             assert!(run.valid);
+            // No hold: nothing waited for, the load start still recorded.
+            let start = run.load_start.as_ref().unwrap();
+            assert_eq!((start.waited_ms, start.disk_quiet), (0, None), "{start:?}");
             assert!(
                 (1.5..4.0).contains(&run.probe.elapsed_s),
                 "{}",
@@ -255,4 +262,83 @@ fn an_expert_that_cannot_be_pinned_is_skipped_and_reported() {
     let lavd = report.ranking.iter().find(|e| e.expert == "lavd").unwrap();
     assert_eq!(lavd.mean_score, None);
     assert!(asa_scenarios::report::heatmap_svg(&report).contains("n/a"));
+}
+
+/// The current scheduler, reported as freshly in place at every pin (as a switch to a new
+/// expert would be).
+struct FreshAtEveryPin {
+    inner: CurrentSchedulerOnly,
+    since: Option<u64>,
+    loads_started: u32,
+}
+
+impl ExpertSwitcher for FreshAtEveryPin {
+    fn pin(&mut self, expert: &str) -> anyhow::Result<String> {
+        let pinned = self.inner.pin(expert)?;
+        self.since = Some(asa_experts::supervisor::unix_ms(
+            std::time::SystemTime::now(),
+        ));
+        Ok(pinned)
+    }
+    fn still_pinned(&mut self, expert: &str) -> anyhow::Result<bool> {
+        self.inner.still_pinned(expert)
+    }
+    fn release(&mut self) -> anyhow::Result<()> {
+        self.inner.release()
+    }
+    fn scheduler_since(&self) -> Option<u64> {
+        self.since
+    }
+    fn load_starting(&mut self) {
+        self.loads_started += 1;
+    }
+}
+
+/// With a hold, each run's load starts only once the scheduler has run that long, and the run
+/// records its load start: the scheduler's age, the quiet time since the last load stopped and
+/// the dirty pages.
+#[test]
+fn a_run_starts_its_load_once_the_scheduler_has_held() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let text = smoke_catalogue_text();
+    let cat = Catalogue::parse(&text, "smoke").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut opts = quick_options(&["eevdf"], Duration::from_millis(500), work.path());
+    opts.reps = 2;
+    opts.hold = Duration::from_millis(1500);
+    // Not this host's other writers' pages: the wait for them is the fake machine's test.
+    opts.dirty_limit_kib = u64::MAX;
+    let mut switcher = FreshAtEveryPin {
+        inner: CurrentSchedulerOnly::eevdf().unwrap(),
+        since: None,
+        loads_started: 0,
+    };
+    let r = run_scenario(
+        &cat,
+        cat.scenario("SMOKE-GAME").unwrap(),
+        &mut switcher,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(switcher.loads_started, 2);
+    for (i, run) in r.runs.iter().enumerate() {
+        let start = run.load_start.as_ref().expect("a load start record");
+        assert!(start.scheduler_since_known);
+        assert!(start.scheduler_age_ms >= 1500, "{start:?}");
+        // The pin set `since` just before the wait: sync(), the dirty pages (no limit here) and
+        // the hold together took about the hold (sync() alone may take it all on a busy host).
+        assert!(start.waited_ms >= 1400, "{start:?}");
+        assert_eq!(
+            start.waited_ms,
+            start.sync_ms + start.dirty_wait_ms + start.hold_wait_ms
+        );
+        assert!(start.dirty_writeback_kib.is_some(), "{start:?}");
+        assert!(start.disk_quiet.is_some(), "{start:?}");
+        assert!(run.phases[0].started_unix_ms >= start.scheduler_since_unix_ms + 1500);
+        if i == 1 {
+            // The first run's load had stopped (the quiet time is the process's: the other
+            // tests of this file run loads beside this one).
+            assert!(start.quiet_ms.is_some(), "{start:?}");
+        }
+    }
 }

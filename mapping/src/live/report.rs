@@ -119,7 +119,8 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
     let o = &set.options;
     out.push_str(&format!(
         "Machine: {} · {} CPUs · kernel {}. Runs: {} scenario(s) × ({} + `asa run`), {} rep(s), \
-         {:.0} s probe, {:.0} s settle. {table_note}\n\n",
+         {:.0} s probe, {:.0} s settle, each load started once its scheduler had run {:.0} s. \
+         {table_note}\n\n",
         set.machine.cpu_model,
         set.machine.cpus,
         set.machine.kernel,
@@ -128,6 +129,7 @@ pub fn markdown(summary: &LiveSummary, set: &ResultSet, table_note: &str) -> Str
         o.reps,
         o.duration.as_secs_f64(),
         o.settle.as_secs_f64(),
+        o.hold.as_secs_f64(),
     ));
     let wl = summary.vs_baseline;
     out.push_str(&format!(

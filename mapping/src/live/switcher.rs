@@ -58,6 +58,9 @@ pub struct LiveSwitcher {
     supervisor: Option<SupervisorSwitcher>,
     launcher: AgentLauncher,
     agent: Option<RunningAgent>,
+    /// Since when the running agent's scheduler has run (ms since the epoch), read when it was
+    /// found warm.
+    agent_since: Option<u64>,
     sysfs: PathBuf,
 }
 
@@ -72,6 +75,7 @@ impl LiveSwitcher {
             supervisor: None,
             launcher,
             agent: None,
+            agent_since: None,
             sysfs: PathBuf::from(DEFAULT_SYSFS_ROOT),
         }
     }
@@ -93,6 +97,7 @@ impl LiveSwitcher {
     /// Stops the agent (SIGTERM, SIGKILL after the timeout) and checks the machine is back on
     /// EEVDF.
     fn stop_agent(&mut self) -> Result<()> {
+        self.agent_since = None;
         let Some(mut agent) = self.agent.take() else {
             return Ok(());
         };
@@ -197,7 +202,8 @@ impl LiveSwitcher {
     /// Waits until the agent is warm ([`warmth`]): a daemon that was running before the
     /// workload began, as `asa run` under systemd is, and as a static expert is attached
     /// before the load starts. Without it each run would charge the agent its start-up (model
-    /// load, first switch, standbys loading) inside the probe's 60 s.
+    /// load, first switch, standbys loading) inside the probe's 60 s. Notes since when the
+    /// agent's scheduler runs ([`agent_scheduler_since`]; the run's hold counts from it).
     fn wait_until_warm(&mut self) -> Result<()> {
         let Some(agent) = self.agent.as_mut() else {
             return Ok(());
@@ -205,6 +211,7 @@ impl LiveSwitcher {
         let pid = agent.child.id();
         let started = Instant::now();
         let mut last = Warmth::NoStatus;
+        let mut last_status = None;
         while started.elapsed() < self.launcher.warm_timeout {
             if let Some(status) = agent.child.try_wait()? {
                 bail!(
@@ -212,17 +219,30 @@ impl LiveSwitcher {
                     tail(&agent.log, 8)
                 );
             }
-            last = status_json(&self.launcher.program)
-                .map_or(Warmth::NoStatus, |v| warmth(&v, pid, WARM_TICKS));
+            let status = status_json(&self.launcher.program);
+            last = status
+                .as_ref()
+                .map_or(Warmth::NoStatus, |v| warmth(v, pid, WARM_TICKS));
+            if status.is_some() {
+                last_status = status;
+            }
             if last == Warmth::Warm {
                 info!("agent warm after {:.1} s", started.elapsed().as_secs_f64());
-                return Ok(());
+                break;
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-        warn!(
-            "the agent was not warm within {:?} ({last:?}): the run starts anyway",
-            self.launcher.warm_timeout
+        if last != Warmth::Warm {
+            warn!(
+                "the agent was not warm within {:?} ({last:?}): the run starts anyway",
+                self.launcher.warm_timeout
+            );
+        }
+        let now = asa_experts::supervisor::unix_ms(SystemTime::now());
+        self.agent_since = Some(
+            last_status
+                .and_then(|v| agent_scheduler_since(&v, pid))
+                .unwrap_or(now),
         );
         Ok(())
     }
@@ -295,6 +315,18 @@ pub fn warmth(status: &serde_json::Value, pid: u32, ticks: u64) -> Warmth {
     Warmth::Warm
 }
 
+/// Since when the scheduler the agent `pid` believes runs has run (ms since the epoch), from
+/// its status (`asa status --json`): its `active.since_unix_ms`, set when its expert reported
+/// `enabled` (or, on EEVDF, when the agent started or its expert stopped). `None` for another
+/// process's status or one without it.
+pub fn agent_scheduler_since(status: &serde_json::Value, pid: u32) -> Option<u64> {
+    let agent = &status["agent"];
+    if agent["pid"].as_u64() != Some(u64::from(pid)) {
+        return None;
+    }
+    agent["active"]["since_unix_ms"].as_u64().filter(|&t| t > 0)
+}
+
 /// `asa status --json`, parsed.
 fn status_json(program: &Path) -> Option<serde_json::Value> {
     let out = Command::new(program)
@@ -346,6 +378,16 @@ impl ExpertSwitcher for LiveSwitcher {
         }
         stopped
     }
+
+    /// The agent's scheduler as its status gave it once the agent was warm (the moment it was
+    /// found warm when the status did not say); a static expert's or EEVDF's from the
+    /// supervisor (made anew after the agent stopped: EEVDF counts from then).
+    fn scheduler_since(&self) -> Option<u64> {
+        if self.agent.is_some() {
+            return self.agent_since;
+        }
+        self.supervisor.as_ref().and_then(|s| s.scheduler_since())
+    }
 }
 
 impl Drop for LiveSwitcher {
@@ -380,6 +422,15 @@ mod tests {
                 "experts": parked.iter().map(|e| json!({"expert": e, "state": "parked"})).collect::<Vec<_>>(),
             },
         }})
+    }
+
+    #[test]
+    fn the_agents_scheduler_runs_since_its_status_says() {
+        let mut s = status(9, Some(1), &[], &[]);
+        assert_eq!(agent_scheduler_since(&s, 42), None);
+        s["agent"]["active"] = json!({"expert": "cosmos", "since_unix_ms": 1_795_900_001_500u64});
+        assert_eq!(agent_scheduler_since(&s, 42), Some(1_795_900_001_500));
+        assert_eq!(agent_scheduler_since(&s, 7), None, "another agent's");
     }
 
     #[test]

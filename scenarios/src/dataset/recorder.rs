@@ -482,6 +482,8 @@ mod tests {
             duration: Duration::from_millis(2400),
             min_phase: Duration::ZERO,
             settle: Duration::from_millis(300),
+            hold: Duration::ZERO,
+            dirty_limit_kib: 0,
             cooldown: Duration::ZERO,
             work_dir: work.path().to_owned(),
             work_unit: crate::work::WorkUnit::calibrate_with(2, 1.0),
