@@ -385,7 +385,7 @@ fn scxctl_drives_the_agent_through_asa_dbus_and_asa_status_agrees() {
         &bin,
         &bus,
         &["list"],
-        r#"supported schedulers: ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru"]"#,
+        r#"supported schedulers: ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru", "layered"]"#,
     );
     assert_eq!(asa_status(&socket), ("rusty".into(), None));
 

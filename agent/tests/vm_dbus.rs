@@ -153,7 +153,7 @@ fn scxctl_drives_the_agent_over_the_system_bus_and_asa_status_agrees() {
     says("get_eevdf", "no scx scheduler running");
     says(
         "list",
-        r#"supported schedulers: ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru"]"#,
+        r#"supported schedulers: ["bpfland", "lavd", "rusty", "p2dq", "flash", "cosmos", "gru", "layered"]"#,
     );
     assert_eq!(r["switch_on_eevdf"], "1");
     assert!(file("switch_on_eevdf.err")

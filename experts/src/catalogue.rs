@@ -84,13 +84,14 @@ pub struct Expert {
     #[serde(default)]
     pub stats_file: Option<PathBuf>,
     /// True for an expert that schedules each application by ASA's layer plan (scx_layered):
-    /// [`Catalogue::with_layer_plan`] appends the task-hint map and the plan's configuration to
-    /// its arguments. Such an expert is not started without them.
+    /// its arguments end with `--task-hint-map <map>` and the plan's layer configuration — the
+    /// default plan (`layers/default.toml`) from the catalogue file, another one through
+    /// [`Catalogue::with_layer_plan`].
     #[serde(default)]
     pub layer_plan: bool,
-    /// Whether [`Catalogue::with_layer_plan`] gave this expert its plan (never read from a file).
+    /// Whether the arguments end with a plan's three (never read from a file).
     #[serde(skip)]
-    pub layer_plan_given: bool,
+    layer_plan_given: bool,
     /// One line for humans.
     #[serde(default)]
     pub description: String,
@@ -249,9 +250,13 @@ impl Catalogue {
                 "exactly one entry must be the kernel default, named {EEVDF:?}"
             )));
         }
+        let default_plan = asa_layers::default_plan()
+            .to_scx_layered_config()
+            .to_string();
         Ok(Self {
             experts: file.experts,
-        })
+        }
+        .with_layer_plan(Path::new(asa_layers::DEFAULT_HINT_MAP), &default_plan))
     }
 
     /// All entries, in file order.
@@ -292,9 +297,9 @@ impl Catalogue {
         self.experts.iter().find(|e| e.owns_ops(ops))
     }
 
-    /// The catalogue with ASA's layer plan given to every `layer_plan` expert: its arguments
-    /// gain `--task-hint-map <hint_map>` and the layer configuration `config` (scx_layered reads
-    /// JSON given inline as its last argument). Applying it again replaces the earlier plan.
+    /// The catalogue with a layer plan given to every `layer_plan` expert: its arguments end
+    /// with `--task-hint-map <hint_map>` and the layer configuration `config` (scx_layered reads
+    /// JSON given inline as its last argument), in place of the plan it had.
     pub fn with_layer_plan(mut self, hint_map: &Path, config: &str) -> Self {
         for e in self.experts.iter_mut().filter(|e| e.layer_plan) {
             if e.layer_plan_given {
@@ -316,19 +321,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_layer_plan_expert_gets_the_hint_map_and_the_plan_once() {
+    fn a_layer_plan_expert_has_the_default_plan_until_given_another() {
         let c = Catalogue::builtin();
         let layered = c.get("layered").expect("layered in the catalogue");
-        assert!(layered.layer_plan && !layered.layer_plan_given);
-        let base_args = layered.args.clone();
+        assert!(layered.layer_plan);
+        let n = layered.args.len();
+        assert_eq!(
+            layered.args[n - 3..n - 1],
+            ["--task-hint-map", asa_layers::DEFAULT_HINT_MAP]
+        );
+        let default: serde_json::Value = serde_json::from_str(&layered.args[n - 1]).unwrap();
+        assert_eq!(default, asa_layers::default_plan().to_scx_layered_config());
         let c = c
             .with_layer_plan(Path::new("/sys/fs/bpf/x"), "[1]")
             .with_layer_plan(Path::new("/sys/fs/bpf/y"), "[2]");
         let layered = c.get("layered").unwrap();
-        assert!(layered.layer_plan_given);
-        let mut expected = base_args;
-        expected.extend(["--task-hint-map", "/sys/fs/bpf/y", "[2]"].map(String::from));
-        assert_eq!(layered.args, expected);
+        assert_eq!(layered.args.len(), n);
+        assert_eq!(
+            layered.args[n - 3..],
+            ["--task-hint-map", "/sys/fs/bpf/y", "[2]"]
+        );
         assert!(c.get("cosmos").unwrap().args.is_empty());
         let skipped = "schema = \"asa.experts\"\nversion = 1\n[[expert]]\nname = \"eevdf\"\n\
                        kind = \"kernel-default\"\n[[expert]]\nname = \"l\"\nkind = \"scx-crate\"\n\

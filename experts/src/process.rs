@@ -138,13 +138,6 @@ pub(crate) fn spawn(
     seq_before: u64,
     timeout: Duration,
 ) -> Result<Starting> {
-    if expert.layer_plan && !expert.layer_plan_given {
-        bail!(
-            "expert {} schedules by ASA's layer plan and was given none: start it through \
-             `asa run` or `asa pin`, which give it the plan",
-            expert.name
-        );
-    }
     let gated = launch != Launch::Now;
     let mut cmd = Command::new(binary);
     cmd.args(&expert.args)

@@ -17,6 +17,15 @@ pub use policy::{LayerKind, LayerPolicy};
 /// The default layer plan (`layers/default.toml`), compiled in.
 pub const DEFAULT_PLAN: &str = include_str!("../default.toml");
 
+/// Where the agent and scx_layered share the task-hint map (bpffs) unless told otherwise:
+/// scx_layered's `--task-hint-map`, and the pin of the agent's hint writer.
+pub const DEFAULT_HINT_MAP: &str = "/sys/fs/bpf/asa/task_hints";
+
+/// The default layer plan, read and checked.
+pub fn default_plan() -> LayerPlan {
+    parse_plan(DEFAULT_PLAN, "the default plan").expect("the default plan is valid")
+}
+
 /// Reads a layer plan from TOML text and checks it; `origin` names the text in the error
 /// (a path, or "the default plan"), with the line and column where the parser gives them.
 pub fn parse_plan(text: &str, origin: &str) -> Result<LayerPlan, String> {
@@ -43,7 +52,7 @@ mod tests {
 
     #[test]
     fn the_default_plan_reads_and_passes_scx_layereds_checks() {
-        let plan = parse_plan(DEFAULT_PLAN, "the default plan").unwrap();
+        let plan = default_plan();
         for class in [
             "interactive",
             "cpu_batch",
