@@ -15,6 +15,26 @@
 //! - [`dbus`]: scx_loader's D-Bus interface (`org.scx.Loader`) answered by the agent;
 //! - [`daemon`]: `asa run`, the loop that composes them: sample, decide, switch, once a tick.
 
+/// The libbpf-rs skeleton `$file` that `build.rs` generated into OUT_DIR, as `mod skel` (with
+/// the lints generated code does not meet allowed).
+macro_rules! bpf_skeleton {
+    ($file:literal) => {
+        mod skel {
+            #![allow(
+                clippy::all,
+                clippy::pedantic,
+                missing_docs,
+                non_camel_case_types,
+                non_snake_case,
+                non_upper_case_globals,
+                unused_imports,
+                dead_code
+            )]
+            include!(concat!(env!("OUT_DIR"), "/", $file));
+        }
+    };
+}
+
 pub mod action;
 pub mod control;
 pub mod daemon;

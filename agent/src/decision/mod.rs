@@ -16,6 +16,7 @@
 //! [`Sample`](crate::perception::Sample) per tick) and imports nothing from the action side,
 //! the daemon or the control socket: the daemon's loop samples and hands the vector down.
 
+pub mod app_classes;
 pub mod classifier;
 pub mod engine;
 pub mod policy;

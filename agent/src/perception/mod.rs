@@ -13,26 +13,7 @@
 //! Without BPF rights or kernel BTF the [`Sampler`] keeps running on procfs alone: it warns
 //! once and reports the BPF features as NaN with their `missing` flag set.
 
-/// The libbpf-rs skeleton `$file` that `build.rs` generated into OUT_DIR, as `mod skel` (with
-/// the lints generated code does not meet allowed).
-macro_rules! bpf_skeleton {
-    ($file:literal) => {
-        mod skel {
-            #![allow(
-                clippy::all,
-                clippy::pedantic,
-                missing_docs,
-                non_camel_case_types,
-                non_snake_case,
-                non_upper_case_globals,
-                unused_imports,
-                dead_code
-            )]
-            include!(concat!(env!("OUT_DIR"), "/", $file));
-        }
-    };
-}
-
+pub mod apps;
 pub mod bpf;
 pub mod procfs_source;
 pub mod record;
