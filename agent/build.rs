@@ -1,6 +1,7 @@
-//! Build script: compiles the perception BPF programs (src/bpf/perception.bpf.c and
-//! src/bpf/task_scan.bpf.c) and generates their libbpf-rs skeletons into OUT_DIR (included by
-//! src/perception/bpf.rs and src/perception/task_scan.rs).
+//! Build script: compiles the agent's BPF programs (perception: src/bpf/perception.bpf.c and
+//! src/bpf/task_scan.bpf.c; action: src/bpf/app_hints.bpf.c) and generates their libbpf-rs
+//! skeletons into OUT_DIR (included by src/perception/bpf.rs, src/perception/task_scan.rs and
+//! src/action/app_hints.rs).
 //!
 //! Offline and reproducible: the program needs no vmlinux.h (see src/bpf/perception_types.h,
 //! CO-RE relocations resolve kernel offsets at load time); the libbpf headers come from
@@ -13,10 +14,12 @@ use std::path::{Path, PathBuf};
 use libbpf_cargo::SkeletonBuilder;
 
 /// The BPF programs and the skeleton each one gets: the scheduler counters (tracepoints) and
-/// the per-process scan (a task iterator), separate objects so either can fail to load alone.
-const SOURCES: [(&str, &str); 2] = [
+/// the per-process scan (a task iterator), and the application hints for scx_layered: separate
+/// objects so each can fail to load alone.
+const SOURCES: [(&str, &str); 3] = [
     ("src/bpf/perception.bpf.c", "perception.skel.rs"),
     ("src/bpf/task_scan.bpf.c", "task_scan.skel.rs"),
+    ("src/bpf/app_hints.bpf.c", "app_hints.skel.rs"),
 ];
 
 fn bpf_clang() -> PathBuf {

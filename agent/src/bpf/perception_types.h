@@ -37,6 +37,7 @@ typedef _Bool bool;
 /* enum bpf_map_type (UAPI) */
 enum {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
@@ -82,7 +83,33 @@ struct mm_struct {
 	struct percpu_counter rss_stat[4];
 } __attribute__((preserve_access_index));
 
+/* The process group's struct pid: numbers[0].nr is the id in the initial namespace. */
+struct upid {
+	int nr;
+} __attribute__((preserve_access_index));
+
+struct pid {
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+/* enum pid_type: PIDTYPE_PID, PIDTYPE_TGID, PIDTYPE_PGID, PIDTYPE_SID */
+#define ASA_PIDTYPE_PGID 2
+
+/* A task's cgroup-v2 id: task->cgroups->dfl_cgrp->kn->id. */
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
 struct signal_struct {
+	struct pid *pids[4];
 	int nr_threads;
 	__u64 sum_sched_runtime;
 	unsigned long min_flt;
@@ -99,6 +126,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	struct mm_struct *mm;
 	struct task_struct *group_leader;
+	struct css_set *cgroups;
 } __attribute__((preserve_access_index));
 
 struct seq_file;
