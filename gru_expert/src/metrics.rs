@@ -4,7 +4,8 @@
 //! (`--stats-file`: JSON, schema [`STATS_SCHEMA`] v[`STATS_VERSION`], the metrics as they are,
 //! cumulative since attach; [`Metrics::write_to`], [`Metrics::read_from`]). `asa status` and
 //! the lab's tests and tools read the file. The counters come from the BPF program's .bss
-//! ([`Metrics::from_bss`]) and from the user-space side's [`UserCounters`].
+//! ([`Metrics::from_bss`]) and from the user-space side's
+//! [`UserCounters`](crate::stats::UserCounters).
 
 use std::io::Write;
 use std::path::Path;
@@ -16,9 +17,6 @@ use anyhow::{Context, Result};
 use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
-
-#[cfg(doc)]
-use crate::stats::UserCounters;
 
 /// The name that starts every line [`Metrics::format`] writes.
 pub const SCHEDULER_NAME: &str = "scx_gru";
@@ -184,7 +182,8 @@ pub struct Metrics {
     /// Its followed predictions kept tasks where the fallback keeps them (the follow gate).
     #[stat(desc = "Times inference paused because its predictions changed no placement")]
     pub inference_pauses_redundant: u64,
-    /// Tasks whose windows filled during a pause that kept the events (see [`UserCounters`]).
+    /// Tasks whose windows filled during a pause that kept the events (see
+    /// [`crate::stats::UserCounters`]).
     #[stat(desc = "Task predictions skipped while inference was paused")]
     pub inferences_paused: u64,
     #[stat(desc = "Predictions written into pid_to_cpu")]
