@@ -69,19 +69,40 @@ pub fn read_expert_stats(
     Some(out)
 }
 
+/// Where the stats lines start (under "expert stats: ").
+const STATS_INDENT: &str = "              ";
+/// The widest a stats line grows before the next field goes on a line of its own.
+const STATS_WIDTH: usize = 100;
+
 /// `key=value` for every number, string or boolean in a JSON object (nested objects are
-/// skipped; [`format_expert_stats`] prints them on their own lines).
-fn scalar_fields(object: &serde_json::Map<String, serde_json::Value>) -> String {
-    object
-        .iter()
-        .filter_map(|(k, v)| match v {
-            serde_json::Value::Number(n) => Some(format!("{k}={n}")),
-            serde_json::Value::String(s) => Some(format!("{k}={s}")),
-            serde_json::Value::Bool(b) => Some(format!("{k}={b}")),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+/// skipped; [`format_expert_stats`] prints them on their own lines), as lines of at most
+/// [`STATS_WIDTH`] columns (a single longer field keeps a line to itself) after `lead` on the
+/// first and the indent on the others.
+fn scalar_lines(lead: &str, object: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let fields = object.iter().filter_map(|(k, v)| match v {
+        serde_json::Value::Number(n) => Some(format!("{k}={n}")),
+        serde_json::Value::String(s) => Some(format!("{k}={s}")),
+        serde_json::Value::Bool(b) => Some(format!("{k}={b}")),
+        _ => None,
+    });
+    let mut lines = Vec::new();
+    let mut line = format!("{STATS_INDENT}{lead}");
+    let mut empty = true;
+    for field in fields {
+        if !empty && line.chars().count() + 1 + field.chars().count() > STATS_WIDTH {
+            lines.push(std::mem::replace(&mut line, STATS_INDENT.to_string()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(&field);
+        empty = false;
+    }
+    if !empty {
+        lines.push(line);
+    }
+    lines
 }
 
 /// The lines `asa status` prints for an expert's stats.
@@ -106,10 +127,10 @@ pub fn format_expert_stats(s: &ExpertStats) -> Vec<String> {
             ", BEFORE the expert started: not this run's numbers"
         }
     ));
-    lines.push(format!("              {}", scalar_fields(obj)));
+    lines.extend(scalar_lines("", obj));
     for (k, v) in obj {
         if let serde_json::Value::Object(inner) = v {
-            lines.push(format!("              {k}: {}", scalar_fields(inner)));
+            lines.extend(scalar_lines(&format!("{k}: "), inner));
         }
     }
     lines
@@ -118,6 +139,25 @@ pub fn format_expert_stats(s: &ExpertStats) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flat_stats_file_prints_as_lines_of_at_most_the_width() {
+        let mut object = serde_json::Map::new();
+        for i in 0..60 {
+            object.insert(format!("nr_counter_{i:02}"), serde_json::json!(i * 1000));
+        }
+        object.insert("schema".into(), serde_json::json!("asa.gru-stats"));
+        let lines = scalar_lines("", &object);
+        assert!(lines.len() > 10, "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= STATS_WIDTH),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| l.starts_with(STATS_INDENT)));
+        let joined = lines.join(" ");
+        assert_eq!(joined.matches('=').count(), 61, "every field once");
+        assert!(joined.contains("schema=asa.gru-stats"));
+    }
 
     #[test]
     fn expert_stats_are_read_and_dated() {
