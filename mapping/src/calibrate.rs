@@ -528,9 +528,47 @@ pub fn check_options(path: &Path, set: &ResultSet, plan: &CalibrationPlan) -> Re
     Ok(())
 }
 
+/// Refuses to resume a result set (read from `path`) written under another results version
+/// than this build's ([`asa_scenarios::runner::RESULTS_VERSION`]): its runs were measured under
+/// other preconditions and are scored by another catalogue, so new runs would not be
+/// comparable with them.
+pub fn check_version(path: &Path, set: &ResultSet) -> Result<()> {
+    if set.version != asa_scenarios::runner::RESULTS_VERSION {
+        bail!(
+            "{} holds results version {}, this build writes version {} (runs wait for a held \
+             scheduler before their load and scores use windowed tails): its runs cannot be \
+             resumed into; calibrate into another --dir",
+            path.display(),
+            set.version,
+            asa_scenarios::runner::RESULTS_VERSION
+        );
+    }
+    Ok(())
+}
+
+/// Refuses to pool result sets (named by `paths`) of different results versions: their runs
+/// were measured under other preconditions and scored by other catalogues.
+pub fn check_same_version(sets: &[ResultSet], paths: &[String]) -> Result<()> {
+    if let Some(first) = sets.first() {
+        for (set, path) in sets.iter().zip(paths).skip(1) {
+            if set.version != first.version {
+                bail!(
+                    "{path} holds results version {}, {} version {}: runs of different \
+                     versions are not pooled (other preconditions, other scores)",
+                    set.version,
+                    paths[0],
+                    first.version
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs every scenario of `plan` that `dir` does not already hold complete results for, saving
 /// after each scenario, and returns the whole result set. A folder measured with other
-/// options is refused (mixing them would make the scores incomparable).
+/// options or under another results version is refused (mixing them would make the scores
+/// incomparable).
 pub fn run_or_resume(
     dir: &Path,
     catalogue_text: &str,
@@ -552,6 +590,7 @@ pub fn run_or_resume(
     let path = results_path(dir);
     let mut set = if path.exists() {
         let set = ResultSet::load(&path)?;
+        check_version(&path, &set)?;
         check_options(&path, &set, plan)?;
         let done = set.scenarios.iter().filter(|r| complete(r, plan)).count();
         info!(

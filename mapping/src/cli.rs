@@ -222,6 +222,8 @@ fn load_results(paths: &[PathBuf]) -> Result<Vec<ResultSet>> {
         .iter()
         .map(|p| ResultSet::load(p))
         .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    calibrate::check_same_version(&sets, &names)?;
     for (set, path) in sets.iter().zip(paths).skip(1) {
         if !same_machine(&set.machine, &sets[0].machine) {
             bail!(
@@ -492,6 +494,16 @@ pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
         }
     }
     sets.push(live::static_runs(set));
+    let mut names: Vec<String> = args
+        .from_results
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    names.push(format!(
+        "this live run ({})",
+        calibrate::results_path(&args.dir).display()
+    ));
+    calibrate::check_same_version(&sets, &names)?;
     let machine = crate::machine_fingerprint(&set.machine, &catalogue);
     // The agent under test starts on, and falls back to, the table's default: a class measured
     // here stays on it unless another expert beats it beyond the noise.

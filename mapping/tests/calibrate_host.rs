@@ -136,6 +136,32 @@ fn calibration_ranks_the_better_scheduler_first_and_resumes() {
     .unwrap_err();
     assert!(format!("{err:#}").contains("other options"), "{err:#}");
 
+    // A folder of an older results version is not resumed into, nor pooled with this one.
+    let path = calibrate::results_path(dir.path());
+    let text_v2 = std::fs::read_to_string(&path).unwrap();
+    let version = format!("\"version\": {}", asa_scenarios::runner::RESULTS_VERSION);
+    assert!(text_v2.contains(&version), "{version}");
+    std::fs::write(&path, text_v2.replace(&version, "\"version\": 1")).unwrap();
+    let err = calibrate::run_or_resume(
+        dir.path(),
+        &text,
+        &plan(&["CAL-GAME", "CAL-AUDIO"], 2, work.path()),
+        &mut HogSwitcher::default(),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("results version 1"), "{err:#}");
+    let older = asa_scenarios::runner::ResultSet::load(&path).unwrap();
+    let err = calibrate::check_same_version(
+        &[set.clone(), older],
+        &["new.json".into(), "old.json".into()],
+    )
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("old.json holds results version 1"),
+        "{err:#}"
+    );
+    std::fs::write(&path, text_v2).unwrap();
+
     let machine =
         asa_mapping::machine_fingerprint(&set.machine, &asa_experts::Catalogue::builtin());
     let proto = calibrate::prototype(

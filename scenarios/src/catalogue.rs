@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::loads::LoadSpec;
 use crate::probes::ProbeSettings;
-use crate::score::{Scale, StabilitySpec, Threshold, ValueSpec};
+use crate::score::{Scale, StabilitySpec, TailSpec, Threshold, ValueSpec};
 
 /// Schema name every scenario file carries.
 pub const SCENARIOS_SCHEMA: &str = "asa.scenarios";
@@ -62,6 +62,11 @@ pub struct MetricSpec {
     /// Why this metric and these parameters.
     #[serde(default)]
     pub note: String,
+    /// The value part scores the windowed tail of this sample series instead of the summary
+    /// metric `name` ([`crate::score::windowed_percentile`]; the summary value stays in the
+    /// results and the report's `plain` figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailSpec>,
     /// Value-score parameters.
     #[serde(default)]
     pub value: Option<ValueSpec>,
@@ -239,6 +244,25 @@ impl Catalogue {
                         );
                     }
                     check_value(v).with_context(|| format!("{at}: field `value`"))?;
+                }
+                if let Some(t) = &m.tail {
+                    if m.value.is_none() {
+                        bail!("{at}: field `tail` needs a `value` table to score it");
+                    }
+                    if !series.contains(t.samples.as_str()) {
+                        bail!(
+                            "{at}: field `tail.samples` is `{}`, not a {} sample series (known: {})",
+                            t.samples,
+                            probe.settings.kind(),
+                            series.iter().copied().collect::<Vec<_>>().join(", ")
+                        );
+                    }
+                    if !(t.percentile.is_finite() && t.percentile > 0.0 && t.percentile <= 100.0) {
+                        bail!(
+                            "{at}: field `tail.percentile` must be in (0, 100], got {}",
+                            t.percentile
+                        );
+                    }
                 }
                 if let Some(s) = &m.stability {
                     if !series.contains(s.samples.as_str()) {
@@ -470,8 +494,21 @@ mod tests {
         assert!(e.contains("field `probe`") && e.contains("browser"), "{e}");
         let e = broken("name = \"fps\"", "name = \"fpss\"");
         assert!(e.contains("field `name`") && e.contains("fpss"), "{e}");
-        let e = broken("samples = \"frame_time_ms\"", "samples = \"frames\"");
+        let e = broken(
+            "stability = { samples = \"frame_time_ms\"",
+            "stability = { samples = \"frames\"",
+        );
         assert!(e.contains("stability.samples"), "{e}");
+        let e = broken(
+            "tail = { samples = \"frame_time_ms\"",
+            "tail = { samples = \"frames\"",
+        );
+        assert!(e.contains("tail.samples"), "{e}");
+        let e = broken(
+            "tail = { samples = \"frame_time_ms\", percentile = 99.0 }",
+            "tail = { samples = \"frame_time_ms\", percentile = 0.0 }",
+        );
+        assert!(e.contains("tail.percentile"), "{e}");
         let e = broken(
             "theta = 50.0, scale = 10.0",
             "theta = \"mean\", scale = 10.0",

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Catalogue, IDLE};
 use crate::runner::{ResultSet, ScenarioResult};
-use crate::score::{fuse, ValueSpec};
+use crate::score::{fuse, SigmaOf, ValueSpec};
 
 /// The score of one run and its parts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,6 +30,15 @@ pub struct RunScore {
     pub score: f64,
     /// Each part's score (`value:<metric>`, `stability:<metric>`).
     pub parts: BTreeMap<String, f64>,
+    /// What each part scored, by the same keys: the metric's value (its windowed tail where
+    /// the catalogue asks for one) or σ.
+    #[serde(default)]
+    pub figures: BTreeMap<String, f64>,
+    /// For comparison, not scored: for each part scored on a windowed tail, the whole run's
+    /// percentile (the probe's summary value), and for each part scored on `ln_variance`, the
+    /// samples' relative variance: the figures those parts scored before results version 2.
+    #[serde(default)]
+    pub plain: BTreeMap<String, f64>,
     /// Parts whose metric was not measured (scored 0).
     pub missing: Vec<String>,
 }
@@ -53,11 +62,13 @@ pub type ScoreTable = BTreeMap<String, BTreeMap<String, Vec<Option<f64>>>>;
 /// Reads one quantity from a run.
 type Reader<'a> = Box<dyn Fn(&crate::runner::RunRecord) -> Option<f64> + 'a>;
 
-/// One value-scored quantity of a run: its name in the parts, its spec, and where to read it.
+/// One value-scored quantity of a run: its name in the parts, its spec, where to read it, and
+/// where to read its plain figure (a windowed tail's whole-run percentile).
 struct ValueItem<'a> {
     key: String,
     spec: &'a ValueSpec,
     read: Reader<'a>,
+    plain: Option<Reader<'a>>,
 }
 
 /// Score every valid run of a scenario with the catalogue's parameters.
@@ -73,10 +84,24 @@ pub fn score_scenario(catalogue: &Catalogue, result: &ScenarioResult) -> Result<
     for m in &probe.metric {
         if let Some(spec) = &m.value {
             let name = m.name.clone();
+            let summary: Reader = Box::new(move |r| r.probe.summary.get(&name).copied());
+            let (read, plain) = match &m.tail {
+                Some(tail) => {
+                    let read: Reader = Box::new(move |r| {
+                        r.probe
+                            .samples
+                            .get(&tail.samples)
+                            .and_then(|xs| tail.of(xs))
+                    });
+                    (read, Some(summary))
+                }
+                None => (summary, None),
+            };
             items.push(ValueItem {
                 key: format!("value:{}", m.name),
                 spec,
-                read: Box::new(move |r| r.probe.summary.get(&name).copied()),
+                read,
+                plain,
             });
         }
     }
@@ -115,6 +140,7 @@ pub fn score_scenario(catalogue: &Catalogue, result: &ScenarioResult) -> Result<
                     .and_then(|p| p.output.as_ref())
                     .and_then(|o| o.throughput)
             }),
+            plain: None,
         });
     }
 
@@ -125,6 +151,8 @@ pub fn score_scenario(catalogue: &Catalogue, result: &ScenarioResult) -> Result<
             rep: r.rep,
             score: 0.0,
             parts: BTreeMap::new(),
+            figures: BTreeMap::new(),
+            plain: BTreeMap::new(),
             missing: Vec::new(),
         })
         .collect();
@@ -142,6 +170,12 @@ pub fn score_scenario(catalogue: &Catalogue, result: &ScenarioResult) -> Result<
             )
         };
         for (i, v) in values.iter().enumerate() {
+            if let Some(x) = v {
+                scores[i].figures.insert(item.key.clone(), *x);
+            }
+            if let Some(x) = item.plain.as_ref().and_then(|read| read(runs[i])) {
+                scores[i].plain.insert(item.key.clone(), x);
+            }
             let s = match (v, &curve) {
                 (Some(x), Some(c)) => c
                     .score(*x)
@@ -159,11 +193,16 @@ pub fn score_scenario(catalogue: &Catalogue, result: &ScenarioResult) -> Result<
         let Some(spec) = &m.stability else { continue };
         let key = format!("stability:{}", m.name);
         for (i, r) in runs.iter().enumerate() {
-            let sigma = r
-                .probe
-                .samples
-                .get(&spec.samples)
-                .and_then(|s| spec.sigma.of(s));
+            let samples = r.probe.samples.get(&spec.samples);
+            let sigma = samples.and_then(|s| spec.sigma.of(s));
+            if let Some(sigma) = sigma {
+                scores[i].figures.insert(key.clone(), sigma);
+            }
+            if spec.sigma == SigmaOf::LnVariance {
+                if let Some(rel) = samples.and_then(|s| SigmaOf::RelativeVariance.of(s)) {
+                    scores[i].plain.insert(key.clone(), rel);
+                }
+            }
             let s = match sigma {
                 Some(sigma) => crate::score::stability_score(sigma, spec.k_s, spec.gamma_s)
                     .with_context(|| format!("scenario {}: {key}", result.scenario))?,
@@ -978,9 +1017,10 @@ mod scoring_tests {
             title: "Web Browsing & Network Transfer".into(),
             probe: "web".into(),
             runs: vec![
-                // At every threshold: value parts 0.5, σ = 0 -> stability 1, load at the median.
-                run("eevdf", 100.0, 50.0, vec![20.0, 20.0], 3.0),
-                run("lavd", 100.0, 50.0, vec![20.0, 20.0], 3.0),
+                // At every threshold: value parts 0.5 (the p99 of the samples: 100 ms), σ = 0
+                // -> stability 1, load at the median.
+                run("eevdf", 100.0, 50.0, vec![100.0, 100.0], 3.0),
+                run("lavd", 100.0, 50.0, vec![100.0, 100.0], 3.0),
             ],
             error: None,
             skipped: Vec::new(),
@@ -991,19 +1031,66 @@ mod scoring_tests {
             assert!((r.score - 0.6).abs() < 1e-12, "{r:?}");
             assert!(r.missing.is_empty());
         }
-        // Better latency and throughput score higher; a run without samples loses that part.
+        // Better latency and throughput score higher; a run without samples loses the parts
+        // scored on them (its summary's p99 is not scored: the tail comes from the samples).
         let result = ScenarioResult {
             runs: vec![
-                run("eevdf", 120.0, 60.0, vec![20.0, 40.0], 2.0),
-                run("lavd", 80.0, 40.0, vec![], 4.0),
+                run("eevdf", 120.0, 60.0, vec![60.0, 120.0], 2.0),
+                run("lavd", 80.0, 40.0, vec![30.0, 80.0], 4.0),
+                run("rusty", 10.0, 40.0, vec![], 3.0),
             ],
             ..result
         };
         let scored = score_scenario(&cat, &result).unwrap();
-        let (e, l) = (&scored.runs[0], &scored.runs[1]);
+        let (e, l, r) = (&scored.runs[0], &scored.runs[1], &scored.runs[2]);
         assert!(l.parts["value:response_p99_ms"] > e.parts["value:response_p99_ms"]);
         assert!(l.parts["value:load:network"] > 0.5 && e.parts["value:load:network"] < 0.5);
-        assert_eq!(l.missing, vec!["stability:response_p99_ms".to_string()]);
-        assert_eq!(l.parts["stability:response_p99_ms"], 0.0);
+        assert_eq!(
+            r.missing,
+            ["value:response_p99_ms", "stability:response_p99_ms"]
+        );
+        assert_eq!(r.parts["stability:response_p99_ms"], 0.0);
+        assert_eq!(r.parts["value:response_p99_ms"], 0.0);
+    }
+
+    /// A web run of 400 clicks at 40 ms with 6 clicks stalled to 900 ms in one window of six:
+    /// the tail part scores the median of the window p99s and keeps the whole-run p99 (the
+    /// summary's) beside it; the stability part scores the variance of ln latency and keeps the
+    /// relative variance beside it.
+    #[test]
+    fn the_tail_part_scores_the_windowed_p99_and_keeps_the_whole_run_p99() {
+        let cat = Catalogue::builtin().unwrap();
+        let mut samples: Vec<f64> = (0..400).map(|i| 40.0 + (i % 4) as f64).collect();
+        for x in &mut samples[10..16] {
+            *x = 900.0;
+        }
+        let whole = crate::stats::percentile(&samples, 99.0).unwrap();
+        let result = ScenarioResult {
+            scenario: "S20".into(),
+            title: "Web Browsing & Network Transfer".into(),
+            probe: "web".into(),
+            runs: vec![run("eevdf", whole, 41.0, samples.clone(), 3.0)],
+            error: None,
+            skipped: Vec::new(),
+        };
+        let scored = score_scenario(&cat, &result).unwrap();
+        let r = &scored.runs[0];
+        let tail = r.figures["value:response_p99_ms"];
+        assert!(tail < 45.0, "{tail}");
+        assert_eq!(r.plain["value:response_p99_ms"], whole);
+        assert!(whole > 800.0, "{whole}");
+        // 40 ms is below the 100 ms midpoint: the tail scores above one half.
+        assert!(r.parts["value:response_p99_ms"] > 0.7, "{r:?}");
+        let ln = crate::score::SigmaOf::LnVariance.of(&samples).unwrap();
+        let rel = crate::score::SigmaOf::RelativeVariance
+            .of(&samples)
+            .unwrap();
+        assert_eq!(r.figures["stability:response_p99_ms"], ln);
+        assert_eq!(r.plain["stability:response_p99_ms"], rel);
+        assert!(ln < rel, "{ln} {rel}");
+        // Parts without another estimator have a figure and no plain one.
+        assert_eq!(r.figures["value:response_p50_ms"], 41.0);
+        assert!(!r.plain.contains_key("value:response_p50_ms"));
+        assert_eq!(r.figures["value:load:network"], 3.0);
     }
 }

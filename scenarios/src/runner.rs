@@ -25,8 +25,15 @@ use crate::work::WorkUnit;
 
 /// Schema name of a results file.
 pub const RESULTS_SCHEMA: &str = "asa.scenario-results";
-/// Schema version of a results file.
-pub const RESULTS_VERSION: u32 = 1;
+/// Schema version of the results files this build writes. Version 2: every run waited for
+/// the preconditions before its load ([`RunOptions::hold`], [`RunRecord::load_start`]), and the
+/// built-in catalogue scores windowed tails and ln variance (`scenarios/catalogue/scenarios.toml`).
+/// A results file is scored with the catalogue stored in it, so a version 1 file still gives
+/// its own scores; runs of the two versions must not be pooled or resumed into one another
+/// (`asa calibrate` refuses it).
+pub const RESULTS_VERSION: u32 = 2;
+/// The oldest results version this build reads (version 1: no hold, no load-start records).
+pub const OLDEST_RESULTS_VERSION: u32 = 1;
 
 /// Makes the machine run one expert for the length of a run.
 pub trait ExpertSwitcher {
@@ -362,7 +369,8 @@ impl MachineInfo {
 pub struct ResultSet {
     /// Always [`RESULTS_SCHEMA`].
     pub schema: String,
-    /// Always [`RESULTS_VERSION`].
+    /// [`RESULTS_VERSION`] when written by this build; [`OLDEST_RESULTS_VERSION`] or later
+    /// when read.
     pub version: u32,
     /// When the run started (ms since the epoch).
     pub created_unix_ms: u64,
@@ -390,7 +398,8 @@ impl ResultSet {
         }
     }
 
-    /// Read a results file, checking schema and version.
+    /// Read a results file, checking schema and version ([`OLDEST_RESULTS_VERSION`] to
+    /// [`RESULTS_VERSION`]; the set keeps the version it was written with).
     pub fn load(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading results {}", path.display()))?;
@@ -398,9 +407,11 @@ impl ResultSet {
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         let schema = value.get("schema").and_then(|v| v.as_str()).unwrap_or("");
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if schema != RESULTS_SCHEMA || version != RESULTS_VERSION as u64 {
+        let known = u64::from(OLDEST_RESULTS_VERSION)..=u64::from(RESULTS_VERSION);
+        if schema != RESULTS_SCHEMA || !known.contains(&version) {
             bail!(
-                "{}: schema {schema:?} version {version}, expected {RESULTS_SCHEMA:?} version {RESULTS_VERSION}",
+                "{}: schema {schema:?} version {version}, expected {RESULTS_SCHEMA:?} version \
+                 {OLDEST_RESULTS_VERSION} to {RESULTS_VERSION}",
                 path.display()
             );
         }
@@ -817,6 +828,32 @@ mod tests {
             scenario_duration(&opts(20, 30), &s1),
             Duration::from_secs(30)
         );
+    }
+
+    /// A version 1 file (before the hold and the load-start records) still reads, with a hold
+    /// of 0 and no load-start records; an unknown version is refused.
+    #[test]
+    fn a_version_1_results_file_reads_with_no_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.json");
+        let v1 = r#"{"schema":"asa.scenario-results","version":1,"created_unix_ms":5,
+            "machine":{"hostname":"h","kernel":"k","cpus":2,"cpu_model":"m"},
+            "options":{"experts":["eevdf"],"reps":1,"duration":{"secs":20,"nanos":0},
+              "settle":{"secs":2,"nanos":0},"work_dir":"/w",
+              "work_unit":{"iterations_per_ms":1000.0}},
+            "catalogue_toml":"",
+            "scenarios":[{"scenario":"S1","title":"t","probe":"game","error":null,
+              "runs":[{"expert":"eevdf","rep":0,"pinned":"eevdf","started_unix_ms":9,
+                "probe":{"kind":"game","elapsed_s":1.0,"summary":{},"samples":{}},
+                "phases":[],"valid":true}]}]}"#;
+        std::fs::write(&path, v1).unwrap();
+        let set = super::ResultSet::load(&path).unwrap();
+        assert_eq!(set.version, 1);
+        assert_eq!(set.options.hold, Duration::ZERO);
+        assert_eq!(set.scenarios[0].runs[0].load_start, None);
+        std::fs::write(&path, v1.replace("\"version\":1", "\"version\":3")).unwrap();
+        let err = super::ResultSet::load(&path).unwrap_err().to_string();
+        assert!(err.contains("version 3") && err.contains("1 to 2"), "{err}");
     }
 
     #[test]

@@ -6,8 +6,12 @@
 //!   variance". We take σ as the population variance of the metric's raw samples in one run
 //!   (for example every frame time of a game run, in ms, so σ is in ms²). Because a variance in
 //!   ms² is not comparable across metrics, a metric may instead ask for the squared coefficient
-//!   of variation (variance / mean², unit-free): [`SigmaOf::RelativeVariance`]. Choice documented
-//!   here and in the README: the default is the paper's plain variance.
+//!   of variation (variance / mean², unit-free): [`SigmaOf::RelativeVariance`], or for the
+//!   variance of the samples' natural logarithm (unit-free too): [`SigmaOf::LnVariance`]. For
+//!   small spreads the two agree (var ln x ≈ var x / mean²), but a handful of stalls 100× the
+//!   median blows the relative variance up by orders of magnitude and moves the variance of
+//!   ln x by a little (see [`SigmaOf::LnVariance`]). Choice documented here and in the README:
+//!   the default is the paper's plain variance; the catalogue's latency metrics use ln variance.
 //! * **Value score** `S_value(x) = 1 / (1 + e^(±k_v · ((x − θ) / f)^γ_v))`, a sigmoid around the
 //!   threshold θ. The sign is `−` when higher values are better (so `S → 1` as `x → ∞`) and `+`
 //!   when lower values are better. The paper leaves `u^γ_v` undefined for a negative base
@@ -20,6 +24,14 @@
 //!   of x over the compared runs ([`Scale::StdDev`]), or |θ| ([`Scale::Theta`]).
 //! * **Fusion**: the scenario score is the weighted mean `Σ w_i S_i / Σ w_i` over every value
 //!   and stability part of every metric of the scenario (weights from the scenario file).
+//! * **Windowed tail** (our addition): a value part may score, instead of the probe's whole-run
+//!   percentile, the median over equal windows of the run's samples (in time order) of each
+//!   window's percentile ([`windowed_percentile`], asked for by a metric's [`TailSpec`]). A
+//!   whole-run p99 of a 60 s office run is set by its 4 worst of 388 keystrokes, so one stall
+//!   decides it: in the live evaluation of 2026-11-28 the p99 of the same expert's two
+//!   repetitions differed by up to 4.44 ln units, the median of six window p99s by at most 0.75
+//!   (results/2026-11-29-yardstick-stalls). A stall in one or two windows of six leaves the
+//!   windowed tail at a typical window's p99; a problem that recurs in most windows sets it.
 //!
 //! Every function checks its inputs and returns an error instead of a silent NaN.
 
@@ -252,19 +264,77 @@ pub enum SigmaOf {
     Variance,
     /// Variance / mean², unit-free (squared coefficient of variation).
     RelativeVariance,
+    /// Population variance of `ln x`, unit-free: a latency series' spread as factors, so a
+    /// few stalls 100× the median weigh as factors of 100, not as their squared milliseconds.
+    /// In the live evaluation of 2026-11-28, 3–6 stalled keystrokes of 388 made S10's relative
+    /// variance, and with it the stability part, the second largest share of a 0.368 score gap;
+    /// samples ≤ 0 count as [`LN_FLOOR`].
+    LnVariance,
 }
+
+/// The smallest sample [`SigmaOf::LnVariance`] takes the logarithm of (in the samples' unit:
+/// 1 µs for the catalogue's millisecond series), so a zero latency stays finite.
+pub const LN_FLOOR: f64 = 1e-3;
 
 impl SigmaOf {
     /// σ of these samples; `None` when there are none (or the mean is 0 for relative variance).
     pub fn of(self, samples: &[f64]) -> Option<f64> {
-        let var = crate::stats::variance(samples)?;
         match self {
-            SigmaOf::Variance => Some(var),
+            SigmaOf::Variance => crate::stats::variance(samples),
             SigmaOf::RelativeVariance => {
+                let var = crate::stats::variance(samples)?;
                 let m = crate::stats::mean(samples)?;
                 (m != 0.0).then(|| var / (m * m))
             }
+            SigmaOf::LnVariance => {
+                let ln: Vec<f64> = samples.iter().map(|x| x.max(LN_FLOOR).ln()).collect();
+                crate::stats::variance(&ln)
+            }
         }
+    }
+}
+
+/// A window of [`windowed_percentile`] keeps at least this many samples (while there is more
+/// than one window): a p99 of 50 samples still interpolates between the two largest.
+pub const TAIL_WINDOW_SAMPLES: usize = 50;
+
+/// At most this many windows in [`windowed_percentile`]: 10 s windows of a 60 s run.
+pub const TAIL_WINDOWS: usize = 6;
+
+/// How many windows [`windowed_percentile`] splits `n` samples into:
+/// `clamp(n / TAIL_WINDOW_SAMPLES, 1, TAIL_WINDOWS)`.
+pub fn tail_windows(n: usize) -> usize {
+    (n / TAIL_WINDOW_SAMPLES).clamp(1, TAIL_WINDOWS)
+}
+
+/// The windowed tail of a series: `samples` (in time order) cut into [`tail_windows`] windows
+/// of equal sample counts, in order, and the median of each window's `p`-th percentile
+/// ([`crate::stats::percentile`]). One window (fewer than 100 samples) gives the plain
+/// percentile. `None` for no samples.
+pub fn windowed_percentile(samples: &[f64], p: f64) -> Option<f64> {
+    let n = samples.len();
+    let k = tail_windows(n);
+    let per_window: Vec<f64> = (0..k)
+        .filter_map(|i| crate::stats::percentile(&samples[i * n / k..(i + 1) * n / k], p))
+        .collect();
+    crate::stats::median(&per_window)
+}
+
+/// Asks a metric's value part for the windowed tail of a sample series
+/// ([`windowed_percentile`]) instead of the probe's whole-run summary value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TailSpec {
+    /// The raw-sample series (e.g. `input_latency_ms` for `input_latency_p99_ms`).
+    pub samples: String,
+    /// The percentile of each window, in (0, 100].
+    pub percentile: f64,
+}
+
+impl TailSpec {
+    /// The windowed tail of `samples`.
+    pub fn of(&self, samples: &[f64]) -> Option<f64> {
+        windowed_percentile(samples, self.percentile)
     }
 }
 
@@ -489,8 +559,97 @@ mod tests {
     fn sigma_variants() {
         close(SigmaOf::Variance.of(&[1.0, 3.0]).unwrap(), 1.0);
         close(SigmaOf::RelativeVariance.of(&[1.0, 3.0]).unwrap(), 0.25);
+        // ln 1 = 0, ln e² = 2: variance 1.
+        close(
+            SigmaOf::LnVariance
+                .of(&[1.0, std::f64::consts::E.powi(2)])
+                .unwrap(),
+            1.0,
+        );
         assert_eq!(SigmaOf::Variance.of(&[]), None);
+        assert_eq!(SigmaOf::LnVariance.of(&[]), None);
         assert_eq!(SigmaOf::RelativeVariance.of(&[0.0, 0.0]), None);
+        // A zero sample counts as LN_FLOOR: finite.
+        assert!(SigmaOf::LnVariance.of(&[0.0, 5.0]).unwrap().is_finite());
+    }
+
+    /// 388 keystrokes of 4–6 ms, 4 of them stalled to 1 s: the relative variance grows from
+    /// 0.02 to over 1 (about 40), the variance of ln latency stays below 0.5; both are
+    /// scale-free.
+    #[test]
+    fn ln_variance_damps_a_few_stalls_and_ignores_the_unit() {
+        let calm: Vec<f64> = (0..388).map(|i| 4.0 + (i % 5) as f64 * 0.5).collect();
+        let mut stalled = calm.clone();
+        for x in &mut stalled[100..104] {
+            *x = 1000.0;
+        }
+        let rel = |xs: &[f64]| SigmaOf::RelativeVariance.of(xs).unwrap();
+        let ln = |xs: &[f64]| SigmaOf::LnVariance.of(xs).unwrap();
+        assert!(rel(&stalled) > 1.0, "{}", rel(&stalled));
+        assert!(ln(&stalled) < 0.5, "{}", ln(&stalled));
+        let ms_to_s: Vec<f64> = stalled.iter().map(|x| x / 1000.0).collect();
+        close(ln(&ms_to_s), ln(&stalled));
+        // Small spreads: the two agree.
+        assert!((rel(&calm) - ln(&calm)).abs() < 0.1 * rel(&calm));
+    }
+
+    #[test]
+    fn tail_windows_keep_fifty_samples_each_up_to_six() {
+        assert_eq!(tail_windows(0), 1);
+        assert_eq!(tail_windows(99), 1);
+        assert_eq!(tail_windows(100), 2);
+        assert_eq!(tail_windows(388), 6);
+        assert_eq!(tail_windows(12_000), 6);
+    }
+
+    /// 388 keystrokes (S10's count) in six windows of 64–65: one window's stall of 5 keys
+    /// would set the whole-run p99, not the windowed one.
+    #[test]
+    fn one_stall_window_does_not_set_the_tail() {
+        let mut xs: Vec<f64> = (0..388).map(|i| 3.0 + (i % 10) as f64 * 0.1).collect();
+        for x in &mut xs[20..25] {
+            *x = 1500.0;
+        }
+        let whole = crate::stats::percentile(&xs, 99.0).unwrap();
+        let windowed = windowed_percentile(&xs, 99.0).unwrap();
+        assert!(whole > 1000.0, "{whole}");
+        assert!(windowed < 4.0, "{windowed}");
+        // Two bad windows of six still leave the median of the window p99s at a calm one's.
+        for x in &mut xs[200..205] {
+            *x = 1500.0;
+        }
+        assert!(windowed_percentile(&xs, 99.0).unwrap() < 4.0);
+    }
+
+    #[test]
+    fn a_recurring_stall_still_sets_the_tail() {
+        let mut xs: Vec<f64> = (0..388).map(|i| 3.0 + (i % 10) as f64 * 0.1).collect();
+        // A stall in four windows of six.
+        for start in [10, 80, 150, 280] {
+            for x in &mut xs[start..start + 3] {
+                *x = 800.0;
+            }
+        }
+        assert!(windowed_percentile(&xs, 99.0).unwrap() > 500.0);
+    }
+
+    #[test]
+    fn few_samples_keep_the_plain_percentile() {
+        let xs: Vec<f64> = (1..=30).map(f64::from).collect();
+        assert_eq!(
+            windowed_percentile(&xs, 99.0),
+            crate::stats::percentile(&xs, 99.0)
+        );
+        assert_eq!(windowed_percentile(&[], 99.0), None);
+        // The windows follow the samples' order: a late stall counts in the last window only.
+        let mut late: Vec<f64> = vec![1.0; 600];
+        late[599] = 9.0;
+        assert_eq!(windowed_percentile(&late, 100.0), Some(1.0));
+        let tail = TailSpec {
+            samples: "x".into(),
+            percentile: 100.0,
+        };
+        assert_eq!(tail.of(&late), Some(1.0));
     }
 
     #[test]

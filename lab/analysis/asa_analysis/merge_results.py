@@ -12,7 +12,8 @@ BASE's runs and renames NEW's to `<expert><SUFFIX>` (e.g. cosmos@new), for
 `asa_analysis.anchor_drift`. `--only-new-scenarios` keeps the scenarios NEW ran only, so that
 every expert has every scenario (`routing_ceiling` compares the experts all scenarios share).
 
-Both files must score the same scenario file (their `catalogue_toml`). The merge keeps BASE's
+Both files must score the same scenario file (their `catalogue_toml`) and be of the same results
+version (1, or 2: runs waited for a held scheduler before their load). The merge keeps BASE's
 machine, options and work unit (only `options.experts` changes) and records both sources in
 `merged_from`, which `asa scenario report` ignores.
 
@@ -27,13 +28,14 @@ import sys
 from .common import read_json
 
 SCHEMA = 'asa.scenario-results'
-VERSION = 1
+VERSIONS = (1, 2)  # scenarios/src/runner.rs OLDEST_RESULTS_VERSION..=RESULTS_VERSION
 
 
 def check(results, what):
-    if results.get('schema') != SCHEMA or results.get('version') != VERSION:
-        raise ValueError('%s: schema %r version %r, expected %r version %d' % (
-            what, results.get('schema'), results.get('version'), SCHEMA, VERSION))
+    if results.get('schema') != SCHEMA or results.get('version') not in VERSIONS:
+        raise ValueError('%s: schema %r version %r, expected %r version %s' % (
+            what, results.get('schema'), results.get('version'), SCHEMA,
+            ' or '.join(map(str, VERSIONS))))
 
 
 def _renamed(run_or_skip, names):
@@ -49,6 +51,9 @@ def merge(base, new, anchors='replace', suffix='@new', only_new_scenarios=False)
     `base`, and `new`'s runs of it are renamed to expert + suffix)."""
     check(base, 'base')
     check(new, 'new')
+    if base['version'] != new['version']:
+        raise ValueError('base is results version %d, new version %d: runs measured under other '
+                         'preconditions are not merged' % (base['version'], new['version']))
     if base['catalogue_toml'] != new['catalogue_toml']:
         raise ValueError('the two runs scored different scenario files (catalogue_toml differs)')
     if anchors not in ('replace', 'keep'):

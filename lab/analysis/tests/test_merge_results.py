@@ -93,7 +93,11 @@ def test_runs_of_different_scenario_files_or_schemas_are_refused():
     with pytest.raises(ValueError, match='catalogue_toml'):
         merge_results.merge(BASE, other)
     with pytest.raises(ValueError, match='schema'):
+        merge_results.merge(BASE, dict(NEW, version=3))
+    with pytest.raises(ValueError, match='base is results version 1, new version 2'):
         merge_results.merge(BASE, dict(NEW, version=2))
+    merged = merge_results.merge(dict(BASE, version=2), dict(NEW, version=2))
+    assert merged['version'] == 2
     renamed_clash = results(['cosmos', 'cosmos@new'], [scenario('S1', ['cosmos', 'cosmos@new'])])
     with pytest.raises(ValueError, match='already'):
         merge_results.merge(BASE, renamed_clash, anchors='keep', suffix='@new')

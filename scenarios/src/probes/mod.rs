@@ -111,7 +111,9 @@ pub struct ProbeOutput {
     pub elapsed_s: f64,
     /// Summary metrics by name (units in the name or in [`ProbeSettings::summary_metrics`]).
     pub summary: BTreeMap<String, f64>,
-    /// Raw samples by series name, in recording order.
+    /// Raw samples by series name, in recording order, which is time order: each series is
+    /// recorded by one thread, event by event (clicks and keystrokes pass FIFO channels, so they
+    /// complete in the order they were due). [`crate::score::windowed_percentile`] relies on it.
     pub samples: BTreeMap<String, Vec<f64>>,
 }
 
