@@ -55,9 +55,12 @@ enum Command {
         /// Run the script in a Debian root filesystem with these packages (built once, cached).
         #[arg(long, value_delimiter = ',', num_args = 0..)]
         rootfs: Option<Vec<String>>,
-        /// Guest memory in MiB.
-        #[arg(long, default_value_t = 2048)]
-        memory: u32,
+        /// Guest memory in MiB (default: ASA_LAB_MEMORY_MIB, else 2048).
+        #[arg(long)]
+        memory: Option<u32>,
+        /// Guest vCPUs (default: ASA_LAB_CPUS, else 2).
+        #[arg(long)]
+        cpus: Option<u32>,
         /// A persistent work disk by name, mounted at /var/tmp/asa-work in the root filesystem
         /// (kept in the lab cache, one per name and root filesystem, one VM at a time).
         #[arg(long, value_name = "NAME", requires = "rootfs")]
@@ -180,6 +183,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             files,
             rootfs,
             memory,
+            cpus,
             work_disk,
             timeout,
             out,
@@ -212,7 +216,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 run.files.push((PathBuf::from(host), PathBuf::from(guest)));
             }
             run.rootfs = rootfs.map(asa_lab::RootfsSpec::with_packages);
-            run.vm.memory_mib = memory;
+            let shape = asa_lab::VmConfig::from_env()?;
+            run.vm.memory_mib = memory.unwrap_or(shape.memory_mib);
+            run.vm.cpus = cpus.unwrap_or(shape.cpus);
             run.work_disk = work_disk;
             run.vm.timeout = Duration::from_secs(timeout);
             run.vm.echo_console = true;
@@ -233,8 +239,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo { asa } => {
             let lab = Lab::new()?;
             eprintln!(
-                "asa-lab: booting {} under qemu (TCG, 2 vCPUs)",
-                lab.kernel.release
+                "asa-lab: booting {} under qemu (TCG, {} vCPUs)",
+                lab.kernel.release,
+                asa_lab::vm::VmConfig::from_env()?.cpus
             );
             let model = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../classifier/models/default/classifier.onnx");
@@ -307,9 +314,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 std::fs::write(&path, outcome.read_out("switch.json")?)?;
             }
             println!(
-                "Switch times in one lab VM run ({}; kernel {}, qemu TCG, 2 vCPUs), median of {rounds} switches per pair:\n\n{table}",
+                "Switch times in one lab VM run ({}; kernel {}, qemu TCG, {} vCPUs), median of {rounds} switches per pair:\n\n{table}",
                 label,
-                lab.kernel.release
+                lab.kernel.release,
+                asa_lab::vm::VmConfig::from_env()?.cpus
             );
             Ok(ExitCode::SUCCESS)
         }

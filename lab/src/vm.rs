@@ -344,11 +344,57 @@ impl std::str::FromStr for DiskBus {
     }
 }
 
+/// Environment variable giving the lab VM's number of vCPUs (default [`DEFAULT_CPUS`]), so a
+/// whole suite or a long run can be repeated on another machine shape: `ASA_LAB_CPUS=4`.
+pub const CPUS_ENV: &str = "ASA_LAB_CPUS";
+/// Environment variable giving the lab VM's memory in MiB (default [`DEFAULT_MEMORY_MIB`]).
+pub const MEMORY_ENV: &str = "ASA_LAB_MEMORY_MIB";
+/// vCPUs of a lab VM unless [`CPUS_ENV`] or the run says otherwise.
+pub const DEFAULT_CPUS: u32 = 2;
+/// Memory of a lab VM in MiB unless [`MEMORY_ENV`] or the run says otherwise.
+pub const DEFAULT_MEMORY_MIB: u32 = 2048;
+/// The vCPUs a lab VM may have (qemu's q35/pc machines take more; TCG emulates them on one
+/// host thread, so more than this only slows every vCPU down).
+const CPU_RANGE: (u32, u32) = (1, 64);
+/// The memory a lab VM may have, MiB (the guest's userland and the experts need 512).
+const MEMORY_RANGE: (u32, u32) = (512, 65_536);
+
+/// The value of `name` (a whole number within `range`), `default` when it is unset or empty.
+fn shape_from_env(name: &str, default: u32, range: (u32, u32)) -> Result<u32> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(text) if text.trim().is_empty() => Ok(default),
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(n) if (range.0..=range.1).contains(&n) => Ok(n),
+            _ => bail!(
+                "{name}={text:?}: give a whole number from {} to {}",
+                range.0,
+                range.1
+            ),
+        },
+    }
+}
+
+impl VmConfig {
+    /// The defaults with the machine shape from [`CPUS_ENV`] and [`MEMORY_ENV`]; an error says
+    /// which variable holds what.
+    pub fn from_env() -> Result<Self> {
+        Ok(Self {
+            cpus: shape_from_env(CPUS_ENV, DEFAULT_CPUS, CPU_RANGE)?,
+            memory_mib: shape_from_env(MEMORY_ENV, DEFAULT_MEMORY_MIB, MEMORY_RANGE)?,
+            ..Self::default()
+        })
+    }
+}
+
 impl Default for VmConfig {
+    /// The defaults with the machine shape of [`VmConfig::from_env`] where it is valid (a
+    /// malformed variable is refused when the VM boots, with [`VmConfig::from_env`]'s error).
     fn default() -> Self {
         Self {
-            memory_mib: 2048,
-            cpus: 2,
+            memory_mib: shape_from_env(MEMORY_ENV, DEFAULT_MEMORY_MIB, MEMORY_RANGE)
+                .unwrap_or(DEFAULT_MEMORY_MIB),
+            cpus: shape_from_env(CPUS_ENV, DEFAULT_CPUS, CPU_RANGE).unwrap_or(DEFAULT_CPUS),
             timeout: Duration::from_secs(600),
             echo_console: false,
             extra_cmdline: String::new(),
@@ -454,6 +500,21 @@ pub fn boot(
     config: &VmConfig,
 ) -> Result<VmOutcome> {
     let qemu = which("qemu-system-x86_64").ok_or(VmError::QemuMissing)?;
+    // A malformed machine shape is one clear error, not a silent default.
+    VmConfig::from_env()?;
+    if !(CPU_RANGE.0..=CPU_RANGE.1).contains(&config.cpus)
+        || !(MEMORY_RANGE.0..=MEMORY_RANGE.1).contains(&config.memory_mib)
+    {
+        bail!(
+            "a lab VM of {} vCPUs and {} MiB: vCPUs must be {}–{}, memory {}–{} MiB",
+            config.cpus,
+            config.memory_mib,
+            CPU_RANGE.0,
+            CPU_RANGE.1,
+            MEMORY_RANGE.0,
+            MEMORY_RANGE.1
+        );
+    }
     std::fs::create_dir_all(work_dir)?;
     let out_tar = work_dir.join("out.tar");
     let _ = std::fs::remove_file(&out_tar);
@@ -632,6 +693,24 @@ pub fn which(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_shape_comes_from_the_environment_within_its_range() {
+        // Variables of this test's own, so parallel tests do not see them.
+        let name = "ASA_LAB_TEST_SHAPE_CPUS";
+        std::env::remove_var(name);
+        assert_eq!(shape_from_env(name, 2, CPU_RANGE).unwrap(), 2);
+        std::env::set_var(name, " 4 ");
+        assert_eq!(shape_from_env(name, 2, CPU_RANGE).unwrap(), 4);
+        std::env::set_var(name, "");
+        assert_eq!(shape_from_env(name, 2, CPU_RANGE).unwrap(), 2);
+        for bad in ["0", "65", "four", "-1"] {
+            std::env::set_var(name, bad);
+            let error = shape_from_env(name, 2, CPU_RANGE).unwrap_err().to_string();
+            assert!(error.contains(name) && error.contains("1 to 64"), "{error}");
+        }
+        std::env::remove_var(name);
+    }
 
     #[test]
     fn qemu_versions_and_the_icount_minimum() {
