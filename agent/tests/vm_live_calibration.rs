@@ -60,7 +60,7 @@ set -u
 asa calibrate --stage live --dir /lab/out/live --table /lab/mapping.toml \
   --model /lab/classifier.onnx --onnxruntime /lab/libonnxruntime.so --agent-cooldown-s 3 \
   --catalogue /lab/live.toml --scenarios LIVE-GAME,LIVE-PHASED --experts eevdf,bpfland \
-  --classes load --reps 1 --duration 18 --settle 1 --cooldown 0.5 --work-dir /tmp/work \
+  --classes load --reps 1 --duration 18 --settle 1 --cooldown 0.5 --hold 0 --work-dir /tmp/work \
   > /lab/out/live.log 2>&1
 echo "live_exit=$?" >> /lab/out/results
 echo "state_at_end=$(cat /sys/kernel/sched_ext/state)" >> /lab/out/results
