@@ -116,6 +116,9 @@ pub struct AppPins {
     file: Option<PathBuf>,
     admin: Vec<PinEntry>,
     user: Vec<PinEntry>,
+    /// Applications pinned since the last [`AppPins::drop_gone`]: the walk that call judges by
+    /// may predate the pin (and the application's process group), so they get one walk more.
+    fresh: Vec<AppKey>,
 }
 
 impl AppPins {
@@ -136,6 +139,7 @@ impl AppPins {
             file: file.map(Path::to_path_buf),
             admin,
             user: Vec::new(),
+            fresh: Vec::new(),
         };
         let Some(path) = file else {
             return (pins, None);
@@ -202,6 +206,9 @@ impl AppPins {
         });
         self.save(&user)?;
         self.user = user;
+        if let PinTarget::App { key, .. } = target {
+            self.fresh.push(*key);
+        }
         Ok(())
     }
 
@@ -225,12 +232,14 @@ impl AppPins {
         Ok(())
     }
 
-    /// Drops the application pins whose application `alive` says is gone; saves when any went.
+    /// Drops the application pins whose application `alive` (one walk) says is gone, but not
+    /// those set since the previous call; saves when any went.
     pub fn drop_gone(&mut self, alive: impl Fn(&AppKey) -> bool) -> Vec<PinEntry> {
+        let fresh = std::mem::take(&mut self.fresh);
         let (gone, kept): (Vec<PinEntry>, Vec<PinEntry>) = self
             .user
             .drain(..)
-            .partition(|p| p.app.is_some_and(|k| !alive(&k)));
+            .partition(|p| p.app.is_some_and(|k| !fresh.contains(&k) && !alive(&k)));
         self.user = kept;
         if !gone.is_empty() {
             if let Err(e) = self.save(&self.user) {
@@ -357,6 +366,21 @@ mod tests {
         assert_eq!(gone.len(), 1);
         let (last, _) = AppPins::load(Some(&file), &[]);
         assert_eq!(last.cgroups().collect::<Vec<_>>(), ["u.slice"]);
+    }
+
+    #[test]
+    fn a_pin_set_after_the_walk_survives_that_walk_and_goes_at_the_next() {
+        let (mut pins, _) = AppPins::load(None, &[]);
+        let app = PinTarget::App {
+            key: key(1, 209),
+            pid: 209,
+        };
+        pins.set(&app, "cpu_batch").unwrap();
+        // The walk this tick judges by was taken before the pin (and before the job's setsid).
+        assert!(pins.drop_gone(|_| false).is_empty());
+        assert_eq!(pins.entries().count(), 1);
+        // The next walk does not see it either: now it is gone.
+        assert_eq!(pins.drop_gone(|_| false).len(), 1);
     }
 
     #[test]
