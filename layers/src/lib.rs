@@ -26,20 +26,29 @@ pub fn default_plan() -> LayerPlan {
     parse_plan(DEFAULT_PLAN, "the default plan").expect("the default plan is valid")
 }
 
+/// Where in `text` a TOML parse `error` is, as " at line L, column C" (1-based; empty when the
+/// parser gives no place): every TOML file ASA reads names the place of its errors this way.
+pub fn toml_error_place(text: &str, error: &toml::de::Error) -> String {
+    error
+        .span()
+        .map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!(" at line {line}, column {column}")
+        })
+        .unwrap_or_default()
+}
+
 /// Reads a layer plan from TOML text and checks it; `origin` names the text in the error
 /// (a path, or "the default plan"), with the line and column where the parser gives them.
 pub fn parse_plan(text: &str, origin: &str) -> Result<LayerPlan, String> {
     let plan: LayerPlan = toml::from_str(text).map_err(|e| {
-        let place = e
-            .span()
-            .map(|span| {
-                let before = &text[..span.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                format!(" at line {line}, column {column}")
-            })
-            .unwrap_or_default();
-        format!("layer plan {origin}{place}: {}", e.message())
+        format!(
+            "layer plan {origin}{}: {}",
+            toml_error_place(text, &e),
+            e.message()
+        )
     })?;
     plan.check()
         .map_err(|e| format!("layer plan {origin}: {e}"))?;

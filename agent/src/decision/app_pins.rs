@@ -87,16 +87,11 @@ struct PinFile {
 /// Parses a pins file's `text` (`origin` names it in errors, with line and column).
 pub fn parse_pins(text: &str, origin: &str) -> Result<Vec<PinEntry>, String> {
     let file: PinFile = toml::from_str(text).map_err(|e| {
-        let place = e
-            .span()
-            .map(|span| {
-                let before = &text[..span.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                format!(" at line {line}, column {column}")
-            })
-            .unwrap_or_default();
-        format!("application pins {origin}{place}: {}", e.message().trim())
+        format!(
+            "application pins {origin}{}: {}",
+            asa_layers::toml_error_place(text, &e),
+            e.message().trim()
+        )
     })?;
     for (i, pin) in file.pins.iter().enumerate() {
         if pin.cgroup.is_some() == pin.app.is_some() {
