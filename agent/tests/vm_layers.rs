@@ -118,7 +118,8 @@ fn scx_layered_runs_asas_layer_plan_under_the_supervisor_and_stops_to_eevdf() {
     assert_eq!(r["hint_map_after"], "pinned", "{r:?}");
 }
 
-/// Two jobs under `asa run` with scx_layered: the user pins one (two CPU hogs) to `cpu_batch`
+/// Two jobs under `asa run` with scx_layered: the user pins one (a build-like loop of short
+/// CPU-bound children) to `cpu_batch`
 /// and the other (a shell waking every 10 ms) to `interactive`; `asa apps` shows the classes and layers, scx_layered's own monitor shows
 /// tasks in both layers, an unpin takes the job back out, and the agent's exit leaves the
 /// machine on EEVDF with no scheduler behind.
@@ -140,9 +141,11 @@ asa run {GUEST_RUN_ARGS} > /lab/out/daemon.log 2>&1 &
 D=$!
 asa status --wait-for layered --timeout 300 > /dev/null; rec layered $?
 # Two jobs, each in a process group of its own as a shell with job control starts them. The
-# batch job runs two hogs, so the 2 vCPUs are contended: a task alone on its CPU keeps running
-# with refilled slices and passes no scheduling event where scx_layered re-reads its hint.
-setsid sh -c 'sh -c "while :; do :; done" & while :; do :; done' & H=$!
+# batch job works like a build: it keeps forking short CPU-bound children (they start with its
+# hint, inherited at fork). A lone endless hog would not do: a task alone on its CPU keeps
+# running with refilled slices and passes no scheduling event where scx_layered re-reads its
+# hint (layers/README.md).
+setsid sh -c 'while :; do sh -c "i=0; while [ \$i -lt 3000 ]; do i=\$((i+1)); done"; done' & H=$!
 setsid sh -c 'while :; do sleep 0.01; done' & I=$!
 sleep 1
 asa app set $H cpu_batch; rec set_batch $?
