@@ -88,11 +88,6 @@ impl Pipeline {
         self.sampler.ignore_processes(pids);
     }
 
-    /// The last tick's threads from perception's BPF task walk (false without it).
-    pub(super) fn threads(&self, threads: &mut Vec<crate::perception::apps::ThreadSample>) -> bool {
-        self.sampler.threads(threads)
-    }
-
     /// One tick at `now` (monotonic, since any fixed origin): a perception sample, then the
     /// engine's decision on it, with the whole tick's cost (and, with `--log-features`, the
     /// feature vector by name) in the record.

@@ -207,13 +207,6 @@ impl Sampler {
         self.procfs.uses_task_scan()
     }
 
-    /// The last sample's threads, from the same BPF task walk, into `threads` (cleared first),
-    /// for per-application perception ([`apps::AppGrouper`]); false (and nothing) without the
-    /// BPF task scan.
-    pub fn threads(&self, threads: &mut Vec<apps::ThreadSample>) -> bool {
-        self.procfs.threads(threads)
-    }
-
     /// Leave these processes (besides the sampler's own) out of the per-process features from
     /// the next sample on, in place of the previous call's: the agent's hot-standby experts,
     /// whose loading is not the workload.

@@ -3,10 +3,6 @@
 //! [`aggregate`] sums per process into the same [`ProcessStat`]s and I/O totals that
 //! `/proc/<pid>/stat` and `/proc/<pid>/io` give.
 //!
-//! The same walk gives each thread's application and behaviour ([`TaskRecord::thread_sample`]),
-//! which per-application perception ([`super::apps`]) groups; decoded only when asked for
-//! ([`TaskScan::threads`]), so the whole-machine tick pays nothing for it.
-//!
 //! Why: the procfs scan costs a system call, the kernel's text formatting and a parse per
 //! process (about 12 µs a process on the host, most of a tick); the iterator does the walk in
 //! the kernel and the parse is a copy. It needs BTF, CAP_BPF + CAP_PERFMON (or root) and a
@@ -20,13 +16,12 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link};
 
-use super::apps::{ExitedTotals, ThreadSample};
 use super::procfs_source::processes::ProcessStat;
 
 bpf_skeleton!("task_scan.skel.rs");
 
-/// Size of `struct task_scan_record` (src/bpf/task_scan.h): two u32 and 21 u64.
-pub const RECORD_BYTES: usize = 8 + 21 * 8;
+/// Size of `struct task_scan_record` (src/bpf/task_scan.h): two u32 and ten u64.
+pub const RECORD_BYTES: usize = 8 + 10 * 8;
 
 /// One thread's record, as the iterator writes it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,28 +50,6 @@ pub struct TaskRecord {
     pub rss_pages: u64,
     /// Whether this is the thread-group leader.
     pub leader: bool,
-    /// Process group id.
-    pub pgid: u32,
-    /// cgroup-v2 id (kernfs id: the inode of the cgroup's folder).
-    pub cgroup: u64,
-    /// This thread's voluntary context switches.
-    pub nvcsw: u64,
-    /// This thread's involuntary context switches.
-    pub nivcsw: u64,
-    /// This thread's time waiting on a run queue, ns (0 without CONFIG_SCHED_INFO).
-    pub run_delay_ns: u64,
-    /// This thread's read_bytes + write_bytes (block layer).
-    pub storage_bytes: u64,
-    /// This thread's read and write system calls (syscr + syscw).
-    pub io_calls: u64,
-    /// The process's exited threads' voluntary switches (leader only).
-    pub exited_nvcsw: u64,
-    /// The process's exited threads' involuntary switches (leader only).
-    pub exited_nivcsw: u64,
-    /// The process's exited threads' storage bytes (leader only).
-    pub exited_storage_bytes: u64,
-    /// The process's exited threads' read and write calls (leader only).
-    pub exited_io_calls: u64,
 }
 
 impl TaskRecord {
@@ -103,44 +76,7 @@ impl TaskRecord {
             start_boottime_ns: u64_at(7),
             rss_pages: u64_at(8),
             leader: u64_at(9) != 0,
-            pgid: u64_at(10) as u32,
-            cgroup: u64_at(11),
-            nvcsw: u64_at(12),
-            nivcsw: u64_at(13),
-            run_delay_ns: u64_at(14),
-            storage_bytes: u64_at(15),
-            io_calls: u64_at(16),
-            exited_nvcsw: u64_at(17),
-            exited_nivcsw: u64_at(18),
-            exited_storage_bytes: u64_at(19),
-            exited_io_calls: u64_at(20),
         })
-    }
-
-    /// The thread as per-application perception sees it ([`ThreadSample`]).
-    pub fn thread_sample(&self) -> ThreadSample {
-        ThreadSample {
-            tgid: self.tgid,
-            pid: self.pid,
-            pgid: self.pgid,
-            cgroup: self.cgroup,
-            runtime_ns: self.runtime_ns,
-            nvcsw: self.nvcsw,
-            nivcsw: self.nivcsw,
-            run_delay_ns: self.run_delay_ns,
-            storage_bytes: self.storage_bytes,
-            char_bytes: self.io_bytes,
-            io_calls: self.io_calls,
-            leader: self.leader,
-            exited: ExitedTotals {
-                runtime_ns: self.exited_runtime_ns,
-                nvcsw: self.exited_nvcsw,
-                nivcsw: self.exited_nivcsw,
-                storage_bytes: self.exited_storage_bytes,
-                char_bytes: self.exited_io_bytes,
-                io_calls: self.exited_io_calls,
-            },
-        }
     }
 }
 
@@ -271,18 +207,6 @@ impl TaskScan {
         );
         Ok(())
     }
-
-    /// The last walk's threads as [`ThreadSample`]s into `threads` (cleared first; nothing
-    /// before the first [`TaskScan::read`]). Decodes the walk's buffer again: no second walk.
-    pub fn threads(&self, threads: &mut Vec<ThreadSample>) {
-        threads.clear();
-        threads.extend(
-            self.buffer
-                .chunks_exact(RECORD_BYTES)
-                .filter_map(TaskRecord::from_bytes)
-                .map(|r| r.thread_sample()),
-        );
-    }
 }
 
 #[cfg(test)]
@@ -318,21 +242,10 @@ mod tests {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&7u32.to_ne_bytes());
         bytes.extend_from_slice(&9u32.to_ne_bytes());
-        for v in 1..=21u64 {
+        for v in 1..=10u64 {
             bytes.extend_from_slice(&v.to_ne_bytes());
         }
         let r = TaskRecord::from_bytes(&bytes).unwrap();
-        assert_eq!((r.pgid, r.cgroup, r.nvcsw, r.nivcsw), (11, 12, 13, 14));
-        assert_eq!((r.run_delay_ns, r.storage_bytes, r.io_calls), (15, 16, 17));
-        assert_eq!(
-            (
-                r.exited_nvcsw,
-                r.exited_nivcsw,
-                r.exited_storage_bytes,
-                r.exited_io_calls
-            ),
-            (18, 19, 20, 21)
-        );
         assert_eq!((r.tgid, r.pid), (7, 9));
         assert_eq!(
             (r.runtime_ns, r.min_flt, r.io_bytes, r.exited_runtime_ns),
@@ -392,45 +305,6 @@ mod tests {
         aggregate(records, 100, 4096, &mut processes, &mut io);
         assert_eq!(processes.len(), 1);
         assert_eq!((processes[0].threads, processes[0].rss_bytes), (2, 0));
-    }
-
-    #[test]
-    fn a_record_becomes_its_threads_sample_with_the_leaders_exited_totals() {
-        let r = TaskRecord {
-            pgid: 40,
-            cgroup: 9000,
-            nvcsw: 3,
-            nivcsw: 4,
-            run_delay_ns: 5,
-            storage_bytes: 6,
-            io_calls: 7,
-            exited_nvcsw: 13,
-            exited_nivcsw: 14,
-            exited_storage_bytes: 16,
-            exited_io_calls: 17,
-            ..leader(record(41, 41, 100, 0, 8), (200, 0, 18), 2, 0)
-        };
-        let t = r.thread_sample();
-        assert_eq!(
-            (t.tgid, t.pid, t.pgid, t.cgroup, t.leader),
-            (41, 41, 40, 9000, true)
-        );
-        assert_eq!(
-            (t.runtime_ns, t.nvcsw, t.nivcsw, t.run_delay_ns),
-            (100, 3, 4, 5)
-        );
-        assert_eq!((t.storage_bytes, t.char_bytes, t.io_calls), (6, 8, 7));
-        assert_eq!(
-            t.exited,
-            ExitedTotals {
-                runtime_ns: 200,
-                nvcsw: 13,
-                nivcsw: 14,
-                storage_bytes: 16,
-                char_bytes: 18,
-                io_calls: 17,
-            }
-        );
     }
 
     #[test]

@@ -202,21 +202,6 @@ impl ProcReader {
         self.task_scan.is_some()
     }
 
-    /// The last snapshot's threads from the BPF task walk into `threads` (cleared first);
-    /// false (and nothing) when the process scan reads /proc instead.
-    pub fn threads(&self, threads: &mut Vec<crate::perception::apps::ThreadSample>) -> bool {
-        match &self.task_scan {
-            Some(scan) => {
-                scan.threads(threads);
-                true
-            }
-            None => {
-                threads.clear();
-                false
-            }
-        }
-    }
-
     /// The process scan, with its time, source and process count put into `cost`.
     fn timed_scan(&mut self, cost: &mut ReadCost) -> Result<ProcessTick> {
         let started = Instant::now();
