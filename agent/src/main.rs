@@ -2,6 +2,7 @@
 //! (`asa status`'s client and its printing are in `cli/status.rs`).
 
 mod cli {
+    pub mod apps;
     pub mod status;
 }
 
@@ -87,6 +88,14 @@ enum Command {
     Unpin,
     /// Show the kernel's scheduler and what the agent believes and did.
     Status(cli::status::StatusArgs),
+    /// List the applications of per-application mode (an expert with a layer plan,
+    /// scx_layered, runs under `asa run`): cgroup and process group, leader, threads, class,
+    /// where the class came from, layer.
+    Apps(cli::apps::AppsArgs),
+    /// Pin or unpin an application's class (`asa run` only): `asa app set <pid|cgroup> <class>`,
+    /// `asa app unset <pid|cgroup>`.
+    #[command(subcommand)]
+    App(cli::apps::AppCommand),
     /// Run the agent daemon: every tick perception -> classifier -> vote -> mapping -> switch;
     /// serves the control socket (`asa pin` overrides, `asa unpin` hands back).
     Run(asa_agent::daemon::settings::RunArgs),
@@ -203,6 +212,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print_response(&resp)
         }
         Command::Status(args) => cli::status::run(args, &cli.socket, || catalogue(&cli)),
+        Command::Apps(args) => cli::apps::list(args, &cli.socket),
+        Command::App(command) => cli::apps::command(command, &cli.socket),
         Command::Run(args) => daemon(&cli, args),
         Command::Dbus => dbus(&cli),
         Command::Experts => {

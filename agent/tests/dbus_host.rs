@@ -185,6 +185,9 @@ impl FakeAgent {
                         st.pinned = None;
                         st.active = st.choice.clone();
                     }
+                    Request::Apps | Request::AppSet { .. } | Request::AppUnset { .. } => {
+                        return control::refusal("not a per-application agent");
+                    }
                 }
                 Response {
                     ok: true,

@@ -393,3 +393,78 @@ fn the_bpf_task_scan_agrees_with_proc_pid_stat() {
     );
     assert!(io[&me] > 0, "this process has read and written something");
 }
+
+/// The same walk names each thread's application as `AppKey::of_process` reads it from /proc
+/// (process group, cgroup-v2 id), for a child in a process group of its own and for this
+/// process, and counts its context switches and read/write calls — only once asked to.
+#[test]
+fn the_bpf_task_scan_names_each_threads_application_as_proc_does() {
+    use asa_agent::perception::apps::AppKey;
+    use asa_agent::perception::task_scan::TaskScan;
+    use std::collections::HashMap;
+    use std::os::unix::process::CommandExt;
+
+    assert!(is_root(), "run the perception host tests as root (BPF)");
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut scan = TaskScan::load().expect("the task iterator loads as root");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "for i in 1 2 3 4 5; do sleep 0.01; done; sleep 5"])
+        .process_group(0)
+        .spawn()
+        .expect("spawn sh");
+    std::thread::sleep(Duration::from_millis(200));
+    let (mut stats, mut io) = (Vec::new(), HashMap::new());
+    let mut threads = Vec::new();
+    scan.read(&mut stats, &mut io)
+        .expect("a whole-machine walk");
+    assert!(
+        !scan.threads(&mut threads) && threads.is_empty(),
+        "a walk before set_with_apps(true) gives no threads"
+    );
+    let whole_machine = stats.clone();
+    scan.set_with_apps(true)
+        .expect("turn the application fields on");
+    scan.read(&mut stats, &mut io)
+        .expect("a walk with applications");
+    assert!(scan.threads(&mut threads), "this walk gives threads");
+    assert!(
+        whole_machine.iter().any(|p| p.pid == child.id() as i32),
+        "the whole-machine walk saw the child too"
+    );
+    let child_key = AppKey::of_process(child.id()).expect("the child's application");
+    let me_key = AppKey::of_process(std::process::id()).expect("this process's application");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let leader_of = |pid: u32| {
+        threads
+            .iter()
+            .find(|t| t.pid == pid && t.leader)
+            .copied()
+            .unwrap_or_else(|| panic!("no leader record for {pid}"))
+    };
+    let c = leader_of(child.id());
+    assert_eq!(c.pgid, child.id(), "the child leads its own process group");
+    assert_eq!(
+        (c.cgroup, c.pgid),
+        (child_key.cgroup, child_key.pgid),
+        "the walk's key of the child"
+    );
+    assert!(c.nvcsw >= 1, "the child blocked in wait(): {c:?}");
+    let me = leader_of(std::process::id());
+    assert_eq!((me.cgroup, me.pgid), (me_key.cgroup, me_key.pgid));
+    // Every thread of this process is in this process's application.
+    for t in threads.iter().filter(|t| t.tgid == std::process::id()) {
+        assert_eq!((t.cgroup, t.pgid), (me_key.cgroup, me_key.pgid), "{t:?}");
+    }
+    let calls: u64 = threads
+        .iter()
+        .filter(|t| t.tgid == std::process::id())
+        .map(|t| t.io_calls + t.exited.io_calls)
+        .sum();
+    assert!(calls > 0, "this process read files (syscr + syscw)");
+    assert!(
+        threads.iter().filter(|t| t.cgroup != 0).count() * 10 >= threads.len() * 9,
+        "most threads have a cgroup id"
+    );
+}

@@ -5,10 +5,56 @@
 //! It needs the lab (qemu, the cached kernel, the experts): `make test` sets it up and runs
 //! it with `--include-ignored`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use asa_lab::{GuestRun, Lab};
+use asa_lab::{GuestRun, Lab, VmOutcome};
+
+mod daemon_common;
+
+use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+
+/// One VM at a time.
+static VM: Mutex<()> = Mutex::new(());
+
+fn boot(run: &GuestRun) -> VmOutcome {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
+    let out = lab.run(run).expect("the lab VM ran");
+    eprintln!(
+        "---- guest console ({}) ----\n{}",
+        run.name,
+        out.script_output()
+    );
+    out
+}
+
+/// The most tasks scx_layered's monitor showed in each layer (its layer lines read
+/// `▶ NAME ─ util/open/frac=… tasks=N`).
+fn layer_tasks(monitor: &str) -> BTreeMap<String, u64> {
+    let mut most: BTreeMap<String, u64> = BTreeMap::new();
+    for line in monitor.lines() {
+        let Some(rest) = line.trim_start().strip_prefix('\u{25B6}') else {
+            continue;
+        };
+        let name = rest
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let tasks = rest
+            .split("tasks=")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        let entry = most.entry(name).or_default();
+        *entry = (*entry).max(tasks);
+    }
+    most
+}
 
 const SCRIPT: &str = r#"
 set -u
@@ -70,4 +116,113 @@ fn scx_layered_runs_asas_layer_plan_under_the_supervisor_and_stops_to_eevdf() {
     assert_eq!(r["final_state"], "disabled", "{r:?}");
     assert_eq!(r["scx_processes"], "0", "{r:?}");
     assert_eq!(r["hint_map_after"], "pinned", "{r:?}");
+}
+
+/// Two jobs under `asa run` with scx_layered: the user pins one (a build-like loop of short
+/// CPU-bound children) to `cpu_batch`
+/// and the other (a shell waking every 10 ms) to `interactive`; `asa apps` shows the classes and layers, scx_layered's own monitor shows
+/// tasks in both layers, an unpin takes the job back out, and the agent's exit leaves the
+/// machine on EEVDF with no scheduler behind.
+#[test]
+#[ignore = "boots the lab VM"]
+fn pinned_applications_run_in_their_classes_layers_under_asa_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = dir.path().join("mapping.toml");
+    std::fs::write(
+        &mapping,
+        mapping_table(&default_model_classes(), |_| "layered"),
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+set -u
+rec() {{ echo "$1=$2" >> /lab/out/results; }}
+asa run {GUEST_RUN_ARGS} > /lab/out/daemon.log 2>&1 &
+D=$!
+asa status --wait-for layered --timeout 300 > /dev/null; rec layered $?
+# Two jobs, each in a process group of its own as a shell with job control starts them. The
+# batch job works like a build: it keeps forking short CPU-bound children (they start with its
+# hint, inherited at fork). A lone endless hog would not do: a task alone on its CPU keeps
+# running with refilled slices and passes no scheduling event where scx_layered re-reads its
+# hint (layers/README.md).
+setsid sh -c 'while :; do sh -c "i=0; while [ \$i -lt 3000 ]; do i=\$((i+1)); done"; done' & H=$!
+setsid sh -c 'while :; do sleep 0.01; done' & I=$!
+sleep 1
+asa app set $H cpu_batch; rec set_batch $?
+asa app set $I interactive; rec set_interactive $?
+asa app set $I no_such_class 2> /lab/out/bad_class.txt; rec bad_class $?
+asa app set 999999 interactive 2> /lab/out/bad_pid.txt; rec bad_pid $?
+sleep 3
+asa apps --json > /lab/out/apps.json; rec apps $?
+asa status > /lab/out/status.txt
+timeout 6 scx_layered --monitor 1 > /lab/out/monitor.txt 2>&1
+asa app unset $I; rec unset $?
+sleep 3
+asa apps --json > /lab/out/apps_after.json
+kill -TERM $D
+wait $D; rec daemon_exit $?
+kill $H $I
+rec final_state $(cat /sys/kernel/sched_ext/state)
+rec scx_processes $(pidof scx_layered | wc -w)
+"#
+    );
+    let run = asa_run_guest("layered-apps", &script, &mapping, &["layered"], vec![]);
+    let out = boot(&run);
+    let daemon_log = out.read_out("daemon.log").unwrap_or_default();
+    assert_eq!(out.exit_code, 0, "{daemon_log}");
+    let r = out.read_results("results").unwrap();
+    for key in [
+        "layered",
+        "set_batch",
+        "set_interactive",
+        "apps",
+        "unset",
+        "daemon_exit",
+    ] {
+        assert_eq!(r[key], "0", "{key}: {r:?}\n{daemon_log}");
+    }
+    // Bad input: one error each, nothing else changes.
+    assert_ne!(r["bad_class"], "0", "{r:?}");
+    let bad_class = out.read_out("bad_class.txt").unwrap_or_default();
+    assert!(
+        bad_class.contains("cpu_batch"),
+        "the error lists the classes: {bad_class}"
+    );
+    assert_ne!(r["bad_pid"], "0", "{r:?}");
+    let apps: serde_json::Value =
+        serde_json::from_str(&out.read_out("apps.json").unwrap()).unwrap();
+    let classes: Vec<String> = apps["list"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .filter_map(|a| a["class"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        classes.contains(&"cpu_batch".to_string()) && classes.contains(&"interactive".to_string()),
+        "{apps:#}\n{daemon_log}"
+    );
+    let monitor = out.read_out("monitor.txt").unwrap_or_default();
+    let tasks = layer_tasks(&monitor);
+    eprintln!(
+        "tasks per layer: {tasks:?}\n{}",
+        out.read_out("status.txt").unwrap_or_default()
+    );
+    assert!(
+        tasks.get("cpu_batch").copied().unwrap_or(0) >= 1,
+        "{tasks:?}\n{monitor}"
+    );
+    assert!(
+        tasks.get("interactive").copied().unwrap_or(0) >= 1,
+        "{tasks:?}\n{monitor}"
+    );
+    let after: serde_json::Value =
+        serde_json::from_str(&out.read_out("apps_after.json").unwrap()).unwrap();
+    let still_interactive = after["list"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .any(|a| a["class"] == "interactive");
+    assert!(!still_interactive, "unpinned: {after:#}");
+    assert_eq!(r["final_state"], "disabled", "{r:?}");
+    assert_eq!(r["scx_processes"], "0", "{r:?}");
 }

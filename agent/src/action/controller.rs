@@ -462,6 +462,11 @@ impl ControllerHandle {
             }
             Request::Pin { expert } => JobKind::Pin(expert),
             Request::Unpin => JobKind::Unpin,
+            Request::Apps | Request::AppSet { .. } | Request::AppUnset { .. } => {
+                return failure(
+                    "per-application requests are answered by the daemon (`asa run`), not by a foreground `asa pin`".into(),
+                )
+            }
         };
         self.submit(kind, JOB_TIMEOUT)
     }

@@ -72,6 +72,16 @@ struct sched_entity {
 struct task_io_accounting {
 	__u64 rchar;
 	__u64 wchar;
+	__u64 syscr;
+	__u64 syscw;
+	/* CONFIG_TASK_IO_ACCOUNTING: bytes that reached the block layer */
+	__u64 read_bytes;
+	__u64 write_bytes;
+} __attribute__((preserve_access_index));
+
+/* CONFIG_SCHED_INFO: time spent waiting on a run queue, ns. */
+struct sched_info {
+	unsigned long long run_delay;
 } __attribute__((preserve_access_index));
 
 struct percpu_counter {
@@ -111,6 +121,8 @@ struct css_set {
 struct signal_struct {
 	struct pid *pids[4];
 	int nr_threads;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
 	__u64 sum_sched_runtime;
 	unsigned long min_flt;
 	struct task_io_accounting ioac;
@@ -120,8 +132,11 @@ struct task_struct {
 	int pid;
 	int tgid;
 	unsigned long min_flt;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
 	__u64 start_boottime;
 	struct sched_entity se;
+	struct sched_info sched_info;
 	struct task_io_accounting ioac;
 	struct signal_struct *signal;
 	struct mm_struct *mm;

@@ -269,6 +269,12 @@ fn print_decision(d: &DecisionStatus) {
         e.mapping,
         if e.bpf { "" } else { ", no BPF features" }
     );
+    if let Some(apps) = &d.apps {
+        println!("mode:        {}", super::apps::mode_line(apps));
+        if let Some(problem) = &apps.problem {
+            println!("             {problem}");
+        }
+    }
     if let Some(default) = &e.default_expert {
         println!(
             "default:     {default} (the table's best over all classes: run at start and after {} unsure ticks)",

@@ -49,6 +49,70 @@ pub enum Request {
     },
     /// Let the agent decide again.
     Unpin,
+    /// List the applications (per-application mode) with their classes.
+    Apps,
+    /// Pin an application's class (`asa run` only; kept across restarts).
+    AppSet {
+        /// A pid (its application) or a cgroup path (absolute under the cgroup2 mount, or
+        /// relative to it: every application in that cgroup).
+        target: String,
+        /// A class of the layer plan.
+        class: String,
+    },
+    /// Remove an application's pin.
+    AppUnset {
+        /// As for [`Request::AppSet`].
+        target: String,
+    },
+}
+
+/// Per-application mode as `asa status` and `asa apps` show it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppsStatus {
+    /// `whole_machine` (one expert for everything) or `per_application` (a layer per class).
+    pub mode: String,
+    /// The expert running.
+    pub expert: String,
+    /// Applications seen at the last walk (per-application mode only).
+    pub applications: usize,
+    /// Of those, with a class.
+    pub with_class: usize,
+    /// Pins (the user's and the config file's).
+    pub pins: usize,
+    /// Why per-application mode is off although the expert takes a layer plan (no BPF, no
+    /// bpffs), or why the pins file was not read: said once, the agent runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// The applications (only in the answer to [`Request::Apps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub list: Vec<AppRow>,
+}
+
+/// One application in `asa apps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppRow {
+    /// Its cgroup path under the cgroup2 mount (`/` the root).
+    pub cgroup: String,
+    /// Its cgroup id.
+    pub cgroup_id: u64,
+    /// Its process group.
+    pub pgid: u32,
+    /// Its leading process (the process group's leader if alive, else its lowest pid).
+    pub leader_pid: u32,
+    /// That process's command name.
+    pub leader_comm: String,
+    /// Threads alive.
+    pub threads: u32,
+    /// Its class, if any.
+    pub class: Option<String>,
+    /// `pinned` or `recognised`.
+    pub source: Option<String>,
+    /// The class's confidence (1 for a pin).
+    pub confidence: Option<f64>,
+    /// The scheduler layer its threads go to.
+    pub layer: String,
+    /// Seconds since the agent first saw it.
+    pub seen_s: f64,
 }
 
 /// One switch-related thing that happened, with its time.
@@ -164,6 +228,9 @@ pub struct DecisionStatus {
     /// vote would move it): the tick length meanwhile, in ms.
     #[serde(default)]
     pub settled_interval_ms: Option<u64>,
+    /// Whole-machine or per-application mode.
+    #[serde(default)]
+    pub apps: Option<AppsStatus>,
 }
 
 impl DecisionStatus {
@@ -177,6 +244,7 @@ impl DecisionStatus {
             quarantine: Vec::new(),
             unlogged_ticks: 0,
             settled_interval_ms: None,
+            apps: None,
         }
     }
 }
@@ -272,5 +340,13 @@ mod tests {
             Request::Status
         );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"reboot"}"#).is_err());
+        assert_eq!(
+            serde_json::to_string(&Request::AppSet {
+                target: "42".into(),
+                class: "interactive".into()
+            })
+            .unwrap(),
+            r#"{"cmd":"app_set","target":"42","class":"interactive"}"#
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use asa_experts::EEVDF;
 
+use super::apps::AppMode;
 use super::decision_log::DecisionLog;
 use super::heartbeat::Heartbeat;
 use super::pipeline::Pipeline;
@@ -32,14 +33,17 @@ const SWITCH_BOUND: Duration = Duration::from_secs(310);
 
 /// The decision thread: a tick every `settings.interval` (see the module doc) until `stop`, the
 /// `--duration-s` or [`MAX_FAILED_TICKS`] failed ticks in a row.
+/// `apps`: per-application mode (`asa run` only).
 pub(super) fn decision_loop(
     pipeline: Pipeline,
     sink: Sink,
     settings: &RunSettings,
     stop: &Stop,
     heartbeat: &Heartbeat,
+    apps: Option<AppMode>,
 ) -> Result<()> {
     let mut state = DecisionLoop::start(pipeline, sink, settings, heartbeat)?;
+    state.apps = apps;
     let started = Instant::now();
     let mut next = started + settings.interval;
     loop {
@@ -79,6 +83,9 @@ struct DecisionLoop<'a> {
     last_event_ms: Option<u64>,
     /// While settled: when the last full tick ran and what the controller reported then.
     settled: Option<(Instant, ControllerState)>,
+    /// Per-application mode, and whether the last tick ran it (ticks are never skipped then).
+    apps: Option<AppMode>,
+    per_application: bool,
 }
 
 impl<'a> DecisionLoop<'a> {
@@ -107,6 +114,8 @@ impl<'a> DecisionLoop<'a> {
             failed_in_a_row: 0,
             last_event_ms: None,
             settled: None,
+            apps: None,
+            per_application: false,
         })
     }
 
@@ -114,7 +123,7 @@ impl<'a> DecisionLoop<'a> {
     fn tick(&mut self, at: Instant, now: Duration) -> Result<()> {
         // What the controller did since the last tick: pins, unpins, an expert that died.
         let status = self.sink.status();
-        if self.settled_stretch_holds(at, &status) {
+        if !self.per_application && self.settled_stretch_holds(at, &status) {
             return Ok(());
         }
         if let Sink::Controller(_) = self.sink {
@@ -127,6 +136,7 @@ impl<'a> DecisionLoop<'a> {
         let Some(mut record) = self.decide(now)? else {
             return Ok(());
         };
+        self.per_application_tick(&status, now);
         record.pinned = status.pinned.clone();
         if let Sink::Controller(handle) = &self.sink {
             let policy = self.pipeline.engine.policy();
@@ -141,6 +151,21 @@ impl<'a> DecisionLoop<'a> {
         self.log(&mut record)?;
         self.publish(&record, at, now);
         Ok(())
+    }
+
+    /// Per-application mode's tick on this tick's walk (apps.rs), its mode into `asa status`.
+    fn per_application_tick(&mut self, status: &AgentStatus, now: Duration) {
+        let (Some(apps), Sink::Controller(handle)) = (self.apps.as_mut(), &self.sink) else {
+            return;
+        };
+        // Asked for now, the threads come with the next tick's walk: a whole-machine walk reads
+        // half as much per thread.
+        self.pipeline
+            .want_threads(apps.wants_threads(&status.active.expert));
+        let pipeline = &self.pipeline;
+        let mode = apps.tick(now, &status.active.expert, |t| pipeline.threads(t));
+        self.per_application = mode.mode == "per_application";
+        handle.update_decision(|d| d.apps = Some(mode));
     }
 
     /// True while settled, within `--settled-interval-ms` of the last full tick, and the

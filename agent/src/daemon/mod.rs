@@ -7,6 +7,7 @@
 //! - [`settings`]: the command line over the config file over the defaults;
 //! - `pipeline`: one tick composed, perception's sample into the decision engine;
 //! - `decision_loop`: the decision thread, tick by tick, and what it does with a decision;
+//! - `apps`: per-application mode (a layer-plan expert runs): applications, classes, hints;
 //! - `status_sink`: where the loop reads the agent's state and publishes its decisions;
 //! - `control_socket`: the socket from its bind on, and its answers before the controller's;
 //! - `foreign_wait`: another tool's scheduler at start, waited for;
@@ -19,6 +20,7 @@
 //! is one error at start and nothing is switched. SIGINT/SIGTERM/SIGHUP stop the loop and the
 //! controller returns the machine to EEVDF.
 
+mod apps;
 mod control_socket;
 pub mod decision_log;
 mod decision_loop;
@@ -44,6 +46,7 @@ use crate::dbus;
 use crate::decision::engine::DecisionEngine;
 use crate::sd_notify;
 use crate::stop::Stop;
+use apps::{AppMode, AppsControl};
 use control_socket::{starting, status_only, ControlSocket, DRY_RUN_REFUSAL};
 use decision_loop::decision_loop;
 use foreign_wait::supervisor_once_free;
@@ -89,6 +92,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Stop) -> Result<()> {
     let control = serve_while_starting(&ctx)?;
     // Everything the decision needs, before the scheduler is touched.
     let pipeline = Pipeline::load(&settings, &ctx.catalogue, EEVDF)?;
+    let apps = AppMode::new(&settings, &ctx.catalogue)?;
     let scx = SchedExt::system()?;
     // The bus name too, before the scheduler is touched: scx_loader owning it is one error.
     let dbus_agent = AgentLink::refusing("the agent is starting: try again in a moment");
@@ -104,7 +108,8 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Stop) -> Result<()> {
         log::info!("stopped while waiting for the foreign scheduler to go");
         return Ok(());
     };
-    let mut controller = start_controller(supervisor, &ctx, &pipeline.engine, &links);
+    let mut controller =
+        start_controller(supervisor, &ctx, &pipeline.engine, &links, apps.control());
     log::info!(
         "agent serving {}; deciding every {} ms",
         ctx.socket.display(),
@@ -112,7 +117,7 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Stop) -> Result<()> {
     );
     sd_notify::notify_or_log("STATUS=deciding");
     let sink = Sink::Controller(controller.handle());
-    let decisions = spawn_decision_thread(pipeline, sink, settings, stop.clone(), heartbeat)?;
+    let decisions = spawn_decision_thread(pipeline, sink, settings, stop.clone(), heartbeat, apps)?;
     let result = controller.run(stop.flag());
     sd_notify::notify_or_log("STOPPING=1\nSTATUS=returning the machine to EEVDF");
     // D-Bus callers from now on are told the agent is stopping; the name goes with the service.
@@ -150,13 +155,15 @@ fn serve_while_starting(ctx: &DaemonContext) -> Result<ControlSocket> {
     Ok(control)
 }
 
-/// The controller over `supervisor`, answering `links` from now on; `asa status` shows the
-/// engine, and before the first vote the standby pool holds the table's overall best.
+/// The controller over `supervisor`, answering `links` from now on (the per-application
+/// requests through `apps`); `asa status` shows the engine, and before the first vote the
+/// standby pool holds the table's overall best.
 fn start_controller(
     supervisor: Supervisor,
     ctx: &DaemonContext,
     engine: &DecisionEngine,
     links: &[&AgentLink],
+    apps: AppsControl,
 ) -> Controller {
     let controller = Controller::new(
         supervisor,
@@ -171,8 +178,8 @@ fn start_controller(
     );
     handle.set_decision(DecisionStatus::new(engine.info().clone()));
     for link in links {
-        let handle = handle.clone();
-        link.set(move |request| handle.answer(request));
+        let (handle, apps) = (handle.clone(), apps.clone());
+        link.set(move |request| apps.answer(request, &handle));
     }
     controller
 }
@@ -184,11 +191,12 @@ fn spawn_decision_thread(
     settings: RunSettings,
     stop: Stop,
     heartbeat: Arc<Heartbeat>,
+    apps: AppMode,
 ) -> Result<JoinHandle<Result<()>>> {
     std::thread::Builder::new()
         .name("decision".into())
         .spawn(move || {
-            let result = decision_loop(pipeline, sink, &settings, &stop, &heartbeat);
+            let result = decision_loop(pipeline, sink, &settings, &stop, &heartbeat, Some(apps));
             stop.request();
             result
         })
@@ -239,7 +247,14 @@ fn dry_run(settings: RunSettings, ctx: DaemonContext, stop: Stop) -> Result<()> 
     );
     let heartbeat = Heartbeat::start(stop.clone());
     sd_notify::notify_or_log("READY=1\nSTATUS=dry run: deciding, switching nothing");
-    decision_loop(pipeline, Sink::DryRun(status), &settings, &stop, &heartbeat)
+    decision_loop(
+        pipeline,
+        Sink::DryRun(status),
+        &settings,
+        &stop,
+        &heartbeat,
+        None,
+    )
 }
 
 /// The expert the kernel runs now, by its ops name (EEVDF when none or no sched_ext).

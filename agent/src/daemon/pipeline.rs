@@ -10,6 +10,7 @@ use asa_experts::Catalogue;
 
 use super::settings::RunSettings;
 use crate::decision::engine::{DecisionEngine, TickRecord};
+use crate::perception::apps::{ThreadSample, ThreadWalk};
 use crate::perception::{BpfMode, Sampler, SchemaFile};
 
 /// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
@@ -86,6 +87,20 @@ impl Pipeline {
     /// (the agent's hot-standby experts), in place of the previous call's.
     pub(super) fn ignore_processes(&mut self, pids: impl IntoIterator<Item = i32>) {
         self.sampler.ignore_processes(pids);
+    }
+
+    /// The last tick's threads from perception's BPF task walk, while asked for
+    /// ([`Pipeline::want_threads`]).
+    pub(super) fn threads(&self, threads: &mut Vec<ThreadSample>) -> ThreadWalk {
+        self.sampler.threads(threads)
+    }
+
+    /// Whether the next ticks' walks read every thread's application (per-application mode);
+    /// a failure is logged and the walks stay as they were.
+    pub(super) fn want_threads(&mut self, on: bool) {
+        if let Err(e) = self.sampler.want_threads(on) {
+            log::warn!("per-application perception: {e:#}");
+        }
     }
 
     /// One tick at `now` (monotonic, since any fixed origin): a perception sample, then the

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
+use crate::decision::app_pins::DEFAULT_PINS_FILE;
 use crate::decision::engine::{default_model_path, EngineSources, DEFAULT_MODEL_PATHS};
 use crate::decision::policy::PolicyConfig;
 use crate::decision::quarantine::QuarantineConfig;
@@ -89,6 +90,10 @@ pub struct RunArgs {
     /// missing or another process (scx_loader) owns the name.
     #[arg(long)]
     pub dbus: bool,
+    /// Where `asa app set` pins are kept across restarts (default: /var/lib/asa/app-pins.toml,
+    /// or `app_pins` in the config file). Per-application mode only.
+    #[arg(long)]
+    pub app_pins: Option<PathBuf>,
 }
 
 /// The config file (all keys optional; relative paths are relative to the file).
@@ -119,9 +124,25 @@ pub struct ConfigFile {
     pub take_over: Option<bool>,
     /// Serve scx_loader's D-Bus interface (org.scx.Loader on the system bus).
     pub dbus: Option<bool>,
+    /// Where `asa app set` pins are kept.
+    pub app_pins: Option<PathBuf>,
     /// Decision parameters.
     #[serde(default)]
     pub policy: PolicySection,
+    /// The admin's application pins: `[[app]]` tables of `cgroup` and `class`.
+    #[serde(default)]
+    pub app: Vec<AppSection>,
+}
+
+/// One `[[app]]` of the config file: every application in `cgroup` (a path under the cgroup2
+/// mount, absolute or relative to it) has `class` (a class of the layer plan).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSection {
+    /// The cgroup.
+    pub cgroup: String,
+    /// The class.
+    pub class: String,
 }
 
 /// `[policy]` of the config file.
@@ -171,6 +192,7 @@ impl ConfigFile {
             &mut config.schema,
             &mut config.onnxruntime,
             &mut config.decision_log,
+            &mut config.app_pins,
         ]
         .into_iter()
         .flatten()
@@ -216,6 +238,10 @@ pub struct RunSettings {
     pub dbus: bool,
     /// The config file read, if any.
     pub config_file: Option<PathBuf>,
+    /// Where `asa app set` pins are kept.
+    pub app_pins: PathBuf,
+    /// The config file's `[[app]]` pins: (cgroup, class).
+    pub admin_app_pins: Vec<(String, String)>,
 }
 
 impl RunSettings {
@@ -338,7 +364,27 @@ impl RunSettings {
             take_over: args.take_over || config.take_over.unwrap_or(false),
             dbus: args.dbus || config.dbus.unwrap_or(false),
             config_file,
+            app_pins: args
+                .app_pins
+                .clone()
+                .or(config.app_pins)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PINS_FILE)),
+            admin_app_pins: config
+                .app
+                .into_iter()
+                .map(|a| (a.cgroup, a.class))
+                .collect(),
         })
+    }
+
+    /// The defaults, with a model path that need not exist (other modules' tests).
+    #[cfg(test)]
+    pub(super) fn for_tests() -> Self {
+        let args = RunArgs {
+            model: Some("/m.onnx".into()),
+            ..RunArgs::default()
+        };
+        Self::merge(&args, ConfigFile::default(), None).unwrap()
     }
 }
 
@@ -498,8 +544,27 @@ cooldown_s = 30
             config.settled_interval_ms,
             Some(DEFAULT_SETTLED_INTERVAL_MS)
         );
+        assert!(config.app_pins.is_some());
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());
+        assert_eq!(s.app_pins, Path::new(DEFAULT_PINS_FILE));
+    }
+
+    #[test]
+    fn the_config_files_app_tables_are_the_admins_pins() {
+        let text = "[[app]]\ncgroup = \"system.slice/backup.service\"\nclass = \"background\"\n\
+                    [[app]]\ncgroup = \"/user.slice\"\nclass = \"interactive\"\n";
+        let config: ConfigFile = toml::from_str(text).unwrap();
+        let s = RunSettings::merge(&args(), config, None).unwrap();
+        assert_eq!(
+            s.admin_app_pins,
+            [
+                ("system.slice/backup.service".into(), "background".into()),
+                ("/user.slice".into(), "interactive".into())
+            ]
+        );
+        let unknown = toml::from_str::<ConfigFile>("[[app]]\npid = 3\nclass = \"x\"\n");
+        assert!(unknown.is_err());
     }
 
     #[test]

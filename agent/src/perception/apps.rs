@@ -79,15 +79,8 @@ impl AppKey {
             .and_then(|(_, rest)| rest.split_whitespace().nth(2))
             .and_then(|field| field.parse().ok())
             .with_context(|| format!("no process group in /proc/{pid}/stat"))?;
-        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .with_context(|| format!("process {pid} is gone (read /proc/{pid}/cgroup)"))?;
-        let path = cgroups
-            .lines()
-            .find_map(|line| line.strip_prefix("0::"))
-            .with_context(|| {
-                format!("process {pid} has no cgroup-v2 line in /proc/{pid}/cgroup")
-            })?;
-        let folder = cgroup2_mount()?.join(path.trim_start_matches('/'));
+        let path = cgroup_of_process(pid)?;
+        let folder = cgroup2_mount()?.join(path);
         let cgroup = std::fs::metadata(&folder)
             .with_context(|| format!("stat the cgroup folder {}", folder.display()))?
             .ino();
@@ -95,9 +88,46 @@ impl AppKey {
     }
 }
 
+/// The cgroup-v2 path of process `pid` (its `0::` line of /proc/PID/cgroup), relative to the
+/// cgroup2 mount, without a leading `/` (the root cgroup is "").
+pub fn cgroup_of_process(pid: u32) -> Result<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .with_context(|| format!("process {pid} is gone (read /proc/{pid}/cgroup)"))?;
+    cgroups
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|p| p.trim_start_matches('/').to_string())
+        .with_context(|| format!("process {pid} has no cgroup-v2 line in /proc/{pid}/cgroup"))
+}
+
+/// A cgroup named by its path, absolute (under the cgroup2 mount, e.g.
+/// /sys/fs/cgroup/user.slice) or relative to the mount (user.slice): its path relative to the
+/// mount and its id (the folder's inode, the kernfs id the BPF walk reads). An error when no
+/// such cgroup exists.
+pub fn resolve_cgroup(path: &str) -> Result<(String, u64)> {
+    let mount = cgroup2_mount()?;
+    let given = std::path::Path::new(path);
+    let relative = match given.strip_prefix(&mount) {
+        Ok(rest) => rest.to_path_buf(),
+        Err(_) if given.is_absolute() => {
+            // /user.slice/… as /proc/PID/cgroup prints it, when not under the mount.
+            given.strip_prefix("/").unwrap_or(given).to_path_buf()
+        }
+        Err(_) => given.to_path_buf(),
+    };
+    let relative = relative.to_string_lossy().trim_matches('/').to_string();
+    let folder = mount.join(&relative);
+    let meta = std::fs::metadata(&folder)
+        .with_context(|| format!("no cgroup {path} (no folder {})", folder.display()))?;
+    if !meta.is_dir() {
+        bail!("no cgroup {path}: {} is not a folder", folder.display());
+    }
+    Ok((relative, meta.ino()))
+}
+
 /// Where the cgroup-v2 hierarchy is mounted (/proc/self/mountinfo): /sys/fs/cgroup on a
 /// unified system, /sys/fs/cgroup/unified on a hybrid one.
-fn cgroup2_mount() -> Result<PathBuf> {
+pub fn cgroup2_mount() -> Result<PathBuf> {
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").context("read /proc/self/mountinfo")?;
     for line in mountinfo.lines() {
@@ -118,6 +148,17 @@ impl std::fmt::Display for AppKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "cgroup {} pgid {}", self.cgroup, self.pgid)
     }
+}
+
+/// What the last task walk gave per-application perception.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadWalk {
+    /// Every thread, with its application and behaviour.
+    Threads,
+    /// A whole-machine walk (application fields off): asked for, they come with the next walk.
+    NextWalk,
+    /// No BPF task walk (perception reads /proc): no threads, ever.
+    Unavailable,
 }
 
 /// One thread's cumulative counters from a task walk (on the thread-group leader also the
@@ -450,6 +491,19 @@ mod tests {
         assert!(key.cgroup > 0);
         let gone = AppKey::of_process(u32::MAX / 2).unwrap_err();
         assert!(format!("{gone:#}").contains("is gone"));
+    }
+
+    #[test]
+    fn a_cgroup_is_found_by_its_absolute_or_relative_path_with_the_walks_id() {
+        let mine = cgroup_of_process(std::process::id()).unwrap();
+        let key = AppKey::of_process(std::process::id()).unwrap();
+        let (relative, id) = resolve_cgroup(&mine).unwrap();
+        assert_eq!((relative.as_str(), id), (mine.as_str(), key.cgroup));
+        let absolute = cgroup2_mount().unwrap().join(&mine);
+        let (relative, id) = resolve_cgroup(absolute.to_str().unwrap()).unwrap();
+        assert_eq!((relative.as_str(), id), (mine.as_str(), key.cgroup));
+        let missing = resolve_cgroup("no-such.slice/nothing").unwrap_err();
+        assert!(format!("{missing:#}").contains("no cgroup no-such.slice/nothing"));
     }
 
     #[test]

@@ -207,6 +207,19 @@ impl Sampler {
         self.procfs.uses_task_scan()
     }
 
+    /// The last sample's threads, from the same BPF task walk, into `threads` (cleared first),
+    /// for per-application perception ([`apps::AppGrouper`]): given only while asked for
+    /// ([`Sampler::want_threads`]) and never without the BPF task walk.
+    pub fn threads(&self, threads: &mut Vec<apps::ThreadSample>) -> apps::ThreadWalk {
+        self.procfs.threads(threads)
+    }
+
+    /// Whether samples from the next on read every thread's application and behaviour for
+    /// [`Sampler::threads`] (off at start: a whole-machine walk reads half as much per thread).
+    pub fn want_threads(&mut self, on: bool) -> Result<()> {
+        self.procfs.want_threads(on)
+    }
+
     /// Leave these processes (besides the sampler's own) out of the per-process features from
     /// the next sample on, in place of the previous call's: the agent's hot-standby experts,
     /// whose loading is not the workload.

@@ -3,6 +3,10 @@
 //! [`aggregate`] sums per process into the same [`ProcessStat`]s and I/O totals that
 //! `/proc/<pid>/stat` and `/proc/<pid>/io` give.
 //!
+//! The same walk gives each thread's application and behaviour ([`TaskRecord::thread_sample`]),
+//! which per-application perception ([`super::apps`]) groups; decoded only when asked for
+//! ([`TaskScan::threads`]), so the whole-machine tick pays nothing for it.
+//!
 //! Why: the procfs scan costs a system call, the kernel's text formatting and a parse per
 //! process (about 12 µs a process on the host, most of a tick); the iterator does the walk in
 //! the kernel and the parse is a copy. It needs BTF, CAP_BPF + CAP_PERFMON (or root) and a
@@ -14,14 +18,19 @@ use std::mem::MaybeUninit;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Iter, Link};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle};
 
+use super::apps::{ExitedTotals, ThreadSample};
 use super::procfs_source::processes::ProcessStat;
 
 bpf_skeleton!("task_scan.skel.rs");
 
-/// Size of `struct task_scan_record` (src/bpf/task_scan.h): two u32 and ten u64.
-pub const RECORD_BYTES: usize = 8 + 10 * 8;
+/// Size of `struct task_scan_record` (src/bpf/task_scan.h): two u32 and 21 u64.
+pub const RECORD_BYTES: usize = 8 + 21 * 8;
+
+/// Size of a record's whole-machine part (`BASE_RECORD_BYTES`): two u32 and ten u64, all a walk
+/// writes while per-application fields are off ([`TaskScan::set_with_apps`]).
+pub const BASE_RECORD_BYTES: usize = 8 + 10 * 8;
 
 /// One thread's record, as the iterator writes it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,18 +59,48 @@ pub struct TaskRecord {
     pub rss_pages: u64,
     /// Whether this is the thread-group leader.
     pub leader: bool,
+    /// Process group id.
+    pub pgid: u32,
+    /// cgroup-v2 id (kernfs id: the inode of the cgroup's folder).
+    pub cgroup: u64,
+    /// This thread's voluntary context switches.
+    pub nvcsw: u64,
+    /// This thread's involuntary context switches.
+    pub nivcsw: u64,
+    /// This thread's time waiting on a run queue, ns (0 without CONFIG_SCHED_INFO).
+    pub run_delay_ns: u64,
+    /// This thread's read_bytes + write_bytes (block layer).
+    pub storage_bytes: u64,
+    /// This thread's read and write system calls (syscr + syscw).
+    pub io_calls: u64,
+    /// The process's exited threads' voluntary switches (leader only).
+    pub exited_nvcsw: u64,
+    /// The process's exited threads' involuntary switches (leader only).
+    pub exited_nivcsw: u64,
+    /// The process's exited threads' storage bytes (leader only).
+    pub exited_storage_bytes: u64,
+    /// The process's exited threads' read and write calls (leader only).
+    pub exited_io_calls: u64,
 }
 
 impl TaskRecord {
-    /// Decodes one record (native byte order); None if `bytes` is not one record long.
+    /// Decodes one record (native byte order), whole ([`RECORD_BYTES`]) or its whole-machine
+    /// part ([`BASE_RECORD_BYTES`], the per-application fields 0); None for any other length.
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != RECORD_BYTES {
+        if bytes.len() != RECORD_BYTES && bytes.len() != BASE_RECORD_BYTES {
             return None;
         }
         let u32_at = |i: usize| u32::from_ne_bytes(bytes[i..i + 4].try_into().unwrap());
         let u64_at = |k: usize| {
             let i = 8 + 8 * k;
             u64::from_ne_bytes(bytes[i..i + 8].try_into().unwrap())
+        };
+        let app_u64_at = |k: usize| {
+            if bytes.len() == RECORD_BYTES {
+                u64_at(k)
+            } else {
+                0
+            }
         };
         Some(TaskRecord {
             tgid: u32_at(0),
@@ -76,7 +115,44 @@ impl TaskRecord {
             start_boottime_ns: u64_at(7),
             rss_pages: u64_at(8),
             leader: u64_at(9) != 0,
+            pgid: app_u64_at(10) as u32,
+            cgroup: app_u64_at(11),
+            nvcsw: app_u64_at(12),
+            nivcsw: app_u64_at(13),
+            run_delay_ns: app_u64_at(14),
+            storage_bytes: app_u64_at(15),
+            io_calls: app_u64_at(16),
+            exited_nvcsw: app_u64_at(17),
+            exited_nivcsw: app_u64_at(18),
+            exited_storage_bytes: app_u64_at(19),
+            exited_io_calls: app_u64_at(20),
         })
+    }
+
+    /// The thread as per-application perception sees it ([`ThreadSample`]).
+    pub fn thread_sample(&self) -> ThreadSample {
+        ThreadSample {
+            tgid: self.tgid,
+            pid: self.pid,
+            pgid: self.pgid,
+            cgroup: self.cgroup,
+            runtime_ns: self.runtime_ns,
+            nvcsw: self.nvcsw,
+            nivcsw: self.nivcsw,
+            run_delay_ns: self.run_delay_ns,
+            storage_bytes: self.storage_bytes,
+            char_bytes: self.io_bytes,
+            io_calls: self.io_calls,
+            leader: self.leader,
+            exited: ExitedTotals {
+                runtime_ns: self.exited_runtime_ns,
+                nvcsw: self.exited_nvcsw,
+                nivcsw: self.exited_nivcsw,
+                storage_bytes: self.exited_storage_bytes,
+                char_bytes: self.exited_io_bytes,
+                io_calls: self.exited_io_calls,
+            },
+        }
     }
 }
 
@@ -142,6 +218,12 @@ pub fn aggregate(
 /// The loaded task iterator. Each [`TaskScan::read`] walks every task once.
 pub struct TaskScan {
     link: Link,
+    /// The program's `.bss` (its one global, `with_apps`).
+    globals: MapHandle,
+    /// What the next walk writes: whole records (true) or their whole-machine part.
+    with_apps: bool,
+    /// The record size of the walk in `buffer`.
+    buffer_record_bytes: usize,
     buffer: Vec<u8>,
     ticks_per_second: u64,
     page_size: u64,
@@ -169,8 +251,13 @@ impl TaskScan {
             .asa_task_scan
             .attach()
             .context("attach the task-scan iterator")?;
+        let globals =
+            MapHandle::try_from(&skel.maps.bss).context("hold the task-scan iterator's globals")?;
         Ok(TaskScan {
             link,
+            globals,
+            with_apps: false,
+            buffer_record_bytes: BASE_RECORD_BYTES,
             buffer: Vec::with_capacity(64 * 1024),
             ticks_per_second: procfs::ticks_per_second(),
             page_size: procfs::page_size(),
@@ -184,19 +271,21 @@ impl TaskScan {
         processes: &mut Vec<ProcessStat>,
         io: &mut HashMap<i32, u64>,
     ) -> Result<()> {
+        let record_bytes = self.record_bytes();
         let mut iter = Iter::new(&self.link).context("start a task-scan walk")?;
         self.buffer.clear();
+        self.buffer_record_bytes = record_bytes;
         iter.read_to_end(&mut self.buffer)
             .context("read the task-scan iterator")?;
-        if !self.buffer.len().is_multiple_of(RECORD_BYTES) {
+        if !self.buffer.len().is_multiple_of(record_bytes) {
             bail!(
-                "the task-scan iterator gave {} bytes, not a whole number of {RECORD_BYTES}-byte records",
+                "the task-scan iterator gave {} bytes, not a whole number of {record_bytes}-byte records",
                 self.buffer.len()
             );
         }
         let records = self
             .buffer
-            .chunks_exact(RECORD_BYTES)
+            .chunks_exact(record_bytes)
             .filter_map(TaskRecord::from_bytes);
         aggregate(
             records,
@@ -206,6 +295,48 @@ impl TaskScan {
             io,
         );
         Ok(())
+    }
+
+    /// The record size walks write now.
+    fn record_bytes(&self) -> usize {
+        if self.with_apps {
+            RECORD_BYTES
+        } else {
+            BASE_RECORD_BYTES
+        }
+    }
+
+    /// Whether walks from the next [`TaskScan::read`] on also read each thread's application
+    /// and behaviour (per-application perception). Off at load: a whole-machine walk reads
+    /// and copies half as much per thread.
+    pub fn set_with_apps(&mut self, on: bool) -> Result<()> {
+        if on == self.with_apps {
+            return Ok(());
+        }
+        let mut globals = vec![0u8; self.globals.value_size() as usize];
+        globals[..4].copy_from_slice(&u32::from(on).to_ne_bytes());
+        self.globals
+            .update(&0u32.to_ne_bytes(), &globals, MapFlags::ANY)
+            .context("set the task-scan iterator's with_apps")?;
+        self.with_apps = on;
+        Ok(())
+    }
+
+    /// The last walk's threads as [`ThreadSample`]s into `threads` (cleared first); false (and
+    /// nothing) before the first [`TaskScan::read`] or when that walk was a whole-machine one
+    /// ([`TaskScan::set_with_apps`]). Decodes the walk's buffer again: no second walk.
+    pub fn threads(&self, threads: &mut Vec<ThreadSample>) -> bool {
+        threads.clear();
+        if self.buffer_record_bytes != RECORD_BYTES {
+            return false;
+        }
+        threads.extend(
+            self.buffer
+                .chunks_exact(RECORD_BYTES)
+                .filter_map(TaskRecord::from_bytes)
+                .map(|r| r.thread_sample()),
+        );
+        true
     }
 }
 
@@ -242,10 +373,21 @@ mod tests {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&7u32.to_ne_bytes());
         bytes.extend_from_slice(&9u32.to_ne_bytes());
-        for v in 1..=10u64 {
+        for v in 1..=21u64 {
             bytes.extend_from_slice(&v.to_ne_bytes());
         }
         let r = TaskRecord::from_bytes(&bytes).unwrap();
+        assert_eq!((r.pgid, r.cgroup, r.nvcsw, r.nivcsw), (11, 12, 13, 14));
+        assert_eq!((r.run_delay_ns, r.storage_bytes, r.io_calls), (15, 16, 17));
+        assert_eq!(
+            (
+                r.exited_nvcsw,
+                r.exited_nivcsw,
+                r.exited_storage_bytes,
+                r.exited_io_calls
+            ),
+            (18, 19, 20, 21)
+        );
         assert_eq!((r.tgid, r.pid), (7, 9));
         assert_eq!(
             (r.runtime_ns, r.min_flt, r.io_bytes, r.exited_runtime_ns),
@@ -305,6 +447,45 @@ mod tests {
         aggregate(records, 100, 4096, &mut processes, &mut io);
         assert_eq!(processes.len(), 1);
         assert_eq!((processes[0].threads, processes[0].rss_bytes), (2, 0));
+    }
+
+    #[test]
+    fn a_record_becomes_its_threads_sample_with_the_leaders_exited_totals() {
+        let r = TaskRecord {
+            pgid: 40,
+            cgroup: 9000,
+            nvcsw: 3,
+            nivcsw: 4,
+            run_delay_ns: 5,
+            storage_bytes: 6,
+            io_calls: 7,
+            exited_nvcsw: 13,
+            exited_nivcsw: 14,
+            exited_storage_bytes: 16,
+            exited_io_calls: 17,
+            ..leader(record(41, 41, 100, 0, 8), (200, 0, 18), 2, 0)
+        };
+        let t = r.thread_sample();
+        assert_eq!(
+            (t.tgid, t.pid, t.pgid, t.cgroup, t.leader),
+            (41, 41, 40, 9000, true)
+        );
+        assert_eq!(
+            (t.runtime_ns, t.nvcsw, t.nivcsw, t.run_delay_ns),
+            (100, 3, 4, 5)
+        );
+        assert_eq!((t.storage_bytes, t.char_bytes, t.io_calls), (6, 8, 7));
+        assert_eq!(
+            t.exited,
+            ExitedTotals {
+                runtime_ns: 200,
+                nvcsw: 13,
+                nivcsw: 14,
+                storage_bytes: 16,
+                char_bytes: 18,
+                io_calls: 17,
+            }
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::pread::pread_file;
 use super::processes::{ProcessScanner, ProcessStat, ProcessTick};
 use super::snapshot::{DiskFilter, ProcSnapshot, ProcTexts};
+use crate::perception::apps::{ThreadSample, ThreadWalk};
 use crate::perception::task_scan::TaskScan;
 
 /// The per-process scan (one read of every /proc/<pid>/stat, the dominant cost of a tick) runs
@@ -200,6 +201,27 @@ impl ProcReader {
     /// Whether the process scan uses the BPF task iterator.
     pub fn uses_task_scan(&self) -> bool {
         self.task_scan.is_some()
+    }
+
+    /// The last snapshot's threads from the BPF task walk into `threads` (cleared first).
+    pub fn threads(&self, threads: &mut Vec<ThreadSample>) -> ThreadWalk {
+        match &self.task_scan {
+            Some(scan) if scan.threads(threads) => ThreadWalk::Threads,
+            Some(_) => ThreadWalk::NextWalk,
+            None => {
+                threads.clear();
+                ThreadWalk::Unavailable
+            }
+        }
+    }
+
+    /// Whether the BPF task walks from the next snapshot on read each thread's application and
+    /// behaviour (for [`ProcfsReader::threads`]); nothing without the BPF task walk.
+    pub fn want_threads(&mut self, on: bool) -> Result<()> {
+        match self.task_scan.as_mut() {
+            Some(scan) => scan.set_with_apps(on),
+            None => Ok(()),
+        }
     }
 
     /// The process scan, with its time, source and process count put into `cost`.

@@ -1,0 +1,525 @@
+//! Per-application mode in `asa run`: while the expert running takes a layer plan
+//! (scx_layered), every tick groups the perception walk's threads into applications, gives each
+//! its class (today from pins only: `asa app set` and the config file's `[[app]]`; the
+//! application classifier comes later) and writes each class's hint into scx_layered's task-hint
+//! map, which puts the application's threads into that class's layer.
+//!
+//! Nothing is moved between cgroups and no process is touched: a hint is all. The hint map's
+//! BPF object is loaded when per-application mode first starts; without BPF or bpffs the mode
+//! is off with one warning and the agent runs on. Under another expert nothing is walked.
+//!
+//! - [`AppMode`]: the decision thread's part (grouping, classes, hints), one call a tick;
+//! - [`AppsControl`]: what the control socket's `apps`, `app_set` and `app_unset` reach,
+//!   shared with the decision thread (the pins, the last walk's applications).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use asa_experts::Catalogue;
+use asa_layers::LayerPlan;
+
+use super::settings::RunSettings;
+use crate::action::app_hints::{AppHints, DEFAULT_HINT_MAP};
+use crate::action::controller::ControllerHandle;
+use crate::control::{self, AppRow, AppsStatus, Request, Response};
+use crate::decision::app_classes::{AppClass, AppClassConfig, AppClasses, ClassSource};
+use crate::decision::app_pins::{AppPins, PinTarget};
+use crate::perception::apps::{self, AppGrouper, AppKey, ThreadSample, ThreadWalk};
+
+/// One application at the last walk.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    tgids: Vec<u32>,
+    threads: u32,
+    class: Option<AppClass>,
+    first_seen: Duration,
+}
+
+/// What the decision thread and the control requests share.
+struct Shared {
+    pins: AppPins,
+    plan: LayerPlan,
+    /// The last walk's applications (per-application mode only).
+    seen: BTreeMap<AppKey, Seen>,
+    /// The pins file's error at start, or why per-application mode is off.
+    problem: Option<String>,
+    status: AppsStatus,
+    now: Duration,
+}
+
+/// The control requests' side of per-application mode.
+#[derive(Clone)]
+pub(super) struct AppsControl(Arc<Mutex<Shared>>);
+
+/// The decision thread's side: one [`AppMode::tick`] a tick.
+pub(super) struct AppMode {
+    shared: AppsControl,
+    layer_plan_experts: BTreeSet<String>,
+    grouper: AppGrouper,
+    classes: AppClasses<AppKey>,
+    hints: Option<AppHints>,
+    /// Per-application mode cannot run (said once).
+    off: Option<String>,
+    hint_map: PathBuf,
+    threads: Vec<ThreadSample>,
+    /// Applications a restarted agent found hinted, with their class.
+    adopted: BTreeMap<AppKey, usize>,
+    first_seen: BTreeMap<AppKey, Duration>,
+}
+
+impl AppMode {
+    /// Per-application mode for `asa run`: the pins (a malformed file is logged and reported by
+    /// `asa status`, and there are no user pins), the catalogue's layer-plan experts and the
+    /// plan they were given (the default plan).
+    pub(super) fn new(settings: &RunSettings, catalogue: &Catalogue) -> Result<Self> {
+        let plan = asa_layers::default_plan();
+        let (pins, problem) = AppPins::load(Some(&settings.app_pins), &settings.admin_app_pins);
+        if let Some(e) = &problem {
+            log::error!("{e}: starting with no application pins of `asa app set`");
+        }
+        for (cgroup, class) in &settings.admin_app_pins {
+            if plan.hint_of(class).is_none() {
+                log::warn!(
+                    "config file [[app]] cgroup {cgroup:?}: class {class:?} is not one of the layer plan's ({}): ignored",
+                    class_names(&plan)
+                );
+            }
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let classes = AppClasses::new(AppClassConfig::default(), plan.classes.len())?;
+        let status = AppsStatus {
+            pins: pins.entries().count(),
+            problem: problem.clone(),
+            ..AppsStatus::default()
+        };
+        Ok(Self {
+            shared: AppsControl(Arc::new(Mutex::new(Shared {
+                pins,
+                plan,
+                seen: BTreeMap::new(),
+                problem,
+                status,
+                now: Duration::ZERO,
+            }))),
+            layer_plan_experts: catalogue
+                .experts()
+                .iter()
+                .filter(|e| e.layer_plan)
+                .map(|e| e.name.clone())
+                .collect(),
+            grouper: AppGrouper::new(cpus),
+            classes,
+            hints: None,
+            off: None,
+            hint_map: PathBuf::from(DEFAULT_HINT_MAP),
+            threads: Vec::new(),
+            adopted: BTreeMap::new(),
+            first_seen: BTreeMap::new(),
+        })
+    }
+
+    /// The control requests' handle.
+    pub(super) fn control(&self) -> AppsControl {
+        self.shared.clone()
+    }
+
+    /// Whether the perception walk should read every thread's application: while `expert`
+    /// takes a layer plan and the mode is not off.
+    pub(super) fn wants_threads(&self, expert: &str) -> bool {
+        self.off.is_none() && self.layer_plan_experts.contains(expert)
+    }
+
+    /// One tick at `now` with `expert` running; `walk` fills the tick's threads (see
+    /// [`ThreadWalk`]). Returns the mode for `asa status`.
+    pub(super) fn tick(
+        &mut self,
+        now: Duration,
+        expert: &str,
+        walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk,
+    ) -> AppsStatus {
+        let per_app = self.layer_plan_experts.contains(expert) && self.ready(walk);
+        self.tick_inner(now, expert, per_app)
+    }
+
+    /// The tick after the walk: per application when `per_app`, else the whole machine.
+    fn tick_inner(&mut self, now: Duration, expert: &str, per_app: bool) -> AppsStatus {
+        let mut shared = self.shared.0.lock().unwrap();
+        shared.now = now;
+        if !per_app {
+            shared.seen.clear();
+            shared.status = AppsStatus {
+                mode: "whole_machine".into(),
+                expert: expert.to_string(),
+                pins: shared.pins.entries().count(),
+                problem: shared.problem.clone(),
+                ..AppsStatus::default()
+            };
+            return shared.status.clone();
+        }
+        // The applications of this walk.
+        self.grouper.update(now, &self.threads);
+        let mut seen: BTreeMap<AppKey, Seen> = BTreeMap::new();
+        for t in &self.threads {
+            let key = AppKey {
+                cgroup: t.cgroup,
+                pgid: t.pgid,
+            };
+            let first = *self.first_seen.entry(key).or_insert(now);
+            let app = seen.entry(key).or_insert_with(|| Seen {
+                tgids: Vec::new(),
+                threads: 0,
+                class: None,
+                first_seen: first,
+            });
+            app.threads += 1;
+            if t.leader {
+                app.tgids.push(t.tgid);
+            }
+        }
+        self.first_seen.retain(|k, _| seen.contains_key(k));
+        self.adopted.retain(|k, _| seen.contains_key(k));
+        for gone in shared.pins.drop_gone(|k| seen.contains_key(k)) {
+            log::info!(
+                "the application pinned to {} (pid {}) is gone: its pin is dropped",
+                gone.class,
+                gone.pid.unwrap_or(0)
+            );
+        }
+        // Pins: the user's word (and adopted hints) over anything observed.
+        let cgroup_ids: HashMap<String, u64> = shared
+            .pins
+            .cgroups()
+            .filter_map(|c| {
+                apps::resolve_cgroup(c)
+                    .ok()
+                    .map(|(_, id)| (c.to_string(), id))
+            })
+            .collect();
+        let mut hints = BTreeMap::new();
+        for (key, app) in seen.iter_mut() {
+            let pinned = shared
+                .pins
+                .class_for(key, &cgroup_ids)
+                .and_then(|name| shared.plan.classes.iter().position(|c| c.class == name))
+                .or_else(|| self.adopted.get(key).copied());
+            match pinned {
+                Some(class) => {
+                    let _ = self.classes.pin(*key, class);
+                }
+                None => {
+                    self.classes.unpin(key);
+                }
+            }
+            app.class = self.classes.class_of(key);
+            if let Some(class) = &app.class {
+                hints.insert(*key, shared.plan.classes[class.class].hint);
+            }
+        }
+        self.classes.forget_unseen(now);
+        if let Some(h) = self.hints.as_mut() {
+            if let Err(e) = h.set(&hints).and_then(|()| h.apply().map(|_| ())) {
+                log::warn!("writing the applications' task hints failed: {e:#}");
+            }
+        }
+        let with_class = seen.values().filter(|a| a.class.is_some()).count();
+        shared.status = AppsStatus {
+            mode: "per_application".into(),
+            expert: expert.to_string(),
+            applications: seen.len(),
+            with_class,
+            pins: shared.pins.entries().count(),
+            problem: shared.problem.clone(),
+            list: Vec::new(),
+        };
+        shared.seen = seen;
+        shared.status.clone()
+    }
+
+    /// Whether per-application mode can run this tick: the walk gave threads (a whole-machine
+    /// walk defers the mode a tick; no BPF walk turns it off) and the hint map is loaded (at
+    /// the first call; a failure turns the mode off with one warning).
+    fn ready(&mut self, walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk) -> bool {
+        if self.off.is_some() {
+            return false;
+        }
+        match walk(&mut self.threads) {
+            ThreadWalk::Threads => {}
+            ThreadWalk::NextWalk => return false,
+            ThreadWalk::Unavailable => {
+                return self.turn_off(
+                    "the BPF task walk is unavailable (perception reads /proc): no application grouping"
+                        .into(),
+                )
+            }
+        }
+        if self.hints.is_none() {
+            match AppHints::load(&self.hint_map) {
+                Ok(h) => {
+                    let shared = self.shared.0.lock().unwrap();
+                    for (key, hint) in h.adopted() {
+                        if let Some(class) =
+                            shared.plan.classes.iter().position(|c| c.hint == *hint)
+                        {
+                            self.adopted.insert(*key, class);
+                        }
+                    }
+                    log::info!(
+                        "per-application mode: task hints at {} ({} applications taken back from a previous agent)",
+                        self.hint_map.display(),
+                        self.adopted.len()
+                    );
+                    drop(shared);
+                    self.hints = Some(h);
+                }
+                Err(e) => return self.turn_off(format!("{e:#}")),
+            }
+        }
+        true
+    }
+
+    fn turn_off(&mut self, why: String) -> bool {
+        log::warn!(
+            "per-application mode is off, the expert schedules the whole machine as one: {why}"
+        );
+        self.shared.0.lock().unwrap().problem = Some(format!("per-application mode off: {why}"));
+        self.off = Some(why);
+        false
+    }
+}
+
+/// The plan's class names, for errors.
+fn class_names(plan: &LayerPlan) -> String {
+    plan.classes
+        .iter()
+        .map(|c| c.class.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl AppsControl {
+    /// Answers `apps`, `app_set` and `app_unset`; anything else goes to `controller`.
+    pub(super) fn answer(&self, request: Request, controller: &ControllerHandle) -> Response {
+        let status = || {
+            let mut st = controller.status_cached();
+            if let Some(d) = st.decision.as_mut() {
+                d.apps = Some(self.0.lock().unwrap().status.clone());
+            }
+            st
+        };
+        let result = match request {
+            Request::Apps => {
+                let mut st = controller.status_cached();
+                if let Some(d) = st.decision.as_mut() {
+                    d.apps = Some(self.list());
+                }
+                return ok(st);
+            }
+            Request::AppSet { target, class } => self.set(&target, &class),
+            Request::AppUnset { target } => self.unset(&target),
+            other => return controller.answer(other),
+        };
+        match result {
+            Ok(()) => ok(status()),
+            Err(e) => control::refusal(format!("{e:#}")),
+        }
+    }
+
+    /// `asa app set`: the class must be the plan's, the target must exist.
+    pub(super) fn set(&self, target: &str, class: &str) -> Result<()> {
+        let mut shared = self.0.lock().unwrap();
+        if shared.plan.hint_of(class).is_none() {
+            bail!(
+                "no class {class:?}: the layer plan's classes are {}",
+                class_names(&shared.plan)
+            );
+        }
+        let target = resolve_target(target)?;
+        shared.pins.set(&target, class)?;
+        log::info!("{target}: class {class} (asa app set)");
+        Ok(())
+    }
+
+    /// `asa app unset`.
+    pub(super) fn unset(&self, target: &str) -> Result<()> {
+        let mut shared = self.0.lock().unwrap();
+        let target = resolve_target(target)?;
+        shared.pins.unset(&target)?;
+        log::info!("{target}: pin removed (asa app unset)");
+        Ok(())
+    }
+
+    /// The status with the last walk's applications listed.
+    fn list(&self) -> AppsStatus {
+        let shared = self.0.lock().unwrap();
+        let mut status = shared.status.clone();
+        status.list = shared
+            .seen
+            .iter()
+            .map(|(key, app)| row(key, app, &shared.plan, shared.now))
+            .collect();
+        status
+    }
+}
+
+/// A pid (digits) or a cgroup path.
+fn resolve_target(target: &str) -> Result<PinTarget> {
+    if let Ok(pid) = target.parse::<u32>() {
+        let key = AppKey::of_process(pid)?;
+        return Ok(PinTarget::App { key, pid });
+    }
+    let (relative, _) = apps::resolve_cgroup(target)?;
+    Ok(PinTarget::Cgroup(relative))
+}
+
+/// One application's row, its cgroup path and leader's name read now.
+fn row(key: &AppKey, app: &Seen, plan: &LayerPlan, now: Duration) -> AppRow {
+    let leader_pid = if app.tgids.contains(&key.pgid) {
+        key.pgid
+    } else {
+        app.tgids.iter().copied().min().unwrap_or(0)
+    };
+    let leader_comm = std::fs::read_to_string(format!("/proc/{leader_pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cgroup = apps::cgroup_of_process(leader_pid)
+        .map(|c| format!("/{c}"))
+        .unwrap_or_else(|_| format!("#{}", key.cgroup));
+    let class = app.class.as_ref();
+    let name = class.map(|c| plan.classes[c.class].class.clone());
+    AppRow {
+        cgroup,
+        cgroup_id: key.cgroup,
+        pgid: key.pgid,
+        leader_pid,
+        leader_comm,
+        threads: app.threads,
+        layer: name
+            .clone()
+            .unwrap_or_else(|| asa_layers::OTHER_LAYER.into()),
+        class: name,
+        source: class.map(|c| {
+            match c.source {
+                ClassSource::Pinned => "pinned",
+                ClassSource::Recognised => "recognised",
+            }
+            .to_string()
+        }),
+        confidence: class.map(|c| c.confidence),
+        seen_s: now.saturating_sub(app.first_seen).as_secs_f64(),
+    }
+}
+
+fn ok(status: control::AgentStatus) -> Response {
+    Response {
+        ok: true,
+        error: None,
+        status: Some(status),
+        switch: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(dir: &std::path::Path) -> AppMode {
+        let mut settings = RunSettings::for_tests();
+        settings.app_pins = dir.join("pins.toml");
+        let catalogue = Catalogue::builtin();
+        AppMode::new(&settings, &catalogue).unwrap()
+    }
+
+    #[test]
+    fn an_unknown_class_is_one_error_listing_the_plans_classes() {
+        let dir = tempfile::tempdir().unwrap();
+        let apps = mode(dir.path()).control();
+        let error = apps
+            .set(&std::process::id().to_string(), "turbo")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no class \"turbo\"") && error.contains("interactive, io_bound"),
+            "{error}"
+        );
+        assert!(!dir.path().join("pins.toml").exists(), "nothing was saved");
+    }
+
+    #[test]
+    fn a_vanished_pid_or_a_missing_cgroup_is_one_error_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let apps = mode(dir.path()).control();
+        let gone = apps.set(&(u32::MAX / 2).to_string(), "interactive");
+        assert!(format!("{:#}", gone.unwrap_err()).contains("is gone"));
+        let missing = apps.set("no-such.slice", "interactive");
+        assert!(format!("{:#}", missing.unwrap_err()).contains("no cgroup no-such.slice"));
+        assert!(!dir.path().join("pins.toml").exists());
+        assert_eq!(apps.0.lock().unwrap().pins.entries().count(), 0);
+    }
+
+    #[test]
+    fn a_pinned_process_gets_its_class_and_hint_each_tick_and_loses_it_when_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mode = mode(dir.path());
+        let apps = mode.control();
+        let me = std::process::id();
+        let key = AppKey::of_process(me).unwrap();
+        apps.set(&me.to_string(), "cpu_batch").unwrap();
+        // Stand-in for the walk: this process's one thread (no hint map loaded).
+        let thread = ThreadSample {
+            tgid: me,
+            pid: me,
+            pgid: key.pgid,
+            cgroup: key.cgroup,
+            leader: true,
+            ..ThreadSample::default()
+        };
+        mode.threads = vec![thread];
+        let status = mode.tick_inner(Duration::from_secs(1), "layered", true);
+        assert_eq!((status.applications, status.with_class), (1, 1));
+        let list = apps.list().list;
+        assert_eq!(list[0].class.as_deref(), Some("cpu_batch"));
+        assert_eq!(list[0].layer, "cpu_batch");
+        assert_eq!(list[0].source.as_deref(), Some("pinned"));
+        assert_eq!(list[0].threads, 1);
+        apps.unset(&me.to_string()).unwrap();
+        let status = mode.tick_inner(Duration::from_secs(2), "layered", true);
+        assert_eq!(status.with_class, 0);
+        assert_eq!(apps.list().list[0].layer, "other");
+        // Another expert: nothing walked, the whole machine.
+        let status = mode.tick(Duration::from_secs(3), "lavd", |_| unreachable!());
+        assert_eq!(status.mode, "whole_machine");
+        assert!(apps.list().list.is_empty());
+    }
+
+    #[test]
+    fn a_whole_machine_walk_defers_the_mode_a_tick_and_no_bpf_walk_turns_it_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mode = mode(dir.path());
+        assert!(mode.wants_threads("layered") && !mode.wants_threads("cosmos"));
+        let status = mode.tick(Duration::from_secs(1), "layered", |_| ThreadWalk::NextWalk);
+        assert_eq!(status.mode, "whole_machine");
+        assert!(status.problem.is_none(), "not off: {:?}", status.problem);
+        assert!(
+            mode.wants_threads("layered"),
+            "asked again for the next walk"
+        );
+        let status = mode.tick(Duration::from_secs(2), "layered", |_| {
+            ThreadWalk::Unavailable
+        });
+        assert_eq!(status.mode, "whole_machine");
+        let status = mode.tick(Duration::from_secs(3), "layered", |_| unreachable!());
+        assert!(
+            status
+                .problem
+                .is_some_and(|p| p.contains("BPF task walk is unavailable")),
+            "off, and says why"
+        );
+        assert!(
+            !mode.wants_threads("layered"),
+            "an off mode asks for no threads"
+        );
+    }
+}
