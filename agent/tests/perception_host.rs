@@ -468,3 +468,63 @@ fn the_bpf_task_scan_names_each_threads_application_as_proc_does() {
         "most threads have a cgroup id"
     );
 }
+
+/// `asa record --apps` with the BPF task walk: every walk after the first (walks are at least
+/// 0.9 s apart) has a row per application, this process's among them, with the schema's columns.
+#[test]
+fn recording_applications_writes_a_row_per_application_each_tick() {
+    use asa_agent::perception::apps::{AppKey, APP_FEATURES};
+    use asa_agent::perception::{record, RecordArgs};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::RowAccessor;
+
+    assert!(is_root(), "run the perception host tests as root (BPF)");
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let apps = dir.path().join("apps.parquet");
+    record(&RecordArgs {
+        label: "idle".into(),
+        out: dir.path().join("run.parquet"),
+        interval_ms: 1000,
+        duration: Some(4.0),
+        no_bpf: false,
+        schema: None,
+        apps: Some(apps.clone()),
+    })
+    .expect("record with --apps");
+    let reader = SerializedFileReader::new(std::fs::File::open(&apps).unwrap()).unwrap();
+    let meta = reader.metadata().file_metadata();
+    let columns: Vec<String> = meta
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    assert_eq!(&columns[6..], &APP_FEATURES);
+    let me = AppKey::of_process(std::process::id()).unwrap();
+    let rows: Vec<_> = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let ticks: std::collections::BTreeSet<i64> =
+        rows.iter().map(|r| r.get_long(1).unwrap()).collect();
+    assert!(ticks.len() >= 2, "rows from {} ticks", ticks.len());
+    let mine: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r.get_long(2).unwrap() as u64 == me.cgroup
+                && r.get_long(3).unwrap() == i64::from(me.pgid)
+        })
+        .collect();
+    assert!(
+        mine.len() >= 2,
+        "this process's application each tick: {}",
+        mine.len()
+    );
+    assert!(mine.iter().all(|r| r
+        .get_string(4)
+        .unwrap()
+        .split(',')
+        .any(|p| p == std::process::id().to_string())));
+}

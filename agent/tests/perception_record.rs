@@ -26,6 +26,7 @@ fn args(out: &Path) -> RecordArgs {
         duration: Some(1.0),
         no_bpf: true,
         schema: None,
+        apps: None,
     }
 }
 
@@ -217,4 +218,18 @@ fn record_arguments_parse_as_a_subcommand() {
         Cli::try_parse_from(["asa", "record", "--out", "o.csv"]).is_err(),
         "--label is required"
     );
+}
+
+#[test]
+fn recording_applications_without_the_bpf_task_walk_is_one_error_saying_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.parquet");
+    let mut a = args(&out);
+    a.apps = Some(dir.path().join("apps.parquet"));
+    let error = format!("{:#}", record(&a).unwrap_err());
+    assert!(
+        error.contains("--apps needs the BPF task walk") && error.contains("CAP_BPF"),
+        "{error}"
+    );
+    assert!(!dir.path().join("apps.parquet").exists(), "nothing written");
 }

@@ -51,6 +51,7 @@ fn guest_side() {
         duration: Some(3.0),
         no_bpf: false,
         schema: None,
+        apps: None,
     })
     .unwrap();
 }

@@ -8,6 +8,7 @@
 //! [probe.game]
 //! description = "..."
 //! settings = { kind = "game", target_fps = 60.0 }
+//! app_class = "interactive"
 //! [[probe.game.metric]]
 //! name = "frame_time_p99_ms"
 //! value = { direction = "lower", theta = 33.4, scale = 16.7, k_v = 1.0, gamma_v = 1.0, weight = 2.0 }
@@ -85,6 +86,9 @@ pub struct ProbeProfile {
     pub settings: ProbeSettings,
     /// Scored metrics.
     pub metric: Vec<MetricSpec>,
+    /// The application class the probe is labelled with in per-application recordings (one
+    /// of the layer plan's classes; a probe stands for an interactive application).
+    pub app_class: String,
 }
 
 /// One phase of a phased scenario.
@@ -214,7 +218,22 @@ impl Catalogue {
     }
 
     fn validate(&self) -> Result<()> {
+        let plan = asa_layers::default_plan();
+        let classes: Vec<&str> = plan.classes.iter().map(|c| c.class.as_str()).collect();
+        let known_class = |what: String, class: &str| -> Result<()> {
+            if !classes.contains(&class) {
+                bail!(
+                    "{what}: field `app_class` is {class:?}, not one of the layer plan's classes ({})",
+                    classes.join(", ")
+                );
+            }
+            Ok(())
+        };
+        for (name, load) in &self.loads {
+            known_class(format!("load `{name}`"), &load.app_class)?;
+        }
         for (name, probe) in &self.probes {
+            known_class(format!("probe `{name}`"), &probe.app_class)?;
             probe
                 .settings
                 .validate()
@@ -488,6 +507,12 @@ mod tests {
         let e = broken("load = \"kernel_build\"", "load = \"kernal_build\"");
         assert!(
             e.contains("field `load`") && e.contains("kernal_build"),
+            "{e}"
+        );
+        let e = broken("app_class = \"io_bound\"", "app_class = \"disk\"");
+        assert!(
+            e.contains("load `disk_io`: field `app_class` is \"disk\"")
+                && e.contains("interactive, io_bound, network, cpu_batch, background"),
             "{e}"
         );
         let e = broken("probe = \"web\"", "probe = \"browser\"");

@@ -211,6 +211,11 @@ pub struct RunArgs {
     /// Free text describing the machine, written into the dataset manifest.
     #[arg(long, requires = "record_features")]
     pub machine_note: Option<String>,
+    /// Also record every application's features each tick (`asa record --apps`), labelled in
+    /// the manifest for the application classifier: the probe, the load's process groups.
+    /// Needs the BPF task walk.
+    #[arg(long, requires = "record_features")]
+    pub record_apps: bool,
 }
 
 fn origin(file: &Option<PathBuf>) -> String {
@@ -366,6 +371,7 @@ fn run_command(
                 RecorderConfig::new(find_recorder(args.recorder.as_deref())?, dir.clone());
             config.interval_ms = args.record_interval_ms;
             config.machine_note = args.machine_note.clone();
+            config.apps = args.record_apps;
             Some(FeatureRecorder::new(config)?)
         }
         None => None,

@@ -52,6 +52,9 @@ pub struct LoadSpec {
     pub throughput: ThroughputSpec,
     /// How the throughput is scored.
     pub score: ValueSpec,
+    /// The application class its processes are labelled with in per-application recordings
+    /// (`interactive`, `io_bound`, `network`, `cpu_batch` or `background`: the layer plan's).
+    pub app_class: String,
 }
 
 /// A binary on PATH or a file (glob with one `*`) a load needs, and the package providing it.
@@ -175,6 +178,10 @@ pub struct LoadOutput {
     pub failed_runs: u64,
     /// The last failure's message and output tail.
     pub last_error: Option<String>,
+    /// The process groups the load ran in: its command's (every run of a repeated command
+    /// joins one group, as a script's loop would) and each server's.
+    #[serde(default)]
+    pub process_groups: Vec<u32>,
 }
 
 /// Expand `{work}`, `{seconds}` and `{cpus}`.
@@ -470,6 +477,10 @@ pub struct RunningLoad {
     name: String,
     stop: Arc<AtomicBool>,
     current: Arc<Mutex<Option<u32>>>,
+    /// The process group every run of the command joins.
+    group: u32,
+    /// Its leader, an idle `sleep` (None once stopped).
+    group_leader: Option<Child>,
     servers: Vec<Child>,
     worker: Option<JoinHandle<Result<LoadOutput>>>,
     self_timed: bool,
@@ -505,6 +516,19 @@ impl RunningLoad {
         if !servers.is_empty() {
             std::thread::sleep(Duration::from_millis(300));
         }
+        // One process group for the whole phase: runs of a repeated command are one
+        // application, as the loop of a script would be, not one per run.
+        let group_leader = Command::new("sleep")
+            .arg("infinity")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .with_context(|| {
+                format!("load `{name}`: starting its process group's leader (sleep)")
+            })?;
+        let group = group_leader.id();
         let stop = Arc::new(AtomicBool::new(false));
         let current = Arc::new(Mutex::new(None));
         let args: Vec<String> = spec
@@ -522,12 +546,14 @@ impl RunningLoad {
         info!("load {name}: starting `{}`", args.join(" "));
         let worker = std::thread::Builder::new()
             .name(format!("load-{name}"))
-            .spawn(move || run_loop(&name_c, &spec_c, &args, &work_c, &stop_c, &current_c))
+            .spawn(move || run_loop(&name_c, &spec_c, &args, &work_c, group, &stop_c, &current_c))
             .context("spawning a load thread")?;
         Ok(Self {
             name: name.to_owned(),
             stop,
             current,
+            group,
+            group_leader: Some(group_leader),
             servers,
             worker: Some(worker),
             self_timed: spec.throughput.self_timed(),
@@ -544,28 +570,29 @@ impl RunningLoad {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        if let Some(pid) = *self.current.lock().unwrap() {
-            signal_group(pid, libc::SIGTERM);
+        if self.current.lock().unwrap().is_some() {
+            signal_group(self.group, libc::SIGTERM);
         }
         let worker = self.worker.take().expect("finish is called once");
         let t0 = Instant::now();
         while !worker.is_finished() {
-            if t0.elapsed() > Duration::from_secs(5) {
-                if let Some(pid) = *self.current.lock().unwrap() {
-                    warn!(
-                        "load {}: still running 5 s after SIGTERM, sending SIGKILL",
-                        self.name
-                    );
-                    signal_group(pid, libc::SIGKILL);
-                }
+            if t0.elapsed() > Duration::from_secs(5) && self.current.lock().unwrap().is_some() {
+                warn!(
+                    "load {}: still running 5 s after SIGTERM, sending SIGKILL",
+                    self.name
+                );
+                signal_group(self.group, libc::SIGKILL);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let out = worker
             .join()
             .map_err(|_| anyhow!("load {} thread panicked", self.name))?;
+        let process_groups = self.process_groups();
+        self.stop_group();
         self.stop_servers();
-        let out = out?;
+        let mut out = out?;
+        out.process_groups = process_groups;
         if out.failed_runs > 0 && out.completed_runs == 0 {
             bail!(
                 "load `{}` failed every time it ran ({} runs): {}",
@@ -575,6 +602,21 @@ impl RunningLoad {
             );
         }
         Ok(out)
+    }
+
+    /// The process groups of the command's runs and of the servers.
+    pub fn process_groups(&self) -> Vec<u32> {
+        std::iter::once(self.group)
+            .chain(self.servers.iter().map(Child::id))
+            .collect()
+    }
+
+    /// Ends the command's process group (its leader, and a run still in it).
+    fn stop_group(&mut self) {
+        if let Some(mut leader) = self.group_leader.take() {
+            signal_group(self.group, libc::SIGKILL);
+            let _ = leader.wait();
+        }
     }
 
     fn stop_servers(&mut self) {
@@ -593,9 +635,7 @@ impl RunningLoad {
 impl Drop for RunningLoad {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(pid) = *self.current.lock().unwrap() {
-            signal_group(pid, libc::SIGKILL);
-        }
+        self.stop_group();
         self.stop_servers();
     }
 }
@@ -612,6 +652,7 @@ fn run_loop(
     spec: &LoadSpec,
     args: &[String],
     work: &Path,
+    group: u32,
     stop: &AtomicBool,
     current: &Mutex<Option<u32>>,
 ) -> Result<LoadOutput> {
@@ -628,7 +669,7 @@ fn run_loop(
                 Stdio::piped()
             })
             .stderr(Stdio::piped())
-            .process_group(0);
+            .process_group(group as i32);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("load `{name}`: starting `{}`", args.join(" ")))?;
@@ -762,6 +803,7 @@ fn summarise(
         completed_runs: completed,
         failed_runs: failed,
         last_error,
+        process_groups: Vec::new(),
     }
 }
 
@@ -822,6 +864,7 @@ mod tests {
                 gamma_v: 1.0,
                 weight: 1.0,
             },
+            app_class: "cpu_batch".into(),
         }
     }
 
@@ -869,6 +912,50 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(out.unit, "frames/s");
+    }
+
+    #[test]
+    fn every_run_of_a_repeated_command_joins_one_process_group_that_ends_with_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let groups = dir.path().join("groups");
+        let s = spec(
+            &[
+                "sh",
+                "-c",
+                &format!("cut -d' ' -f5 /proc/$$/stat >> {}", groups.display()),
+            ],
+            ThroughputSpec::Completions {
+                amount: 1.0,
+                unit: "runs".into(),
+            },
+        );
+        let load = RunningLoad::start("grouped", &s, dir.path(), 1).unwrap();
+        let group = load.process_groups()[0];
+        std::thread::sleep(Duration::from_millis(500));
+        let out = load.finish().unwrap();
+        let seen: Vec<u32> = std::fs::read_to_string(&groups)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert!(seen.len() >= 3, "{seen:?}");
+        assert!(seen.iter().all(|g| *g == group), "{seen:?} vs {group}");
+        assert_eq!(out.process_groups, vec![group]);
+        // Nothing of the group runs on (an orphaned run may linger as a zombie until init
+        // reaps it: that is not running).
+        let running: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+            .filter(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace()
+                    .collect();
+                fields.get(2) == Some(&group.to_string().as_str()) && fields.first() != Some(&"Z")
+            })
+            .collect();
+        assert!(running.is_empty(), "still in the load's group: {running:?}");
     }
 
     #[test]

@@ -1003,9 +1003,12 @@ mod scoring_tests {
                 }),
                 started_unix_ms: 0,
                 ended_unix_ms: 0,
+                app_class: Some("network".into()),
             }],
             valid: true,
             load_start: None,
+            probe_tgid: 0,
+            probe_app_class: "interactive".into(),
         }
     }
 

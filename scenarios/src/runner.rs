@@ -237,6 +237,9 @@ pub struct PhaseRecord {
     /// When the phase ended: its load had stopped (after reporting), or the idle time was over.
     #[serde(default)]
     pub ended_unix_ms: u64,
+    /// The load's application class (its `app_class`; None when idle or in older results).
+    #[serde(default)]
+    pub app_class: Option<String>,
 }
 
 impl PhaseRecord {
@@ -281,6 +284,12 @@ pub struct RunRecord {
     /// recorded.
     #[serde(default)]
     pub load_start: Option<LoadStart>,
+    /// The process whose threads ran the probe: the runner itself (0 in older results).
+    #[serde(default)]
+    pub probe_tgid: u32,
+    /// The probe's application class (its `app_class`; empty in older results).
+    #[serde(default)]
+    pub probe_app_class: String,
 }
 
 /// A run that did not happen because its expert could not be pinned.
@@ -698,6 +707,7 @@ fn measure(
                 output,
                 started_unix_ms: phase_started,
                 ended_unix_ms: ended,
+                app_class: catalogue.loads.get(&p.load).map(|l| l.app_class.clone()),
             });
             phase_started = ended;
             if i + 1 < phases.len() {
@@ -747,6 +757,8 @@ fn measure(
         phases: records,
         valid,
         load_start: Some(load_start),
+        probe_tgid: std::process::id(),
+        probe_app_class: probe.app_class.clone(),
     })
 }
 

@@ -199,6 +199,7 @@ command = ["sh", "-c", "echo broken-tool-output >&2; exit 3"]
 repeat = true
 throughput = { kind = "completions", amount = 1.0, unit = "runs" }
 score = { direction = "higher", theta = "median", scale = "theta", k_v = 4.0, gamma_v = 1.0, weight = 1.0 }
+app_class = "cpu_batch"
 
 [[scenario]]
 name = "SMOKE-FAIL"

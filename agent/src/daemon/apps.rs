@@ -140,8 +140,23 @@ impl AppMode {
         expert: &str,
         walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk,
     ) -> AppsStatus {
-        let per_app = self.layer_plan_experts.contains(expert) && self.ready(walk);
-        self.tick_inner(now, expert, per_app)
+        if !self.layer_plan_experts.contains(expert) {
+            return self.tick_inner(now, expert, false);
+        }
+        match self.ready(walk) {
+            ThreadWalk::Threads => self.tick_inner(now, expert, true),
+            // A tick between walks keeps the applications, their classes and hints as they are.
+            ThreadWalk::NextWalk if self.is_per_application(expert) => {
+                self.shared.0.lock().unwrap().status.clone()
+            }
+            _ => self.tick_inner(now, expert, false),
+        }
+    }
+
+    /// Whether the last tick ran per application under `expert`.
+    fn is_per_application(&self, expert: &str) -> bool {
+        let shared = self.shared.0.lock().unwrap();
+        shared.status.mode == "per_application" && shared.status.expert == expert
     }
 
     /// The tick after the walk: per application when `per_app`, else the whole machine.
@@ -238,16 +253,17 @@ impl AppMode {
         shared.status.clone()
     }
 
-    /// Whether per-application mode can run this tick: the walk gave threads (a whole-machine
-    /// walk defers the mode a tick; no BPF walk turns it off) and the hint map is loaded (at
-    /// the first call; a failure turns the mode off with one warning).
-    fn ready(&mut self, walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk) -> bool {
+    /// Whether per-application mode can run this tick ([`ThreadWalk::Threads`]): the walk
+    /// gave threads (else not this tick, [`ThreadWalk::NextWalk`]) and the hint map is loaded
+    /// (at the first call). No BPF walk or no hint map turns the mode off with one warning
+    /// ([`ThreadWalk::Unavailable`], as every tick after).
+    fn ready(&mut self, walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk) -> ThreadWalk {
         if self.off.is_some() {
-            return false;
+            return ThreadWalk::Unavailable;
         }
         match walk(&mut self.threads) {
             ThreadWalk::Threads => {}
-            ThreadWalk::NextWalk => return false,
+            ThreadWalk::NextWalk => return ThreadWalk::NextWalk,
             ThreadWalk::Unavailable => {
                 return self.turn_off(
                     "the BPF task walk is unavailable (perception reads /proc): no application grouping"
@@ -277,16 +293,16 @@ impl AppMode {
                 Err(e) => return self.turn_off(format!("{e:#}")),
             }
         }
-        true
+        ThreadWalk::Threads
     }
 
-    fn turn_off(&mut self, why: String) -> bool {
+    fn turn_off(&mut self, why: String) -> ThreadWalk {
         log::warn!(
             "per-application mode is off, the expert schedules the whole machine as one: {why}"
         );
         self.shared.0.lock().unwrap().problem = Some(format!("per-application mode off: {why}"));
         self.off = Some(why);
-        false
+        ThreadWalk::Unavailable
     }
 }
 
@@ -521,5 +537,31 @@ mod tests {
             !mode.wants_threads("layered"),
             "an off mode asks for no threads"
         );
+    }
+
+    #[test]
+    fn a_tick_between_walks_keeps_the_applications_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mode = mode(dir.path());
+        let me = std::process::id();
+        let key = AppKey::of_process(me).unwrap();
+        mode.threads = vec![ThreadSample {
+            tgid: me,
+            pid: me,
+            pgid: key.pgid,
+            cgroup: key.cgroup,
+            leader: true,
+            ..ThreadSample::default()
+        }];
+        let walked = mode.tick_inner(Duration::from_secs(1), "layered", true);
+        assert_eq!(
+            (walked.mode.as_str(), walked.applications),
+            ("per_application", 1)
+        );
+        let held = mode.tick(Duration::from_millis(1500), "layered", |_| {
+            ThreadWalk::NextWalk
+        });
+        assert_eq!(held, walked, "nothing changed between walks");
+        assert_eq!(mode.control().list().list.len(), 1);
     }
 }

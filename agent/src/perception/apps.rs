@@ -155,7 +155,9 @@ impl std::fmt::Display for AppKey {
 pub enum ThreadWalk {
     /// Every thread, with its application and behaviour.
     Threads,
-    /// A whole-machine walk (application fields off): asked for, they come with the next walk.
+    /// Not this tick: the last sample held the previous walk (walks are at least
+    /// `PROCESS_SCAN_MIN_INTERVAL_S` apart) or walked without the application fields (asked
+    /// for, they come with the next walk).
     NextWalk,
     /// No BPF task walk (perception reads /proc): no threads, ever.
     Unavailable,

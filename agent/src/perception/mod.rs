@@ -13,6 +13,7 @@
 //! Without BPF rights or kernel BTF the [`Sampler`] keeps running on procfs alone: it warns
 //! once and reports the BPF features as NaN with their `missing` flag set.
 
+pub mod app_record;
 pub mod apps;
 pub mod bpf;
 pub mod procfs_source;

@@ -21,6 +21,8 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
+use super::app_record::AppRecordingWriter;
+use super::apps::{AppGrouper, ThreadSample, ThreadWalk};
 use super::{BpfMode, Sample, Sampler, SchemaFile};
 use crate::stop::Stop;
 
@@ -50,6 +52,10 @@ pub struct RecordArgs {
     /// Feature schema file (default: the one built in, agent/feature_schema.toml).
     #[arg(long)]
     pub schema: Option<PathBuf>,
+    /// Also write every application's features each tick to this `.parquet` file (schema
+    /// asa.app-features; needs the BPF task walk). Default: none.
+    #[arg(long, value_name = "FILE")]
+    pub apps: Option<PathBuf>,
 }
 
 /// Runs `asa record`: samples until the duration elapses or SIGINT/SIGTERM arrives, then
@@ -76,6 +82,10 @@ pub fn record(args: &RecordArgs) -> Result<()> {
     };
     let mut sampler = Sampler::new(schema.clone(), mode)?;
     let mut writer = RecordingWriter::create(&args.out, &schema, &args.label)?;
+    let mut apps = match &args.apps {
+        Some(path) => Some(AppRecording::start(&mut sampler, path)?),
+        None => None,
+    };
     log::info!(
         "recording {} features every {} ms to {} (label {:?}, BPF {})",
         schema.features.len(),
@@ -99,6 +109,9 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         }
         let sample = sampler.sample()?;
         writer.push(&sample)?;
+        if let Some(apps) = apps.as_mut() {
+            apps.push(&sampler, sample.unix_ms)?;
+        }
         ticks += 1;
         next += interval;
         let now = Instant::now();
@@ -108,8 +121,49 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         }
     }
     writer.finish()?;
+    if let Some(apps) = apps {
+        apps.writer.finish()?;
+    }
     log::info!("recorded {ticks} ticks to {}", args.out.display());
     Ok(())
+}
+
+/// The per-application part of a recording: the sampler's task walk grouped every tick.
+struct AppRecording {
+    grouper: AppGrouper,
+    threads: Vec<ThreadSample>,
+    started: Instant,
+    writer: AppRecordingWriter,
+}
+
+impl AppRecording {
+    /// Asks the sampler's walks for every thread's application and creates `path`; fails
+    /// without the BPF task walk (there is nothing to group).
+    fn start(sampler: &mut Sampler, path: &Path) -> Result<Self> {
+        if !sampler.task_scan_active() {
+            bail!(
+                "--apps needs the BPF task walk (root or CAP_BPF + CAP_PERFMON, and a kernel with BTF); \
+                 this sampler reads /proc"
+            );
+        }
+        sampler.want_threads(true)?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        Ok(AppRecording {
+            grouper: AppGrouper::new(cpus),
+            threads: Vec::new(),
+            started: Instant::now(),
+            writer: AppRecordingWriter::create(path)?,
+        })
+    }
+
+    /// The applications of the sample just taken.
+    fn push(&mut self, sampler: &Sampler, unix_ms: u64) -> Result<()> {
+        if sampler.threads(&mut self.threads) != ThreadWalk::Threads {
+            return Ok(());
+        }
+        let apps = self.grouper.update(self.started.elapsed(), &self.threads);
+        self.writer.push(unix_ms, &apps)
+    }
 }
 
 /// Writes samples of one schema to a `.parquet` or `.csv` file.

@@ -61,6 +61,12 @@ pub struct PhaseEntry {
     pub window_to_unix_ms: u64,
     /// Rows labelled with this phase's class.
     pub rows: u64,
+    /// The load's process groups (per-application labels: these applications are the load).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pgids: Vec<u32>,
+    /// The load's application class (None when idle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_class: Option<String>,
 }
 
 /// One run in the manifest (a `[[run]]` entry; the classifier reads `file`, `name`, `label`,
@@ -95,6 +101,16 @@ pub struct RunEntry {
     pub probe_started_unix_ms: u64,
     /// Probe end.
     pub probe_ended_unix_ms: u64,
+    /// Every application's features each tick (`asa record --apps`), relative to the
+    /// manifest; None without `--record-apps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apps_file: Option<String>,
+    /// The process whose threads ran the probe (per-application labels).
+    #[serde(default)]
+    pub probe_tgid: u32,
+    /// The probe's application class.
+    #[serde(default)]
+    pub probe_app_class: String,
     /// The phases with their boundaries.
     pub phase: Vec<PhaseEntry>,
 }

@@ -2,6 +2,7 @@
 //! rows ([`super::relabel`]) and lists the run in the dataset's manifest.
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -29,6 +30,8 @@ pub struct RecorderConfig {
     pub start_timeout: Duration,
     /// Free text describing the machine, added to the manifest's `machine` line.
     pub machine_note: Option<String>,
+    /// Also record every application's features (`asa record --apps`).
+    pub apps: bool,
 }
 
 impl RecorderConfig {
@@ -41,6 +44,7 @@ impl RecorderConfig {
             extra_args: Vec::new(),
             start_timeout: Duration::from_secs(120),
             machine_note: None,
+            apps: false,
         }
     }
 }
@@ -241,6 +245,9 @@ impl FeatureRecorder {
             .collect();
         let file = format!("runs/{}.parquet", a.name);
         let raw_file = format!("raw/{}.parquet", a.name);
+        let apps_file = format!("raw/{}.apps.parquet", a.name);
+        let apps_file =
+            (self.config.apps && self.config.dir.join(&apps_file).is_file()).then_some(apps_file);
         let mut extra = vec![
             ("asa.run".to_owned(), a.name.clone()),
             ("asa.scenario".to_owned(), scenario.name.clone()),
@@ -301,6 +308,9 @@ impl FeatureRecorder {
                     .unwrap_or(record.started_unix_ms),
                 probe_started_unix_ms: record.probe_started_unix_ms,
                 probe_ended_unix_ms: record.probe_ended_unix_ms,
+                apps_file,
+                probe_tgid: record.probe_tgid,
+                probe_app_class: record.probe_app_class.clone(),
                 phase: record
                     .phases
                     .iter()
@@ -314,6 +324,12 @@ impl FeatureRecorder {
                         window_from_unix_ms: w.from_unix_ms,
                         window_to_unix_ms: w.to_unix_ms,
                         rows: *n,
+                        pgids: p
+                            .output
+                            .as_ref()
+                            .map(|o| o.process_groups.clone())
+                            .unwrap_or_default(),
+                        app_class: p.app_class.clone(),
                     })
                     .collect(),
             });
@@ -340,6 +356,11 @@ impl RunObserver for FeatureRecorder {
         self.stop_active()?;
         let name = format!("{}-{expert}-r{}", scenario.name, rep + 1);
         let raw = self.config.dir.join("raw").join(format!("{name}.parquet"));
+        let apps = self
+            .config
+            .dir
+            .join("raw")
+            .join(format!("{name}.apps.parquet"));
         let log = self.config.dir.join("raw").join(format!("{name}.log"));
         let _ = std::fs::remove_file(&raw);
         let label = scenario
@@ -356,9 +377,16 @@ impl RunObserver for FeatureRecorder {
             .arg("--out")
             .arg(&raw)
             .args(&self.config.extra_args)
+            // Its own process group: in per-application recordings the recorder is one more
+            // background application, not part of the runner's (the probe's).
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
+        if self.config.apps {
+            let _ = std::fs::remove_file(&apps);
+            cmd.arg("--apps").arg(&apps);
+        }
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
@@ -446,15 +474,18 @@ mod tests {
     use super::*;
     use crate::dataset::test_support::*;
 
-    /// A stand-in for `asa record`: logs its arguments, copies a prepared recording to
-    /// `--out` (so the file appears once "sampling" starts) and runs until SIGTERM.
+    /// A stand-in for `asa record`: logs its arguments and process group, copies a prepared
+    /// recording to `--out` (so the file appears once "sampling" starts) and to `--apps`, and
+    /// runs until SIGTERM.
     fn fake_recorder(dir: &Path, fixture: &Path, on_record: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let path = dir.join("asa");
         let script = format!(
             "#!/bin/sh\necho \"$@\" >> {args}\n[ \"$2\" = --help ] && exit 0\n{on_record}\n\
-             while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n\
-             trap 'exit 0' TERM\ncp {fixture} \"$out\"\nwhile :; do sleep 0.05; done\n",
+             echo \"pid=$$ pgid=$(cut -d' ' -f5 /proc/$$/stat)\" >> {args}\n\
+             while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; [ \"$1\" = --apps ] && apps=$2; shift; done\n\
+             trap 'exit 0' TERM\n[ -n \"$apps\" ] && cp {fixture} \"$apps\"\ncp {fixture} \"$out\"\n\
+             while :; do sleep 0.05; done\n",
             args = dir.join("args.log").display(),
             fixture = fixture.display(),
         );
@@ -503,6 +534,7 @@ mod tests {
         let data = dir.path().join("dataset");
         let mut config = RecorderConfig::new(program, data.clone());
         config.interval_ms = 100;
+        config.apps = true;
         let mut recorder = FeatureRecorder::new(config).unwrap();
         let (cat, opts, _work) = phased_setup();
         let scenario = cat.scenario("SMOKE-P").unwrap();
@@ -579,6 +611,32 @@ mod tests {
         }
         // The raw file is kept whole.
         assert_eq!(run.raw_rows, 610);
+        // What labels the applications: the per-application file, the probe's process (this
+        // one: the probe is its threads), the load's process groups and classes.
+        let apps = data.join("raw/SMOKE-P-eevdf-r1.apps.parquet");
+        assert!(
+            args.contains(&format!("--apps {}", apps.display())),
+            "{args}"
+        );
+        assert_eq!(
+            run.apps_file.as_deref(),
+            Some("raw/SMOKE-P-eevdf-r1.apps.parquet")
+        );
+        assert_eq!(run.probe_tgid, std::process::id());
+        assert_eq!(run.probe_app_class, "interactive");
+        assert!(p0.pgids.is_empty() && p0.app_class.is_none(), "{p0:?}");
+        assert_eq!(p1.app_class.as_deref(), Some("cpu_batch"));
+        assert_eq!(p1.pgids.len(), 1, "xz's one process group: {p1:?}");
+        // The recorder leads a process group of its own, apart from the probe's.
+        let (pid, pgid) = args
+            .lines()
+            .find_map(|l| {
+                let rest = l.strip_prefix("pid=")?;
+                let (pid, pgid) = rest.split_once(" pgid=")?;
+                Some((pid.parse::<u32>().ok()?, pgid.parse::<u32>().ok()?))
+            })
+            .expect("the fake recorder logged its process group");
+        assert_eq!(pid, pgid, "{args}");
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct ProcReader {
     last_cost: ReadCost,
     /// The process scan's BPF source, when loaded ([`ProcReader::use_task_scan`]).
     task_scan: Option<TaskScan>,
+    /// Whether the last snapshot walked the tasks (else it held the previous scan).
+    walked: bool,
     task_stats: Vec<ProcessStat>,
     task_io: std::collections::HashMap<i32, u64>,
 }
@@ -95,6 +97,7 @@ impl ProcReader {
             epoch: Instant::now(),
             last_cost: ReadCost::default(),
             task_scan: None,
+            walked: false,
             task_stats: Vec::new(),
             task_io: Default::default(),
         }
@@ -131,6 +134,7 @@ impl ProcReader {
                 Err(_) => {}
             }
         }
+        self.walked = false;
         let processes = match self.last_scan {
             Some((scanned_at, tick)) if at_s - scanned_at < PROCESS_SCAN_MIN_INTERVAL_S => {
                 Some(tick)
@@ -203,11 +207,16 @@ impl ProcReader {
         self.task_scan.is_some()
     }
 
-    /// The last snapshot's threads from the BPF task walk into `threads` (cleared first).
+    /// The last snapshot's threads from the BPF task walk into `threads` (cleared first):
+    /// only when that snapshot walked (the scan is held between walks
+    /// [`PROCESS_SCAN_MIN_INTERVAL_S`] apart) with the application fields on.
     pub fn threads(&self, threads: &mut Vec<ThreadSample>) -> ThreadWalk {
         match &self.task_scan {
-            Some(scan) if scan.threads(threads) => ThreadWalk::Threads,
-            Some(_) => ThreadWalk::NextWalk,
+            Some(scan) if self.walked && scan.threads(threads) => ThreadWalk::Threads,
+            Some(_) => {
+                threads.clear();
+                ThreadWalk::NextWalk
+            }
             None => {
                 threads.clear();
                 ThreadWalk::Unavailable
@@ -231,6 +240,7 @@ impl ProcReader {
             Some(scan) => match scan.read(&mut self.task_stats, &mut self.task_io) {
                 Ok(()) => {
                     cost.task_iter = true;
+                    self.walked = true;
                     let io = &self.task_io;
                     Ok(self
                         .scanner
