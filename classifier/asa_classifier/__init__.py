@@ -7,6 +7,8 @@ See classifier/README.md. Modules:
 - voting: Algorithm 1 of the ASA paper (time-weighted probability voting), as in Rust;
 - report: accuracy, per-class precision/recall, confusion matrix, raw and after voting;
 - export: one ONNX file with the three models and the soft vote, plus metadata.
+- apps, train_apps: the per-application class model (issue 40): labelled application rows,
+  training with scenarios held out, the same export.
 """
 
 import os as _os

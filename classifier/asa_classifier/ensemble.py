@@ -4,6 +4,15 @@ Soft voting = weighted mean of the members' class probabilities, weights WEIGHTS
 primary model, so it has half the weight). RandomForest and SVM get a median imputer (features
 may be NaN when missing on a tick; XGBoost handles NaN itself), the SVM also a standard scaler.
 All members are trained on class indices 0..C-1, so probability column c is class c.
+
+Two options serve data unlike the whole-machine ticks (the per-application model, train_apps.py):
+- `balanced`: every class weighs the same in training (sample weights n / (C * n_class) for
+  XGBoost and the forest, a subsample with the same number of rows per class for the SVM),
+  for data where one class has most rows;
+- `svm_log_columns`: the SVM sees log(1 + x) of those columns (heavy-tailed rates and sizes:
+  its scaler and RBF kernel measure distances); the trees get the raw value, since a monotone
+  transform changes none of their splits' partitions. The exported graph applies the same
+  transform in front of the SVM (export.py), so the agent feeds raw features.
 """
 
 from __future__ import annotations
@@ -35,13 +44,16 @@ class Ensemble:
     # Feature columns the ensemble ignores: zero in training and at prediction (the exported
     # model multiplies its input by a 0/1 mask), so no member can learn from them.
     ignored: tuple[int, ...] = ()
+    # Feature columns the SVM sees as log(1 + x) (see the module docstring).
+    svm_log_columns: tuple[int, ...] = ()
 
     def members(self):
         return dict(self.models)
 
     def member_probabilities(self, x: np.ndarray) -> dict[str, np.ndarray]:
         x = mask_columns(x, self.ignored)
-        return {name: m.predict_proba(x) for name, m in self.models.items()}
+        return {name: m.predict_proba(log1p_columns(x, self.svm_log_columns) if name == "svm" else x)
+                for name, m in self.models.items()}
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         probs = self.member_probabilities(x)
@@ -76,15 +88,19 @@ SMALL = {
 }
 
 
-def _subsample(x: np.ndarray, y: np.ndarray, limit: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most `limit` ticks, the same share of every class (at least 2 per class)."""
+def _subsample(x: np.ndarray, y: np.ndarray, limit: int, seed: int,
+               balanced: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """At most `limit` ticks, the same share of every class (at least 2 per class); `balanced`:
+    the same number of every class instead (limit / C, or all of a class with fewer)."""
     if len(y) <= limit:
         return x, y
     rng = np.random.default_rng(seed)
+    classes = np.unique(y)
     keep = []
-    for c in np.unique(y):
+    for c in classes:
         idx = np.flatnonzero(y == c)
-        n = max(2, int(round(limit * len(idx) / len(y))))
+        share = limit / len(classes) if balanced else limit * len(idx) / len(y)
+        n = max(2, int(round(share)))
         keep.extend(rng.choice(idx, size=min(n, len(idx)), replace=False))
     keep = np.sort(np.array(keep))
     return x[keep], y[keep]
@@ -99,15 +115,38 @@ def mask_columns(x: np.ndarray, ignored: tuple[int, ...]) -> np.ndarray:
     return x
 
 
+def log1p_columns(x: np.ndarray, columns: tuple[int, ...]) -> np.ndarray:
+    """`x` as float32 with log(1 + x) in `columns`, computed in float32 as the exported graph
+    does (Add, then Log); a copy when any column is transformed. NaN stays NaN (missing); the
+    features transformed are never negative (a value below -1 would become NaN)."""
+    x = np.asarray(x, dtype=np.float32)
+    if columns:
+        x = x.copy()
+        cols = list(columns)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x[:, cols] = np.log(x[:, cols] + np.float32(1.0))
+    return x
+
+
+def balanced_weights(y: np.ndarray) -> np.ndarray:
+    """Sample weights n / (C * n_class): every class present weighs the same in total, and the
+    weights average 1."""
+    classes, counts = np.unique(y, return_counts=True)
+    per_class = dict(zip(classes.tolist(), (len(y) / (len(classes) * counts)).tolist()))
+    return np.array([per_class[c] for c in y.tolist()], dtype=np.float64)
+
+
 def train(x: np.ndarray, y: np.ndarray, classes: list[str], seed: int = 0, small: bool = False,
           members: tuple[str, ...] = MEMBERS, svm_max_ticks: int | None = None,
-          ignored: tuple[int, ...] = (), xgboost_params: dict | None = None) -> Ensemble:
+          ignored: tuple[int, ...] = (), xgboost_params: dict | None = None,
+          balanced: bool = False, svm_log_columns: tuple[int, ...] = ()) -> Ensemble:
     """Fits the chosen members on (x, y); `small` makes tiny models (tests, committed test model).
     Dropping a member (e.g. the SVM, the slowest per row) is the cheapest way to a faster tick;
     `svm_max_ticks` overrides the size's SVM subsample (its cost per row grows with it).
     `ignored` columns are zeroed, so the members cannot use them (features that describe the
     measuring set-up rather than the workload). `xgboost_params` override the size's XGBoost
-    parameters (`compare --xgboost`)."""
+    parameters (`compare --xgboost`). `balanced` weighs every class the same and
+    `svm_log_columns` gives the SVM log(1 + x) of those columns (module docstring)."""
     if sorted(set(y.tolist())) != list(range(len(classes))):
         raise ValueError("every class must have training ticks (class indices 0..C-1)")
     unknown = set(members) - set(MEMBERS)
@@ -120,17 +159,24 @@ def train(x: np.ndarray, y: np.ndarray, classes: list[str], seed: int = 0, small
         sizes["svm_max_ticks"] = svm_max_ticks
     sizes["xgboost"] = {**sizes["xgboost"], **(xgboost_params or {})}
     ignored = tuple(sorted(set(ignored)))
+    svm_log_columns = tuple(sorted(set(svm_log_columns)))
     x = mask_columns(x, ignored)
+    # Sample weights only when balancing: the unweighted fits stay exactly as they were.
+    weights = (lambda labels: {"sample_weight": balanced_weights(labels)}) if balanced else (lambda labels: {})
     models = {}
     if "xgboost" in members:
-        models["xgboost"] = XGBClassifier(**sizes["xgboost"], tree_method="hist", random_state=seed, n_jobs=1).fit(x, y)
+        models["xgboost"] = XGBClassifier(**sizes["xgboost"], tree_method="hist", random_state=seed,
+                                          n_jobs=1).fit(x, y, **weights(y))
     if "random_forest" in members:
         models["random_forest"] = Pipeline([
             ("impute", SimpleImputer(strategy="median")),
-            ("forest", RandomForestClassifier(**sizes["random_forest"], random_state=seed, n_jobs=1))]).fit(x, y)
+            ("forest", RandomForestClassifier(**sizes["random_forest"], random_state=seed, n_jobs=1))]).fit(
+            x, y, **{f"forest__{k}": v for k, v in weights(y).items()})
     if "svm" in members:
+        x_svm, y_svm = _subsample(log1p_columns(x, svm_log_columns), y, sizes["svm_max_ticks"], seed, balanced)
         models["svm"] = Pipeline([
             ("impute", SimpleImputer(strategy="median")), ("scale", StandardScaler()),
-            ("svc", SVC(kernel="rbf", probability=True, random_state=seed))]).fit(*_subsample(x, y, sizes["svm_max_ticks"], seed))
+            ("svc", SVC(kernel="rbf", probability=True, random_state=seed))]).fit(
+            x_svm, y_svm, **{f"svc__{k}": v for k, v in weights(y_svm).items()})
     total = sum(WEIGHTS[m] for m in models)
-    return Ensemble(models, {m: WEIGHTS[m] / total for m in models}, list(classes), ignored)
+    return Ensemble(models, {m: WEIGHTS[m] / total for m in models}, list(classes), ignored, svm_log_columns)

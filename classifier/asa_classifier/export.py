@@ -3,7 +3,8 @@
 Each member is converted on its own (XGBoost with vector leaves by `xgboost_vector_leaves`
 below, with scalar leaves by onnxmltools, target opset 15; the scikit-learn pipelines with
 skl2onnx, opset 15, no ZipMap), its names prefixed, all three fed
-from one input `features` (float32 [N, F]), and their `probabilities` outputs combined as
+from one input `features` (float32 [N, F]; the SVM through log(1 + x) of some columns when the
+ensemble was trained so, `asa.svm_log1p_features`), and their `probabilities` outputs combined as
 Σ weight · p into the output `probabilities` (float32 [N, C]), then folded into fewer
 operators with the same outputs (fold.py). Metadata keys: schema.py.
 """
@@ -95,6 +96,19 @@ def _member_graph(model: onnx.ModelProto, prefix: str, input_name: str):
     return model, outputs[0]
 
 
+def _log1p_nodes(source: str, output: str, n: int, columns: tuple[int, ...]):
+    """Nodes computing `output` = log(1 + `source`) in `columns`, `source` elsewhere (Add, Log,
+    Where: the order ensemble.log1p_columns computes in, so NaN stays NaN), and their constants."""
+    mask = np.zeros(n, dtype=bool)
+    mask[list(columns)] = True
+    initializers = [numpy_helper.from_array(np.array([1.0], dtype=np.float32), "log1p_one"),
+                    numpy_helper.from_array(mask, "log1p_columns")]
+    nodes = [helper.make_node("Add", [source, "log1p_one"], ["log1p_shifted"], name="log1p_add"),
+             helper.make_node("Log", ["log1p_shifted"], ["log1p_all"], name="log1p_log"),
+             helper.make_node("Where", ["log1p_columns", "log1p_all", source], [output], name="log1p_select")]
+    return nodes, initializers
+
+
 def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
             training_date: str | None = None, folded: bool = True) -> onnx.ModelProto:
     """The ensemble as one ONNX model with ASA's metadata; `folded` (the default) folds it into
@@ -121,8 +135,14 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         member_input = "features_used"
         nodes.append(helper.make_node("Mul", [s.INPUT_NAME, "ignored_features_mask"], [member_input],
                                       name="ignore_features"))
+    svm_input = member_input
+    if ensemble.svm_log_columns and "svm" in members:
+        svm_input = "svm_log1p_features"
+        log_nodes, log_initializers = _log1p_nodes(member_input, svm_input, n, ensemble.svm_log_columns)
+        nodes.extend(log_nodes)
+        initializers.extend(log_initializers)
     for name, member in members.items():
-        prefixed, output = _member_graph(member, f"{name}_", member_input)
+        prefixed, output = _member_graph(member, f"{name}_", svm_input if name == "svm" else member_input)
         nodes.extend(prefixed.graph.node)
         initializers.extend(prefixed.graph.initializer)
         for op in prefixed.opset_import:
@@ -155,6 +175,8 @@ def to_onnx(ensemble: Ensemble, schema: FeatureSchema, trained_on: str,
         s.META_ENSEMBLE: json.dumps({"members": list(members), "weights": ensemble.weights, "soft_voting": True}),
         s.META_TRAINED_ON: trained_on,
     }
+    if ensemble.svm_log_columns and "svm" in members:
+        meta[s.META_SVM_LOG1P_FEATURES] = json.dumps([schema.features[i] for i in ensemble.svm_log_columns])
     if ensemble.ignored:
         meta[s.META_IGNORED_FEATURES] = json.dumps([schema.features[i] for i in ensemble.ignored])
     for key, value in meta.items():

@@ -58,10 +58,17 @@ def markdown(report: dict, classes: list[str], header: str) -> str:
         for name in classes:
             c = m["per_class"][name]
             lines.append(f"| {name} | {_fmt(c['precision'])} | {_fmt(c['recall'])} | {c['support']} |")
-        lines += ["", "Confusion matrix (rows: true, columns: predicted, last: no decision):", "",
-                  "| true \\ predicted | " + " | ".join(classes) + " | none |",
-                  "|---" * (len(classes) + 2) + "|"]
-        for name, row in zip(classes, m["confusion"]):
-            lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
+        lines += ["", "Confusion matrix (rows: true, columns: predicted, last: no decision):", ""]
+        lines += confusion_lines(classes, m["confusion"], none_column=True)
         lines.append("")
     return "\n".join(lines)
+
+
+def confusion_lines(classes: list[str], confusion: list[list[int]], none_column: bool = False) -> list[str]:
+    """A confusion matrix as Markdown table lines (rows: true class, columns: predicted class,
+    then `none` (no decision) when `none_column`)."""
+    columns = list(classes) + (["none"] if none_column else [])
+    lines = ["| true \\ predicted | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name, row in zip(classes, confusion):
+        lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
+    return lines

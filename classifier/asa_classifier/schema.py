@@ -28,6 +28,9 @@ META_TRAINING_DATE = "asa.training_date"  # ISO 8601 UTC
 META_ENSEMBLE = "asa.ensemble"  # JSON: members and soft-vote weights
 META_TRAINED_ON = "asa.trained_on"  # free text: dataset manifest / origin
 META_IGNORED_FEATURES = "asa.ignored_features"  # JSON list: features the model ignores (optional)
+# JSON list: features the SVM member sees as log(1 + x), inside the graph (optional; the agent
+# feeds raw features and need not read it).
+META_SVM_LOG1P_FEATURES = "asa.svm_log1p_features"
 INPUT_NAME = "features"
 OUTPUT_NAME = "probabilities"
 

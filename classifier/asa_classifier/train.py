@@ -53,6 +53,18 @@ def latency_us(model: OnnxClassifier, x: np.ndarray, rounds: int = 300) -> dict:
     return {"p50": float(np.percentile(samples, 50)), "p99": float(np.percentile(samples, 99))}
 
 
+def export_checked(ensemble: Ensemble, schema: FeatureSchema, path: Path, x: np.ndarray, training_date: str,
+                   trained_on: str) -> float:
+    """Writes the ensemble as one ONNX model to `path` and returns the largest |difference|
+    between its probabilities (run as the agent runs it) and Python's on `x`; exits above
+    EXPORT_TOLERANCE."""
+    onnx.save(to_onnx(ensemble, schema, trained_on=trained_on, training_date=training_date), str(path))
+    diff = float(np.abs(ensemble.predict_proba(x) - OnnxClassifier(path, schema).predict_proba(x)).max())
+    if diff > EXPORT_TOLERANCE:
+        raise SystemExit(f"exported model differs from Python by {diff} (> {EXPORT_TOLERANCE})")
+    return diff
+
+
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
         small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
         svm_max_ticks: int | None = None, other_splits: int = 0, older_as_missing: bool = False,
@@ -77,13 +89,9 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "classifier.onnx"
-    onnx.save(to_onnx(ensemble, schema, trained_on=f"{manifest} ({len(train_runs)} runs, classes by {class_set}, machine: {dataset.machine})",
-                      training_date=date), str(model_path))
+    export_diff = export_checked(ensemble, schema, model_path, x_test, date,
+                                 f"{manifest} ({len(train_runs)} runs, classes by {class_set}, machine: {dataset.machine})")
     python_probs = ensemble.predict_proba(x_test)
-    onnx_probs = OnnxClassifier(model_path, schema).predict_proba(x_test)
-    export_diff = float(np.abs(python_probs - onnx_probs).max())
-    if export_diff > EXPORT_TOLERANCE:
-        raise SystemExit(f"exported model differs from Python by {export_diff} (> {EXPORT_TOLERANCE})")
     cost = latency_us(OnnxClassifier(model_path, schema), x_test)
     voting = dict(window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY)
     members = {name: evaluate(p, y_test, test_runs, classes, voting)["raw"]["accuracy"]
