@@ -92,12 +92,16 @@ pub fn command(command: &AppCommand, socket: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// "whole machine: lavd" or "per application (layered): 40 applications, 2 with a class".
+/// "whole machine: lavd" or "per application (layered): 40 applications, 2 with a class,
+/// classes from pins only" (or "from <application model>").
 pub fn mode_line(apps: &AppsStatus) -> String {
     if apps.mode == "per_application" {
         format!(
-            "per application ({}): {} applications, {} with a class",
-            apps.expert, apps.applications, apps.with_class
+            "per application ({}): {} applications, {} with a class, classes from {}",
+            apps.expert,
+            apps.applications,
+            apps.with_class,
+            apps.app_model.as_deref().unwrap_or("pins only")
         )
     } else {
         format!("whole machine: {}", apps.expert)
@@ -177,8 +181,10 @@ mod tests {
         apps.with_class = 2;
         assert_eq!(
             mode_line(&apps),
-            "per application (layered): 40 applications, 2 with a class"
+            "per application (layered): 40 applications, 2 with a class, classes from pins only"
         );
+        apps.app_model = Some("/usr/share/asa/app-classifier.onnx".into());
+        assert!(mode_line(&apps).ends_with("classes from /usr/share/asa/app-classifier.onnx"));
     }
 
     #[test]

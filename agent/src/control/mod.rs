@@ -79,6 +79,9 @@ pub struct AppsStatus {
     pub with_class: usize,
     /// Pins (the user's and the config file's).
     pub pins: usize,
+    /// The application model giving unpinned applications their class (None: pins only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_model: Option<String>,
     /// Why per-application mode is off although the expert takes a layer plan (no BPF, no
     /// bpffs), or why the pins file was not read: said once, the agent runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,7 +26,9 @@ use crate::action::app_hints::{AppHints, DEFAULT_HINT_MAP};
 use crate::action::controller::ControllerHandle;
 use crate::control::{self, AppRow, AppsStatus, Request, Response};
 use crate::decision::app_classes::{AppClass, AppClassConfig, AppClasses, ClassSource};
+use crate::decision::app_model::AppModel;
 use crate::decision::app_pins::{AppPins, PinTarget};
+use crate::decision::classifier::OrtRuntime;
 use crate::perception::apps::{self, AppGrouper, AppKey, ThreadSample, ThreadWalk};
 
 /// One application at the last walk.
@@ -67,6 +69,12 @@ pub(super) struct AppMode {
     threads: Vec<ThreadSample>,
     /// Applications a restarted agent found hinted, with their class.
     adopted: BTreeMap<AppKey, usize>,
+    /// The application model: where it is, and once per-application mode first ran, the
+    /// loaded model (None after a failure, said once: classes from pins only).
+    model_path: Option<PathBuf>,
+    onnxruntime: Option<PathBuf>,
+    model: Option<AppModel>,
+    model_tried: bool,
     first_seen: BTreeMap<AppKey, Duration>,
 }
 
@@ -118,6 +126,10 @@ impl AppMode {
             threads: Vec::new(),
             adopted: BTreeMap::new(),
             first_seen: BTreeMap::new(),
+            model_path: settings.app_model.clone(),
+            onnxruntime: settings.sources.onnxruntime.clone(),
+            model: None,
+            model_tried: false,
         })
     }
 
@@ -174,8 +186,23 @@ impl AppMode {
             };
             return shared.status.clone();
         }
-        // The applications of this walk.
-        self.grouper.update(now, &self.threads);
+        // The applications of this walk, and what the model says of each.
+        let samples = self.grouper.update(now, &self.threads);
+        if let Some(model) = self.model.as_mut() {
+            for sample in &samples {
+                let observed = model
+                    .probabilities(&sample.features)
+                    .and_then(|p| self.classes.observe(now, &sample.key, &p));
+                if let Err(e) = observed {
+                    log::warn!(
+                        "the application model failed, classes come from pins only from now on: {e:#}"
+                    );
+                    shared.problem = Some(format!("application model off: {e:#}"));
+                    self.model = None;
+                    break;
+                }
+            }
+        }
         let mut seen: BTreeMap<AppKey, Seen> = BTreeMap::new();
         for t in &self.threads {
             let key = AppKey {
@@ -246,6 +273,7 @@ impl AppMode {
             applications: seen.len(),
             with_class,
             pins: shared.pins.entries().count(),
+            app_model: self.model.as_ref().map(|m| m.path().display().to_string()),
             problem: shared.problem.clone(),
             list: Vec::new(),
         };
@@ -293,7 +321,38 @@ impl AppMode {
                 Err(e) => return self.turn_off(format!("{e:#}")),
             }
         }
+        if !self.model_tried {
+            self.model_tried = true;
+            self.model = self.load_model();
+        }
         ThreadWalk::Threads
+    }
+
+    /// The application model, if there is one and it loads; else why not is logged and
+    /// reported once, and classes come from pins only.
+    fn load_model(&mut self) -> Option<AppModel> {
+        let Some(path) = self.model_path.clone() else {
+            log::info!("per-application mode: no application model, classes come from pins only");
+            return None;
+        };
+        let loaded = OrtRuntime::load(self.onnxruntime.as_deref())
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| {
+                let shared = self.shared.0.lock().unwrap();
+                AppModel::load(runtime, &path, &shared.plan)
+            });
+        match loaded {
+            Ok(model) => {
+                log::info!("per-application mode: classes from {}", path.display());
+                Some(model)
+            }
+            Err(e) => {
+                log::error!("{e:#}: classes come from pins only");
+                self.shared.0.lock().unwrap().problem =
+                    Some(format!("application model off: {e:#}"));
+                None
+            }
+        }
     }
 
     fn turn_off(&mut self, why: String) -> ThreadWalk {

@@ -94,6 +94,13 @@ pub struct RunArgs {
     /// or `app_pins` in the config file). Per-application mode only.
     #[arg(long)]
     pub app_pins: Option<PathBuf>,
+    /// The application classifier (ONNX, exported by `asa_classifier.train_apps`) that gives
+    /// applications their class in per-application mode. Default: $ASA_APP_MODEL, else
+    /// /etc/asa/app-classifier.onnx, /usr/local/share/asa/app-classifier.onnx,
+    /// /usr/share/asa/app-classifier.onnx, else the source tree's; without one, classes come
+    /// from pins only.
+    #[arg(long)]
+    pub app_model: Option<PathBuf>,
 }
 
 /// The config file (all keys optional; relative paths are relative to the file).
@@ -126,6 +133,8 @@ pub struct ConfigFile {
     pub dbus: Option<bool>,
     /// Where `asa app set` pins are kept.
     pub app_pins: Option<PathBuf>,
+    /// The application classifier.
+    pub app_model: Option<PathBuf>,
     /// Decision parameters.
     #[serde(default)]
     pub policy: PolicySection,
@@ -193,6 +202,7 @@ impl ConfigFile {
             &mut config.onnxruntime,
             &mut config.decision_log,
             &mut config.app_pins,
+            &mut config.app_model,
         ]
         .into_iter()
         .flatten()
@@ -242,6 +252,8 @@ pub struct RunSettings {
     pub app_pins: PathBuf,
     /// The config file's `[[app]]` pins: (cgroup, class).
     pub admin_app_pins: Vec<(String, String)>,
+    /// The application classifier (None: none found, classes from pins only).
+    pub app_model: Option<PathBuf>,
 }
 
 impl RunSettings {
@@ -374,6 +386,11 @@ impl RunSettings {
                 .into_iter()
                 .map(|a| (a.cgroup, a.class))
                 .collect(),
+            app_model: args
+                .app_model
+                .clone()
+                .or(config.app_model)
+                .or_else(crate::decision::app_model::default_app_model_path),
         })
     }
 
@@ -544,7 +561,7 @@ cooldown_s = 30
             config.settled_interval_ms,
             Some(DEFAULT_SETTLED_INTERVAL_MS)
         );
-        assert!(config.app_pins.is_some());
+        assert!(config.app_pins.is_some() && config.app_model.is_some());
         let s = RunSettings::merge(&RunArgs::default(), config, None).unwrap();
         assert_eq!(s.policy, PolicyConfig::default());
         assert_eq!(s.app_pins, Path::new(DEFAULT_PINS_FILE));

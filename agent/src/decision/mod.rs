@@ -17,6 +17,7 @@
 //! the daemon or the control socket: the daemon's loop samples and hands the vector down.
 
 pub mod app_classes;
+pub mod app_model;
 pub mod app_pins;
 pub mod classifier;
 pub mod engine;
