@@ -12,6 +12,7 @@ MODULES = (
     'dio_per_cpu',
     'kthread_waits',
     'merge_results',
+    'noise_floor',
     'placement_vs_result',
     'pool_rounds',
     'progdiff',
