@@ -74,4 +74,26 @@ mod tests {
             .iter()
             .all(|c| c.ranked.iter().all(|r| r.runs == 0)));
     }
+
+    #[test]
+    fn the_per_application_table_sends_every_load_to_layered() {
+        let scenarios = asa_scenarios::catalogue::Catalogue::builtin().unwrap();
+        let classes: BTreeSet<String> = scenarios
+            .scenarios
+            .iter()
+            .flat_map(|s| s.phases().into_iter().map(|p| p.load.clone()))
+            .collect();
+        let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
+        let text = include_str!("../tables/per-application.toml");
+        let table = MappingTable::parse(text, "tables/per-application.toml").unwrap();
+        let unmapped = table
+            .validate_builtin_experts("per-application", &classes)
+            .unwrap();
+        assert!(unmapped.is_empty(), "unmapped lab classes: {unmapped:?}");
+        assert_eq!(table.default_expert(), Some("layered".to_string()));
+        assert!(table
+            .classes
+            .iter()
+            .all(|c| c.ranked.len() == 1 && c.ranked[0].expert == "layered"));
+    }
 }
