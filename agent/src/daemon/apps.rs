@@ -258,6 +258,19 @@ impl AppMode {
             app.class = self.classes.class_of(key);
             if let Some(class) = &app.class {
                 hints.insert(*key, shared.plan.classes[class.class].hint);
+                let before = shared.seen.get(key).and_then(|s| s.class.as_ref());
+                if before.map(|b| (b.class, b.source)) != Some((class.class, class.source)) {
+                    log::info!(
+                        "application pgid={} cgroup={} leader={}: class {} ({:?}, support {:.2}), {:.1} s after it appeared",
+                        key.pgid,
+                        key.cgroup,
+                        app.tgids.first().copied().unwrap_or(0),
+                        shared.plan.classes[class.class].class,
+                        class.source,
+                        class.confidence,
+                        now.saturating_sub(app.first_seen).as_secs_f64()
+                    );
+                }
             }
         }
         self.classes.forget_unseen(now);
