@@ -5,7 +5,8 @@ A cell is one scenario under one expert; its spread is the sample standard devia
 repetitions' scores. The noise floor is the median spread over the cells measured at least twice:
 the rule mapping/src/live/verdict.rs uses, so a floor reported here is the one the verdicts apply.
 Two cells then differ when their means are further apart than max(floor, 2 standard errors of the
-difference).
+difference). Repetitions do not lower that per-run floor; they lower the standard error of a
+cell's mean (sd / sqrt(n)), whose median over the repeated cells is reported beside it.
 
     python -m asa_analysis.noise_floor report.json [report.json ...] [--json out.json]
 """
@@ -44,10 +45,13 @@ def analyse(reports):
     table = cells(reports)
     rows = []
     for (scenario, expert), scores in sorted(table.items()):
+        sd = spread(scores)
         rows.append({'scenario': scenario, 'expert': expert, 'n': len(scores),
-                     'mean': statistics.fmean(scores), 'sd': spread(scores), 'scores': scores})
+                     'mean': statistics.fmean(scores), 'sd': sd,
+                     'se': sd / math.sqrt(len(scores)), 'scores': scores})
     repeated = [r['sd'] for r in rows if r['n'] >= 2]
     floor = statistics.median(repeated) if repeated else None
+    of_means = statistics.median([r['se'] for r in rows if r['n'] >= 2]) if repeated else None
     pairs = []
     if floor is not None:
         scenarios = sorted({r['scenario'] for r in rows})
@@ -60,7 +64,8 @@ def analyse(reports):
                     pairs.append({'scenario': s, 'a': a['expert'], 'b': b['expert'],
                                   'difference': d, 'threshold': t,
                                   'verdict': 'a' if d > t else 'b' if d < -t else 'tie'})
-    return {'cells': rows, 'noise_floor': floor, 'cells_repeated': len(repeated),
+    return {'cells': rows, 'noise_floor': floor, 'noise_floor_of_means': of_means,
+            'cells_repeated': len(repeated),
             'spread_max': max(repeated) if repeated else None, 'pairs': pairs}
 
 
@@ -74,6 +79,8 @@ def text(result):
     lines.append(f"noise floor (median sd of {result['cells_repeated']} repeated cells): "
                  + ('n/a' if floor is None else f"{floor:.4f}")
                  + ('' if result['spread_max'] is None else f", max sd {result['spread_max']:.4f}"))
+    if result['noise_floor_of_means'] is not None:
+        lines.append(f"standard error of a cell's mean (median): {result['noise_floor_of_means']:.4f}")
     for p in result['pairs']:
         lines.append(f"{p['scenario']}: {p['a']} - {p['b']} = {p['difference']:+.3f} "
                      f"(threshold {p['threshold']:.3f}): {p['verdict']}")

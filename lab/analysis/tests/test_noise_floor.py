@@ -22,6 +22,8 @@ def test_the_floor_is_the_median_spread_of_the_cells_run_more_than_once():
     assert result['noise_floor'] == pytest.approx(0.02)
     assert result['cells_repeated'] == 3
     assert result['spread_max'] == pytest.approx(0.0707107, abs=1e-6)
+    # Standard errors 0, 0.02 / sqrt(3), 0.0707 / sqrt(2): the median is the middle one.
+    assert result['noise_floor_of_means'] == pytest.approx(0.02 / 3 ** 0.5)
 
 
 def test_two_reports_pool_their_repetitions_per_cell():
