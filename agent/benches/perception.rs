@@ -1,7 +1,9 @@
 //! Perception benchmark (harness = false): the sampler's own cost at 1 Hz and 10 Hz.
 //!
 //! Each rate runs in a fresh child process (so peak RSS is per rate) that builds a
-//! [`Sampler`] (BPF on when allowed) and samples for `ASA_BENCH_SECONDS` (default 60) seconds.
+//! [`Sampler`] (BPF on when allowed) and samples for `ASA_BENCH_SECONDS` (default 60) seconds;
+//! "1 Hz + applications" also reads every thread's application in the walk and groups them
+//! into per-application features each tick (per-application mode's perception).
 //! Printed per rate:
 //! - user-space CPU: the child's user + system time during the run (getrusage) / wall time,
 //!   in % of one core; the child does nothing but sample and sleep;
@@ -21,6 +23,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use asa_agent::perception::apps::{AppGrouper, ThreadWalk};
 use asa_agent::perception::procfs_source::SYSTEM_FILES;
 use asa_agent::perception::{BpfMode, SampleCost, Sampler, SchemaFile};
 
@@ -160,13 +163,20 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-fn child(hz: f64, seconds: f64) {
+fn child(hz: f64, seconds: f64, apps: bool) {
     // Kernel BPF run-time statistics are on while this fd is open (root only).
     let stats_fd = unsafe {
         libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
     };
     let schema = SchemaFile::builtin().expect("built-in schema");
     let mut sampler = Sampler::new(schema, BpfMode::Auto).expect("sampler");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let mut grouper = AppGrouper::new(cpus);
+    let mut threads = Vec::new();
+    let mut applications = 0usize;
+    if apps {
+        sampler.want_threads(true).expect("application fields");
+    }
     let interval = Duration::from_secs_f64(1.0 / hz);
     let (bpf_ns0, bpf_n0) = bpf_program_stats();
     let cpu0 = cpu_seconds();
@@ -180,6 +190,11 @@ fn child(hz: f64, seconds: f64) {
         }
         let t = Instant::now();
         std::hint::black_box(sampler.sample().expect("sample"));
+        if apps && sampler.threads(&mut threads) == ThreadWalk::Threads {
+            let samples = grouper.update(start.elapsed(), &threads);
+            applications = samples.len();
+            std::hint::black_box(samples);
+        }
         tick_us.push(t.elapsed().as_secs_f64() * 1e6);
         parts.add(&sampler.last_cost());
         next += interval;
@@ -205,8 +220,13 @@ fn child(hz: f64, seconds: f64) {
                 .unwrap_or("stats unavailable")
         )
     };
+    let label = if apps {
+        format!("{hz} Hz + applications ({applications} at the end)")
+    } else {
+        format!("{hz:>4} Hz")
+    };
     println!(
-        "{hz:>4} Hz, {wall:.0} s, {} ticks: sampler CPU {:.3}% of one core, tick p50 {:.0} us p99 {:.0} us max {:.0} us, peak RSS {:.1} MB; {bpf}",
+        "{label}, {wall:.0} s, {} ticks: sampler CPU {:.3}% of one core, tick p50 {:.0} us p99 {:.0} us max {:.0} us, peak RSS {:.1} MB; {bpf}",
         tick_us.len(),
         cpu / wall * 100.0,
         percentile(&tick_us, 0.5),
@@ -229,7 +249,10 @@ fn main() {
         if hz == "workload" {
             workload_overhead();
         } else {
-            child(hz.parse().expect("rate"), seconds);
+            match hz.strip_suffix("apps") {
+                Some(rate) => child(rate.parse().expect("rate"), seconds, true),
+                None => child(hz.parse().expect("rate"), seconds, false),
+            }
         }
         return;
     }
@@ -246,7 +269,7 @@ fn main() {
         "perception sampler benchmark: {seconds} s per rate, {procs} processes on this machine"
     );
     let exe = std::env::current_exe().expect("own path");
-    for hz in ["1", "10", "workload"] {
+    for hz in ["1", "1apps", "10", "workload"] {
         let status = Command::new(&exe)
             .env(CHILD_ENV, hz)
             .env("ASA_BENCH_SECONDS", seconds.to_string())
