@@ -18,7 +18,8 @@
 # experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
 # (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios), DRY_RUN (1: also the
 # `asa run --dry-run` column, the default; 0: without it), APP_MODEL (an application model for
-# the agent's per-application mode, ASA_APP_MODEL in the guest; default: none).
+# the agent's per-application mode, ASA_APP_MODEL in the guest; default: none), BASELINE (the
+# expert the verdicts compare with, one of EXPERTS; default: asa calibrate's, eevdf).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR TABLE MODEL}
 TABLE=${2:?usage: $0 OUT_DIR TABLE MODEL}
@@ -42,6 +43,7 @@ TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
 DRY_RUN=${DRY_RUN:-1}
 APP_MODEL=${APP_MODEL:-}
+BASELINE=${BASELINE:-}
 
 . lab/vm-run.sh
 ORT=$(gru_expert/setup_ort.sh)
@@ -52,7 +54,7 @@ GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
   sed -n 's/^ *expert *= *"\([a-z_]*\)".*/\1/p' "$TABLE"; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }${APP_MODEL:+ASA_APP_MODEL=/lab/app-model.onnx }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
-  --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS \
+  --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS ${BASELINE:+--baseline $BASELINE }\
   --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')$([ "$AGENT_NO_BPF" = 1 ] && echo ' --agent-no-bpf')"
 echo "live run: $SCENARIOS x $EXPERTS + asa run, ${DURATION}s runs; guest packages: $PACKAGES" >&2
 rc=0
