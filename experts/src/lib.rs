@@ -19,6 +19,7 @@ pub use locate::{
     cache_dir, cached_ort_library, experts_cache_dir, locate_binary, opt_out_of_ort_telemetry,
     ort_telemetry_off, warn_if_ort_telemetry_on, ORT_TELEMETRY_OPT_OUT, ORT_VERSION,
 };
+pub use process::check_runs;
 pub use sched_ext::{parse_events, SchedExt, ScxSnapshot, ScxState};
 pub use supervisor::{
     Active, StandbyInfo, StandbyState, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError,

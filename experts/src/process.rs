@@ -437,8 +437,9 @@ fn spawn_reader<R: Read + Send + 'static>(
         .expect("spawning an output reader thread");
 }
 
-/// Run `binary --version` to prove it can be executed (loader, shared libraries).
-pub(crate) fn check_runs(binary: &Path) -> Result<()> {
+/// Run `binary --version` to prove it can be executed (loader, shared libraries): the
+/// supervisor's preflight, and `asa doctor`'s.
+pub fn check_runs(binary: &Path) -> Result<()> {
     let mut cmd = Command::new(binary);
     cmd.arg("--version")
         .stdin(Stdio::null())

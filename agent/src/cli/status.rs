@@ -19,9 +19,7 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
     /// Wait until the agent is up (not starting), reports this expert active and the kernel
-    /// agrees. Polls the agent after 0.1, 0.2, 0.4, 0.8 s and then once a second: each poll
-    /// is a thread and a status snapshot in the agent, which the agent's own perception
-    /// counts (ten polls a second made an idle lab VM look busy to the classifier).
+    /// agrees. Asks the agent after 0.1, 0.2, 0.4 and 0.8 s, then once a second.
     #[arg(long)]
     pub wait_for: Option<String>,
     /// Seconds to wait with --wait-for.
@@ -30,7 +28,8 @@ pub struct StatusArgs {
 }
 
 /// The pause before poll number `n` (from 0) of `asa status --wait-for`: 100 ms, doubling, at
-/// most a second.
+/// most a second. Each poll is a thread and a status snapshot in the agent, which the agent's
+/// own perception counts: ten polls a second made an idle lab VM look busy to the classifier.
 fn wait_poll_interval(n: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << n.min(4)).min(1000))
 }

@@ -30,21 +30,32 @@ pub fn workload_class_name(probe: &str, load: &str) -> String {
 /// Errors found while reading or validating a mapping table.
 #[derive(Debug, thiserror::Error)]
 pub enum MappingError {
-    /// The file could not be read.
-    #[error("cannot read mapping table {path}: {source}")]
+    /// The file could not be read. The I/O error is part of the message, not a source: an
+    /// error chain printed whole (`{:#}`) names the cause once.
+    #[error("cannot read mapping table {}: {error}; {}", path.display(), read_fix(error))]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not TOML of the expected shape.
-    #[error("mapping table {origin} is not valid TOML for schema {MAPPING_SCHEMA} v{MAPPING_VERSION}: {message}")]
+    #[error("mapping table {origin} is not valid TOML for schema {MAPPING_SCHEMA} v{MAPPING_VERSION}{place}: {message}; mapping/default.toml shows the format")]
     Parse {
         /// Where the text came from.
         origin: String,
-        /// The parser's message.
+        /// " at line L, column C" where the parser gives the place, else empty.
+        place: String,
+        /// The parser's message (one line).
         message: String,
+    },
+    /// No schema name or version at all: not a mapping table, or one cut short.
+    #[error("mapping table {origin} lacks {missing}: a mapping table declares schema = \"{MAPPING_SCHEMA}\" and version = {MAPPING_VERSION} at its top (regenerate it with `asa calibrate` or start from mapping/default.toml)")]
+    MissingHeader {
+        /// Where the text came from.
+        origin: String,
+        /// The missing fields, as a phrase ("the fields `schema` and `version`").
+        missing: String,
     },
     /// Wrong schema name or version.
     #[error("mapping table {origin} is {schema} v{version}; this build reads {MAPPING_SCHEMA} v{MAPPING_VERSION} (regenerate it with `asa calibrate` or start from mapping/default.toml)")]
@@ -90,6 +101,20 @@ pub enum MappingError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// What to do about a mapping table that cannot be read, by the I/O error's kind.
+fn read_fix(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            "check the path (`asa calibrate` writes a table; leave the mapping out for the built-in mapping/default.toml)"
+        }
+        std::io::ErrorKind::InvalidData => {
+            "a mapping table is UTF-8 TOML text (regenerate it with `asa calibrate` or start from mapping/default.toml)"
+        }
+        std::io::ErrorKind::PermissionDenied => "make it readable by the user that reads it",
+        _ => "check the file",
+    }
 }
 
 /// The machine a table was calibrated on. A hand-written table has none.
@@ -217,14 +242,26 @@ impl MappingTable {
             schema: Option<String>,
             version: Option<u32>,
         }
-        let header: Header = toml::from_str(text).map_err(|e| MappingError::Parse {
+        let parse_error = |e: toml::de::Error| MappingError::Parse {
             origin: origin.to_string(),
-            message: e.message().to_string(),
-        })?;
-        let (schema, version) = (
-            header.schema.unwrap_or_default(),
-            header.version.unwrap_or(0),
-        );
+            place: asa_layers::toml_error_place(text, &e),
+            message: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
+        };
+        let header: Header = toml::from_str(text).map_err(parse_error)?;
+        let (schema, version) = match (header.schema, header.version) {
+            (Some(schema), Some(version)) => (schema, version),
+            (schema, version) => {
+                let missing = match (schema.is_none(), version.is_none()) {
+                    (true, true) => "the fields `schema` and `version`",
+                    (true, false) => "the field `schema`",
+                    _ => "the field `version`",
+                };
+                return Err(MappingError::MissingHeader {
+                    origin: origin.to_string(),
+                    missing: missing.to_string(),
+                });
+            }
+        };
         if schema != MAPPING_SCHEMA || version != MAPPING_VERSION {
             return Err(MappingError::WrongVersion {
                 origin: origin.to_string(),
@@ -232,19 +269,16 @@ impl MappingTable {
                 version,
             });
         }
-        let table: MappingTable = toml::from_str(text).map_err(|e| MappingError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
+        let table: MappingTable = toml::from_str(text).map_err(parse_error)?;
         table.check_format(origin)?;
         Ok(table)
     }
 
     /// Reads, parses and checks a file (format only; see [`MappingTable::validate`]).
     pub fn load(path: &Path) -> Result<Self, MappingError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MappingError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| MappingError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::parse(&text, &path.display().to_string())
     }
@@ -705,6 +739,80 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
             matches!(&err, MappingError::UnknownClass { class, .. } if class == "audio+disk_io"),
             "{err}"
         );
+    }
+
+    /// Every error is one line (a journal line, a terminal line).
+    fn one_line(err: &MappingError) -> String {
+        let text = err.to_string();
+        assert!(!text.contains('\n'), "more than one line: {text}");
+        text
+    }
+
+    #[test]
+    fn text_that_is_not_toml_is_refused_with_its_line_and_column() {
+        let err =
+            MappingTable::parse("schema = \"asa.mapping\"\nnot toml [[[\n", "m.toml").unwrap_err();
+        let text = one_line(&err);
+        assert!(
+            text.starts_with("mapping table m.toml is not valid TOML"),
+            "{text}"
+        );
+        assert!(text.contains(" at line 2, column 5: "), "{text}");
+        assert!(text.contains("mapping/default.toml"), "{text}");
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_shape_is_refused_with_its_line_and_column() {
+        let text = table(TWO_CLASSES).replace("ranked = [{", "rank = 1\nranked = [{");
+        let err = MappingTable::parse(&text, "m.toml").unwrap_err();
+        let message = one_line(&err);
+        assert!(message.contains("unknown field `rank`"), "{message}");
+        assert!(message.contains(" at line 14, column 1: "), "{message}");
+        let err = MappingTable::parse("schema = \"asa.mapping\"\nversion = \"1\"\n", "m.toml")
+            .unwrap_err();
+        assert!(one_line(&err).contains(" at line 2, column 11: "), "{err}");
+    }
+
+    #[test]
+    fn a_file_without_schema_and_version_is_told_what_they_should_be() {
+        let err = MappingTable::parse("a = 1\n", "m.toml").unwrap_err();
+        assert!(matches!(err, MappingError::MissingHeader { .. }), "{err}");
+        let text = one_line(&err);
+        assert!(
+            text.contains("lacks the fields `schema` and `version`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("schema = \"asa.mapping\" and version = 1"),
+            "{text}"
+        );
+        assert!(!text.contains(" v0"), "{text}");
+        let err = MappingTable::parse("schema = \"asa.mapping\"\n", "m.toml").unwrap_err();
+        assert!(
+            one_line(&err).contains("lacks the field `version`"),
+            "{err}"
+        );
+        let err = MappingTable::parse("version = 1\n", "m.toml").unwrap_err();
+        assert!(one_line(&err).contains("lacks the field `schema`"), "{err}");
+    }
+
+    /// The I/O error is in the message and is no source: printed as an error chain it appears
+    /// once, with what to do.
+    #[test]
+    fn a_missing_or_non_utf8_file_names_its_cause_once_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.toml");
+        let err = MappingTable::load(&missing).unwrap_err();
+        assert!(std::error::Error::source(&err).is_none());
+        let text = one_line(&err);
+        assert!(text.contains(&missing.display().to_string()), "{text}");
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+        assert!(text.contains("check the path"), "{text}");
+        let binary = dir.path().join("binary.toml");
+        std::fs::write(&binary, b"\xff\xfe schema").unwrap();
+        let text = one_line(&MappingTable::load(&binary).unwrap_err());
+        assert_eq!(text.matches("valid UTF-8").count(), 1, "{text}");
+        assert!(text.contains("UTF-8 TOML text"), "{text}");
     }
 
     #[test]
