@@ -192,8 +192,14 @@ impl ConfigFile {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the config file {}", path.display()))?;
-        let mut config: ConfigFile = toml::from_str(&text)
-            .with_context(|| format!("parsing the config file {}", path.display()))?;
+        let mut config: ConfigFile = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "the config file {}{}: {} (agent/dist/asa.toml shows every key)",
+                path.display(),
+                asa_layers::toml_error_place(&text, &e),
+                e.message()
+            )
+        })?;
         let base = path.parent().unwrap_or(Path::new("."));
         for p in [
             &mut config.model,
@@ -526,6 +532,18 @@ cooldown_s = 30
         assert!(err.to_string().contains("0 (off) or at least"), "{err}");
         let err = toml::from_str::<ConfigFile>("modle = \"x\"").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn a_config_file_that_is_not_valid_is_one_line_with_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asa.toml");
+        std::fs::write(&path, "interval_ms = 1000\nnice = \"low\"\n").unwrap();
+        let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
+        assert!(
+            error.contains("asa.toml at line 2, column 8") && !error.contains('\n'),
+            "{error}"
+        );
     }
 
     /// The shipped example (agent/dist/asa.toml) is all comments; with every key uncommented
