@@ -508,6 +508,23 @@ pub fn run_scenario(
     run_scenario_observed(catalogue, scenario, switcher, opts, &mut NoObserver)
 }
 
+/// The probe runs in this process, so this process must be an application of its own, as one a
+/// shell or a desktop starts is: started by the kernel's init outside any process group (the lab
+/// guest's script), it would share process group 0 with the kernel threads, which per-application
+/// perception leaves out. Then it leads a group of its own; under a shell's job control (any
+/// other group) nothing changes, so Ctrl-C still reaches it.
+pub fn lead_a_process_group_if_in_none() {
+    // SAFETY: getpgrp and setpgid(0, 0) act on this process only.
+    unsafe {
+        if libc::getpgrp() == 0 && libc::setpgid(0, 0) != 0 {
+            warn!(
+                "this process is in process group 0 and could not lead its own: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 /// [`run_scenario`] with an observer told about every run.
 pub fn run_scenario_observed(
     catalogue: &Catalogue,
@@ -517,6 +534,7 @@ pub fn run_scenario_observed(
     observer: &mut dyn RunObserver,
 ) -> Result<ScenarioResult> {
     prepare_scenario(catalogue, scenario, &opts.work_dir)?;
+    lead_a_process_group_if_in_none();
     let mut result = ScenarioResult {
         scenario: scenario.name.clone(),
         title: scenario.title.clone(),
@@ -780,6 +798,18 @@ mod tests {
     /// `float_roundtrip`), so a report rebuilt from results.json (`asa calibrate --stage live
     /// --report-only`) equals the one the run wrote from memory. Without it serde_json parses
     /// some floats one unit in the last place off.
+    #[test]
+    fn a_process_in_a_group_keeps_its_group_for_job_control() {
+        // SAFETY: getpgrp reads this process's group.
+        let before = unsafe { libc::getpgrp() };
+        assert_ne!(
+            before, 0,
+            "a test runs under a shell or cargo, in some group"
+        );
+        super::lead_a_process_group_if_in_none();
+        assert_eq!(unsafe { libc::getpgrp() }, before);
+    }
+
     #[test]
     fn saved_floats_read_back_bit_for_bit() {
         let mut x = 0x2545_f491_4f6c_dd1du64;

@@ -204,11 +204,8 @@ impl AppMode {
             }
         }
         let mut seen: BTreeMap<AppKey, Seen> = BTreeMap::new();
-        for t in &self.threads {
-            let key = AppKey {
-                cgroup: t.cgroup,
-                pgid: t.pgid,
-            };
+        for t in self.threads.iter().filter(|t| t.in_application()) {
+            let key = t.app_key();
             let first = *self.first_seen.entry(key).or_insert(now);
             let app = seen.entry(key).or_insert_with(|| Seen {
                 tgids: Vec::new(),

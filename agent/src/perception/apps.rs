@@ -13,6 +13,8 @@
 //! an identity: the class comes from behaviour. Counters of threads that exited during the
 //! interval are not lost: the walk reports the process's exited-thread totals on its leader.
 //!
+//! Kernel threads (process group 0) are no application ([`ThreadSample::in_application`]).
+//!
 //! Pure logic: [`AppGrouper::update`] takes one walk's [`ThreadSample`]s and the time, and keeps
 //! the previous walk's totals per application; an application absent from a walk is dropped.
 
@@ -195,6 +197,23 @@ pub struct ThreadSample {
     pub exited: ExitedTotals,
 }
 
+impl ThreadSample {
+    /// Whether the thread belongs to an application: kernel threads, and processes the kernel
+    /// started outside any process group, have process group 0 and are left out (a hint would
+    /// move ksoftirqd and the kworkers with them).
+    pub fn in_application(&self) -> bool {
+        self.pgid != 0
+    }
+
+    /// Its application.
+    pub fn app_key(&self) -> AppKey {
+        AppKey {
+            cgroup: self.cgroup,
+            pgid: self.pgid,
+        }
+    }
+}
+
 /// A process's exited threads' counters, reported on its leader.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExitedTotals {
@@ -277,11 +296,8 @@ impl AppGrouper {
     pub fn update(&mut self, now: Duration, threads: &[ThreadSample]) -> Vec<AppSample> {
         let mut totals: BTreeMap<AppKey, Totals> = BTreeMap::new();
         let mut tgids: BTreeMap<AppKey, Vec<u32>> = BTreeMap::new();
-        for t in threads {
-            let key = AppKey {
-                cgroup: t.cgroup,
-                pgid: t.pgid,
-            };
+        for t in threads.iter().filter(|t| t.in_application()) {
+            let key = t.app_key();
             totals.entry(key).or_default().add(t);
             if t.leader {
                 tgids.entry(key).or_default().push(t.tgid);
@@ -378,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn processes_sharing_a_cgroup_and_a_process_group_are_one_application() {
+    fn processes_sharing_a_cgroup_and_a_process_group_are_one_application_kernel_threads_none() {
         let mut grouper = AppGrouper::new(2);
         // make (100) and two compilers (101, 102) in one job; an editor (200) in another job
         // of the same session cgroup; a service (300) in its own cgroup.
@@ -389,11 +405,18 @@ mod tests {
             thread(102, 103, 100, 5),
             thread(200, 200, 200, 5),
             thread(300, 300, 1, 9),
+            // kernel threads: process group 0, in the root cgroup
+            thread(2, 2, 0, 1),
+            thread(40, 40, 0, 1),
         ];
         assert!(grouper.update(Duration::from_secs(0), &walk).is_empty());
         let apps = grouper.update(Duration::from_secs(1), &walk);
         let keys: Vec<(u64, u32)> = apps.iter().map(|a| (a.key.cgroup, a.key.pgid)).collect();
-        assert_eq!(keys, vec![(5, 100), (5, 200), (9, 1)]);
+        assert_eq!(
+            keys,
+            vec![(5, 100), (5, 200), (9, 1)],
+            "no kernel application"
+        );
         assert_eq!(apps[0].tgids, vec![100, 101, 102]);
         assert_eq!(apps[0].threads, 4);
     }
