@@ -315,3 +315,55 @@ ranked = [{ expert = "bpfland", score = 0.7, spread = 0.0, runs = 0 }]
     assert_eq!(switch.voted_class.as_deref(), Some("c"));
     assert_eq!(switch.target_expert.as_deref(), Some("bpfland"));
 }
+
+/// The shipped application model (classifier/models/default/app-classifier.onnx) loads against
+/// the per-application schema, puts its classes in the layer plan's order, and recognises the
+/// median application of each class in its training data (the medians, per class, of
+/// classifier/data/2026-11-29-lab-vm-apps/).
+#[test]
+fn the_shipped_application_model_recognises_each_class_median_in_plan_order() {
+    use asa_agent::decision::app_model::{source_tree_app_model, AppModel};
+    let runtime = OrtRuntime::load(Some(&ort_library())).expect(NEEDS_ORT);
+    let plan = asa_layers::default_plan();
+    let mut model = AppModel::load(runtime, &source_tree_app_model(), &plan).unwrap();
+    let medians: [(&str, [f64; 11]); 5] = [
+        (
+            "interactive",
+            [
+                0.1104, 0.002647, 2.599, 1168.0, 0.8363, 0.0, 2.308, 0.0, 0.0, 0.0, 6.392,
+            ],
+        ),
+        (
+            "io_bound",
+            [
+                0.05278, 0.03518, 1.84, 44.75, 18.35, 0.0, 3.785, 0.0, 0.0006405, 19.79, 2.0,
+            ],
+        ),
+        (
+            "network",
+            [
+                0.3152, 0.4567, 17.48, 231.7, 16.71, 0.5625, 0.2809, 0.0, 41.67, 394.3, 1.292,
+            ],
+        ),
+        (
+            "cpu_batch",
+            [
+                0.5049, 0.2038, 25.14, 503.4, 0.3363, 0.8889, 0.1048, 0.0, 3.534e-05, 0.9938, 2.807,
+            ],
+        ),
+        (
+            "background",
+            [
+                0.02446, 0.007258, 5.03, 449.1, 2.183, 0.0, 0.5398, 0.0, 0.02029, 19.8, 1.585,
+            ],
+        ),
+    ];
+    for (class, features) in medians {
+        let p = model.probabilities(&features).unwrap();
+        assert_eq!(p.len(), plan.classes.len());
+        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{p:?}");
+        let best = (0..p.len()).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap();
+        assert_eq!(plan.classes[best].class, class, "{p:?}");
+        assert!(p[best] > 0.9, "{class}: {p:?}");
+    }
+}
