@@ -226,3 +226,83 @@ rec scx_processes $(pidof scx_layered | wc -w)
     assert_eq!(r["final_state"], "disabled", "{r:?}");
     assert_eq!(r["scx_processes"], "0", "{r:?}");
 }
+
+/// Nothing breaks when the agent goes (issue 40): an agent killed with SIGKILL takes scx_layered
+/// with it (its death signal), so the machine is on EEVDF, and the applications run on, in no
+/// group the agent made (it makes none: a hint is all). A restarted agent takes its applications
+/// back: the pinned one is in its class again.
+#[test]
+#[ignore = "boots the lab VM"]
+fn a_killed_agent_leaves_eevdf_and_a_restarted_one_takes_its_applications_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = dir.path().join("mapping.toml");
+    std::fs::write(
+        &mapping,
+        mapping_table(&default_model_classes(), |_| "layered"),
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+set -u
+rec() {{ echo "$1=$2" >> /lab/out/results; }}
+asa run {GUEST_RUN_ARGS} > /lab/out/daemon.log 2>&1 &
+D=$!
+asa status --wait-for layered --timeout 300 > /dev/null; rec layered $?
+setsid sh -c 'while :; do sh -c "i=0; while [ \$i -lt 3000 ]; do i=\$((i+1)); done"; done' & H=$!
+sleep 1
+asa app set $H cpu_batch; rec set_batch $?
+cgroup_before=$(cat /proc/$H/cgroup)
+sleep 3
+kill -KILL $D
+wait $D 2> /dev/null
+sleep 3
+rec state_after_kill $(cat /sys/kernel/sched_ext/state)
+rec scx_after_kill $(pidof scx_layered | wc -w)
+kill -0 $H; rec app_alive $?
+[ "$(cat /proc/$H/cgroup)" = "$cgroup_before" ]; rec same_cgroup $?
+asa run {GUEST_RUN_ARGS} > /lab/out/daemon2.log 2>&1 &
+D=$!
+asa status --wait-for layered --timeout 300 > /dev/null; rec layered_again $?
+sleep 4
+asa apps --json > /lab/out/apps.json; rec apps $?
+kill -TERM $D
+wait $D; rec daemon_exit $?
+kill $H
+rec final_state $(cat /sys/kernel/sched_ext/state)
+"#
+    );
+    let run = asa_run_guest("layered-killed", &script, &mapping, &["layered"], vec![]);
+    let out = boot(&run);
+    let logs = format!(
+        "{}\n--- after the restart ---\n{}",
+        out.read_out("daemon.log").unwrap_or_default(),
+        out.read_out("daemon2.log").unwrap_or_default()
+    );
+    assert_eq!(out.exit_code, 0, "{logs}");
+    let r = out.read_results("results").unwrap();
+    for key in [
+        "layered",
+        "set_batch",
+        "app_alive",
+        "same_cgroup",
+        "layered_again",
+        "apps",
+        "daemon_exit",
+    ] {
+        assert_eq!(r[key], "0", "{key}: {r:?}\n{logs}");
+    }
+    assert_eq!(
+        (r["state_after_kill"].as_str(), r["scx_after_kill"].as_str()),
+        ("disabled", "0"),
+        "the expert went with the agent: {r:?}\n{logs}"
+    );
+    let apps: serde_json::Value =
+        serde_json::from_str(&out.read_out("apps.json").unwrap()).unwrap();
+    let batch = apps["list"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .any(|a| a["class"] == "cpu_batch");
+    assert!(batch, "taken back after the restart: {apps:#}\n{logs}");
+    assert_eq!(r["final_state"], "disabled", "{r:?}");
+}

@@ -51,7 +51,7 @@ lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
 # The agent switches to whatever the table ranks: install those experts too, not only the
 # static ones (EXPERTS=eevdf alone would leave the agent nothing to switch to).
 GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
-  sed -n 's/^ *expert *= *"\([a-z_]*\)".*/\1/p' "$TABLE"; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
+  grep -o 'expert *= *"[a-z_]*"' "$TABLE" | sed 's/.*"\([a-z_]*\)"/\1/'; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
 lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }${APP_MODEL:+ASA_APP_MODEL=/lab/app-model.onnx }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS ${BASELINE:+--baseline $BASELINE }\
