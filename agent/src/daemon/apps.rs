@@ -67,7 +67,8 @@ pub(super) struct AppMode {
     off: Option<String>,
     hint_map: PathBuf,
     threads: Vec<ThreadSample>,
-    /// Applications a restarted agent found hinted, with their class.
+    /// Applications a restarted agent found hinted, with their class: assumed at the first
+    /// per-application tick ([`AppClasses::assume`]), not pinned.
     adopted: BTreeMap<AppKey, usize>,
     /// The application model: where it is, and once per-application mode first ran, the
     /// loaded model (None after a failure, said once: classes from pins only).
@@ -219,7 +220,13 @@ impl AppMode {
             }
         }
         self.first_seen.retain(|k, _| seen.contains_key(k));
-        self.adopted.retain(|k, _| seen.contains_key(k));
+        // What a previous agent hinted: the class to start from, which observation may change
+        // (not the user's word: a mistake of the model must not outlive the agent that made it).
+        for (key, class) in std::mem::take(&mut self.adopted) {
+            if seen.contains_key(&key) {
+                let _ = self.classes.assume(now, &key, class);
+            }
+        }
         for gone in shared.pins.drop_gone(|k| seen.contains_key(k)) {
             log::info!(
                 "the application pinned to {} (pid {}) is gone: its pin is dropped",
@@ -227,7 +234,7 @@ impl AppMode {
                 gone.pid.unwrap_or(0)
             );
         }
-        // Pins: the user's word (and adopted hints) over anything observed.
+        // Pins: the user's word over anything observed.
         let cgroup_ids: HashMap<String, u64> = shared
             .pins
             .cgroups()
@@ -242,8 +249,7 @@ impl AppMode {
             let pinned = shared
                 .pins
                 .class_for(key, &cgroup_ids)
-                .and_then(|name| shared.plan.classes.iter().position(|c| c.class == name))
-                .or_else(|| self.adopted.get(key).copied());
+                .and_then(|name| shared.plan.classes.iter().position(|c| c.class == name));
             match pinned {
                 Some(class) => {
                     let _ = self.classes.pin(*key, class);

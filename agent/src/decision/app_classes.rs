@@ -208,6 +208,37 @@ impl<K: Ord + Clone> AppClasses<K> {
         state.and_then(|s| s.class.clone())
     }
 
+    /// Gives `app` `class` as if recognised, without evidence (confidence 0): what a restarted
+    /// agent finds an application hinted with. Observation changes it like any recognised class
+    /// (another class leading for [`AppClassConfig::change_after`]); an application that already
+    /// has a class keeps it.
+    pub fn assume(&mut self, now: Duration, app: &K, class: usize) -> Result<()> {
+        ensure!(
+            class < self.classes,
+            "class {class} is not one of the {} classes",
+            self.classes
+        );
+        if self.apps.get(app).is_some_and(|s| s.class.is_some()) {
+            return Ok(());
+        }
+        let voter = TimeWeightedVoter::new(self.config.voting, self.classes)?;
+        let state = self.apps.entry(app.clone()).or_insert(AppState {
+            voter,
+            class: None,
+            challenger: None,
+            first_seen: now,
+            last_seen: now,
+        });
+        state.class = Some(AppClass {
+            class,
+            source: ClassSource::Recognised,
+            confidence: 0.0,
+            since: now,
+        });
+        state.last_seen = now;
+        Ok(())
+    }
+
     /// Pins `app` to `class`, whatever its behaviour says.
     pub fn pin(&mut self, app: K, class: usize) -> Result<()> {
         ensure!(
@@ -382,5 +413,28 @@ mod tests {
         apps.observe(secs(0), &9, &sure(INTERACTIVE)).unwrap();
         apps.forget_unseen(secs(60));
         assert_eq!(apps.class_of(&9).unwrap().source, ClassSource::Pinned);
+    }
+
+    #[test]
+    fn an_assumed_class_holds_until_sustained_evidence_overrules_it() {
+        let mut classes = AppClasses::new(AppClassConfig::default(), 2).unwrap();
+        classes.assume(secs(0), &"probe", BATCH).unwrap();
+        assert_eq!(classes.class_of(&"probe").unwrap().class, BATCH);
+        assert!(!classes
+            .class_of(&"probe")
+            .unwrap()
+            .source
+            .eq(&ClassSource::Pinned));
+        // Interactive evidence: not before change_after of it, then it wins.
+        let mut t = 1;
+        while classes.class_of(&"probe").unwrap().class == BATCH {
+            classes.observe(secs(t), &"probe", &[0.95, 0.05]).unwrap();
+            t += 1;
+            assert!(t < 30, "sustained evidence changes an assumed class");
+        }
+        assert!(t > 5, "not on the first observations: changed at {t} s");
+        // Assuming again does not undo what observation found.
+        classes.assume(secs(t), &"probe", BATCH).unwrap();
+        assert_eq!(classes.class_of(&"probe").unwrap().class, INTERACTIVE);
     }
 }
