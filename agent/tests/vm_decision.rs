@@ -97,7 +97,7 @@ sleep 3
 # unpin returns to the agent's choice.
 rec t_pin $(ms)
 asa pin eevdf; rec pin $?
-sleep 18
+sleep 25
 asa status --json > /lab/out/pinned.json
 rec t_unpin $(ms)
 asa unpin; rec unpin $?
