@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use asa_agent::control::{self, AgentStatus, DecisionStatus, Request, Response};
+use asa_agent::control::{self, AgentStatus, AppsStatus, DecisionStatus, Request, Response};
 use asa_experts::Active;
 
 /// A private `dbus-daemon` in a temporary directory (readable by every user, for the tests
@@ -108,6 +108,8 @@ struct FakeState {
     fail: HashMap<String, String>,
     /// Pins of these experts take this long.
     slow: HashMap<String, Duration>,
+    /// Per-application mode's status, when the fake runs in it.
+    apps: Option<AppsStatus>,
 }
 
 impl FakeState {
@@ -122,7 +124,9 @@ impl FakeState {
             "a fake agent for the D-Bus tests",
         );
         st.pinned = self.pinned.clone();
-        st.decision = Some(decision(self.default_expert.clone()));
+        let mut decision = decision(self.default_expert.clone());
+        decision.apps = self.apps.clone();
+        st.decision = Some(decision);
         st
     }
 }
@@ -154,6 +158,7 @@ impl FakeAgent {
             requests: vec![],
             fail: HashMap::new(),
             slow: HashMap::new(),
+            apps: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let shared = state.clone();
@@ -324,8 +329,8 @@ fn asa_status(socket: &Path) -> (String, Option<String>) {
     )
 }
 
-/// The (property, string value) pairs of org.scx.Loader's PropertiesChanged signals on `bus`,
-/// from the moment this returns.
+/// The (property, string value) pairs of the PropertiesChanged signals on `bus` (of either
+/// interface: org.scx.Loader and org.asa.Agent1), from the moment this returns.
 fn properties_changed(bus: &PrivateBus) -> std::sync::mpsc::Receiver<(String, String)> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (subscribed, ready) = std::sync::mpsc::channel();
@@ -603,6 +608,74 @@ fn asa_run_dry_run_dbus_reports_the_kernels_scheduler_and_refuses_switches() {
     assert!(r.stderr.contains("dry run"), "{r:?}");
     assert!(run.sigterm().success());
     bus.wait_for_name(false);
+}
+
+/// `org.asa.Agent1`, beside scx_loader's interface: the mode and applications `asa status`
+/// has, read by any client, and a change signalled within the watch interval.
+#[test]
+fn the_agent_interface_reports_the_mode_and_signals_its_change() {
+    let bus = PrivateBus::open();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let agent = FakeAgent::serve(&socket, "cosmos", Some("cosmos"));
+    let log = dir.path().join("asa-dbus.log");
+    let server = asa_dbus(&bus, &socket, &log);
+    let conn = zbus::blocking::connection::Builder::address(bus.address.as_str())
+        .unwrap()
+        .build()
+        .unwrap();
+    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(&conn)
+        .destination(asa_agent::dbus::BUS_NAME)
+        .unwrap()
+        .path(asa_agent::dbus::OBJECT_PATH)
+        .unwrap()
+        .build()
+        .unwrap();
+    let face =
+        zbus::names::InterfaceName::try_from(asa_agent::dbus::agent_interface::INTERFACE).unwrap();
+    let get = |name: &str| -> String {
+        let value = proxy.get(face.clone(), name).unwrap();
+        match &*value {
+            zbus::zvariant::Value::Str(s) => s.to_string(),
+            other => format!("{other:?}"),
+        }
+    };
+    assert_eq!(get("Mode"), "whole_machine");
+    assert_eq!(get("Expert"), "cosmos");
+    assert_eq!(get("Applications"), "U32(0)");
+
+    let changes = properties_changed(&bus);
+    {
+        let mut st = agent.state.lock().unwrap();
+        st.active = "layered".into();
+        st.apps = Some(AppsStatus {
+            mode: "per_application".into(),
+            expert: "layered".into(),
+            applications: 5,
+            with_class: 4,
+            pins: 1,
+            ..Default::default()
+        });
+    }
+    let t0 = Instant::now();
+    let mut seen = HashMap::new();
+    while !(seen.contains_key("Mode") && seen.contains_key("Applications")) {
+        let left = Duration::from_secs(5).saturating_sub(t0.elapsed());
+        let (name, value) = changes.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "no Mode/Applications change within 5 s: {seen:?}; asa dbus said {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+        seen.insert(name, value);
+    }
+    assert_eq!(seen["Mode"], "per_application");
+    assert_eq!(get("Mode"), "per_application");
+    assert_eq!(get("Expert"), "layered");
+    assert_eq!(get("Classified"), "U32(4)");
+    assert_eq!(get("Pins"), "U32(1)");
+    assert_eq!(get("AppModel"), "");
+    assert!(server.sigterm().success());
 }
 
 /// A second server (as when scx_loader runs) is refused at start with who owns the name and

@@ -8,7 +8,8 @@
 //! - `scxctl get`, `switch --sched bpfland`, `stop` behave as against scx_loader (switch on
 //!   EEVDF is refused by scxctl, `start` then runs the expert), each becomes the agent's pin,
 //!   and `asa status` and the kernel agree after each; RestoreDefault (dbus-send) unpins;
-//! - another user reads the properties and is refused a switch (no polkit in the guest);
+//! - another user reads the properties (ASA's `org.asa.Agent1` mode too) and is refused a
+//!   switch (no polkit in the guest);
 //! - SIGTERM releases the name and leaves the machine on EEVDF.
 //!
 //! The mapping table sends every class to EEVDF, so the agent's own choice never switches
@@ -64,6 +65,10 @@ st rusty
 run switch_bpfland scxctl switch --sched bpfland
 st bpfland_again
 run nobody_get nobody scxctl get
+run nobody_mode nobody dbus-send --system --print-reply --dest=org.scx.Loader /org/scx/Loader \
+  org.freedesktop.DBus.Properties.Get string:org.asa.Agent1 string:Mode
+run nobody_expert nobody dbus-send --system --print-reply --dest=org.scx.Loader /org/scx/Loader \
+  org.freedesktop.DBus.Properties.Get string:org.asa.Agent1 string:Expert
 run nobody_stop nobody scxctl stop
 run stop scxctl stop
 st stopped
@@ -178,6 +183,18 @@ fn scxctl_drives_the_agent_over_the_system_bus_and_asa_status_agrees() {
     }
     // Another user reads, and may not switch (no polkit in the guest).
     says("nobody_get", "running Bpfland in Auto mode");
+    // ASA's own interface beside scx_loader's, readable by anyone: the mode and the expert.
+    assert_eq!(r["nobody_mode"], "0", "{}", file("nobody_mode.err"));
+    assert!(
+        file("nobody_mode.out").contains("\"whole_machine\""),
+        "{}",
+        file("nobody_mode.out")
+    );
+    assert!(
+        file("nobody_expert.out").contains("\"bpfland\""),
+        "{}",
+        file("nobody_expert.out")
+    );
     assert_eq!(r["nobody_stop"], "1");
     let refused = file("nobody_stop.err");
     assert!(refused.contains("AccessDenied"), "{refused}");

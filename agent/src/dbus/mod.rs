@@ -5,7 +5,9 @@
 //!
 //! - [`names`]: scx_loader's scheduler names and modes in the catalogue's terms;
 //! - [`interface`]: the interface object, one control request per call;
-//! - [`authorize`]: root, the agent's user, or polkit's `org.scx.loader.manage-schedulers`.
+//! - [`authorize`]: root, the agent's user, or polkit's `org.scx.loader.manage-schedulers`;
+//! - [`agent_interface`]: `org.asa.Agent1` on the same object, what scx_loader has no word for
+//!   (whole-machine or per-application mode, the applications known).
 //!
 //! Invariant: the interface knows no state of its own; every call is a control request
 //! ([`Request`]) answered by the agent that `asa status` asks too, so both always agree. The
@@ -15,8 +17,10 @@
 //! Signals: scx_loader declares none of its own and emits no `PropertiesChanged`; ASA emits it
 //! for CurrentScheduler and DefaultScheduler within [`WATCH_INTERVAL`] of a change (whoever
 //! made it: the agent, `asa pin`, a D-Bus call), so a client that caches properties (zbus
-//! proxies do) sees switches. The other properties never change and are declared `const`.
+//! proxies do) sees switches; likewise for every `org.asa.Agent1` property. The other
+//! properties never change and are declared `const`.
 
+pub mod agent_interface;
 pub mod authorize;
 pub mod interface;
 pub mod names;
@@ -29,6 +33,7 @@ use zbus::fdo::{RequestNameFlags, RequestNameReply};
 
 use crate::control::Request;
 use crate::stop::Stop;
+use agent_interface::AgentFace;
 
 /// The well-known bus name scx_loader owns.
 pub const BUS_NAME: &str = "org.scx.Loader";
@@ -105,8 +110,10 @@ pub fn serve(agent: AgentLink, catalogue: Catalogue, bus: &Bus) -> Result<Servic
         Bus::Address(address) => zbus::blocking::connection::Builder::address(address.as_str()),
     };
     let loader = interface::Loader::new(agent.clone(), catalogue.clone());
+    let face = agent_interface::Agent::new(agent.clone());
     let connection = builder
         .and_then(|b| b.serve_at(OBJECT_PATH, loader))
+        .and_then(|b| b.serve_at(OBJECT_PATH, face))
         .and_then(|b| b.build())
         .with_context(|| {
             format!(
@@ -152,30 +159,74 @@ pub fn serve(agent: AgentLink, catalogue: Catalogue, bus: &Bus) -> Result<Servic
     })
 }
 
-/// Every [`WATCH_INTERVAL`] until `stop`: the agent's CurrentScheduler and DefaultScheduler,
-/// and `PropertiesChanged` for each that differs from the last seen.
+/// Every [`WATCH_INTERVAL`] until `stop`: the agent's CurrentScheduler and DefaultScheduler
+/// and its [`AgentFace`](agent_interface::AgentFace), and `PropertiesChanged` for each
+/// property that differs from the last seen.
 fn watch(
     connection: &zbus::blocking::Connection,
     agent: &AgentLink,
     catalogue: &Catalogue,
     stop: &Stop,
 ) {
-    let mut last: Option<(String, String)> = None;
-    while !stop.wait_until(std::time::Instant::now() + WATCH_INTERVAL) {
-        let Some(status) = agent.ask(Request::Status).status else {
-            continue;
-        };
-        let now = (
-            names::current_scheduler(catalogue, &status),
-            names::default_scheduler(catalogue, &status),
-        );
-        if let Some(before) = &last {
-            if let Err(e) = emit_changes(connection, before, &now) {
-                log::debug!("emitting PropertiesChanged: {e}");
+    let mut last: Option<((String, String), AgentFace)> = None;
+    // The first reading at once: a change in the first interval is signalled too.
+    loop {
+        if let Some(status) = agent.ask(Request::Status).status {
+            let now = (
+                names::current_scheduler(catalogue, &status),
+                names::default_scheduler(catalogue, &status),
+            );
+            let face = AgentFace::of(&status);
+            if let Some((before, face_before)) = &last {
+                if let Err(e) = emit_changes(connection, before, &now) {
+                    log::debug!("emitting PropertiesChanged: {e}");
+                }
+                if let Err(e) = emit_face_changes(connection, face_before, &face) {
+                    log::debug!("emitting org.asa.Agent1 PropertiesChanged: {e}");
+                }
             }
+            last = Some((now, face));
         }
-        last = Some(now);
+        if stop.wait_until(std::time::Instant::now() + WATCH_INTERVAL) {
+            return;
+        }
     }
+}
+
+/// `PropertiesChanged` on `org.asa.Agent1` for each property that differs.
+fn emit_face_changes(
+    connection: &zbus::blocking::Connection,
+    before: &AgentFace,
+    now: &AgentFace,
+) -> zbus::Result<()> {
+    if before == now {
+        return Ok(());
+    }
+    let iface = connection
+        .object_server()
+        .interface::<_, agent_interface::Agent>(OBJECT_PATH)?;
+    let face = iface.get();
+    let emitter = iface.signal_emitter();
+    if before.mode != now.mode {
+        log::debug!("Mode {} -> {}", before.mode, now.mode);
+        zbus::block_on(face.mode_changed(emitter))?;
+    }
+    if before.expert != now.expert {
+        zbus::block_on(face.expert_changed(emitter))?;
+    }
+    if before.applications != now.applications {
+        zbus::block_on(face.applications_changed(emitter))?;
+    }
+    if before.classified != now.classified {
+        zbus::block_on(face.classified_changed(emitter))?;
+    }
+    if before.pins != now.pins {
+        zbus::block_on(face.pins_changed(emitter))?;
+    }
+    if before.app_model != now.app_model {
+        zbus::block_on(face.app_model_changed(emitter))?;
+    }
+    Ok(())
 }
 
 fn emit_changes(
