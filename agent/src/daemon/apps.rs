@@ -495,6 +495,7 @@ fn row(key: &AppKey, app: &Seen, plan: &LayerPlan, now: Duration) -> AppRow {
             match c.source {
                 ClassSource::Pinned => "pinned",
                 ClassSource::Recognised => "recognised",
+                ClassSource::Assumed => "assumed",
             }
             .to_string()
         }),

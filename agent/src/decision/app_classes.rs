@@ -65,6 +65,9 @@ pub enum ClassSource {
     Recognised,
     /// Set by the user (`asa app set`, the overrides file).
     Pinned,
+    /// Found hinted by a previous agent ([`AppClasses::assume`]): a starting point, not yet
+    /// confirmed by this agent's observation.
+    Assumed,
 }
 
 /// An application's class as `asa apps` shows it.
@@ -154,6 +157,9 @@ impl<K: Ord + Clone> AppClasses<K> {
             }
             (Some(leader), Some(current)) if leader == current.class => {
                 current.confidence = vote.support;
+                if confident && current.source == ClassSource::Assumed {
+                    current.source = ClassSource::Recognised;
+                }
                 state.challenger = None;
             }
             (Some(leader), Some(current)) if confident => {
@@ -208,10 +214,11 @@ impl<K: Ord + Clone> AppClasses<K> {
         state.and_then(|s| s.class.clone())
     }
 
-    /// Gives `app` `class` as if recognised, without evidence (confidence 0): what a restarted
-    /// agent finds an application hinted with. Observation changes it like any recognised class
-    /// (another class leading for [`AppClassConfig::change_after`]); an application that already
-    /// has a class keeps it.
+    /// Gives `app` `class` as [`ClassSource::Assumed`], without evidence (confidence 0): what a
+    /// restarted agent finds an application hinted with. Observation changes it like any
+    /// recognised class (another class leading for [`AppClassConfig::change_after`]) and a
+    /// confident vote for it makes it recognised; an application that already has a class
+    /// keeps it.
     pub fn assume(&mut self, now: Duration, app: &K, class: usize) -> Result<()> {
         ensure!(
             class < self.classes,
@@ -231,7 +238,7 @@ impl<K: Ord + Clone> AppClasses<K> {
         });
         state.class = Some(AppClass {
             class,
-            source: ClassSource::Recognised,
+            source: ClassSource::Assumed,
             confidence: 0.0,
             since: now,
         });
@@ -420,11 +427,10 @@ mod tests {
         let mut classes = AppClasses::new(AppClassConfig::default(), 2).unwrap();
         classes.assume(secs(0), &"probe", BATCH).unwrap();
         assert_eq!(classes.class_of(&"probe").unwrap().class, BATCH);
-        assert!(!classes
-            .class_of(&"probe")
-            .unwrap()
-            .source
-            .eq(&ClassSource::Pinned));
+        assert_eq!(
+            classes.class_of(&"probe").unwrap().source,
+            ClassSource::Assumed
+        );
         // Interactive evidence: not before change_after of it, then it wins.
         let mut t = 1;
         while classes.class_of(&"probe").unwrap().class == BATCH {
@@ -436,5 +442,26 @@ mod tests {
         // Assuming again does not undo what observation found.
         classes.assume(secs(t), &"probe", BATCH).unwrap();
         assert_eq!(classes.class_of(&"probe").unwrap().class, INTERACTIVE);
+    }
+
+    #[test]
+    fn an_assumed_class_becomes_recognised_once_a_confident_vote_agrees() {
+        let mut classes = AppClasses::new(AppClassConfig::default(), 2).unwrap();
+        classes.assume(secs(0), &"build", BATCH).unwrap();
+        let mut t = 1;
+        while classes.class_of(&"build").unwrap().source == ClassSource::Assumed {
+            classes.observe(secs(t), &"build", &[0.05, 0.95]).unwrap();
+            t += 1;
+            assert!(
+                t < 30,
+                "agreeing evidence never confirmed the assumed class"
+            );
+        }
+        let class = classes.class_of(&"build").unwrap();
+        assert_eq!(
+            (class.class, class.source),
+            (BATCH, ClassSource::Recognised)
+        );
+        assert!(class.confidence >= AppClassConfig::default().min_support);
     }
 }
