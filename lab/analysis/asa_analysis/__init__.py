@@ -13,6 +13,7 @@ MODULES = (
     'kthread_waits',
     'merge_results',
     'noise_floor',
+    'per_app_eval',
     'placement_vs_result',
     'pool_rounds',
     'progdiff',

@@ -1,4 +1,5 @@
-"""Synthetic input lines for the tests: tracefs events and /proc sample lines."""
+"""Synthetic input lines for the tests: tracefs events, /proc sample lines, the agent's class
+lines and live.json cells."""
 
 MS = 1_000_000
 
@@ -76,3 +77,21 @@ def three_samples():
                 sample(0.5, (0, 0, 0, 1), ('R', 'R', 'D', 'S'), k=2,
                        extra=[wchan(200, 203, '__iomap_dio_rw'), wchan(200, 204, '0')]),
                 sample(1.5, (0, 0, 1, 1), k=3))
+
+
+def app_class(pgid, cls, seconds, source='Recognised', support=0.6, cgroup=1, t='05:49:09.197'):
+    """An agent log line giving application `pgid` its class (agent/src/daemon/apps.rs)."""
+    return (f'[2026-11-29T{t}Z INFO  asa_agent::daemon::apps] application pgid={pgid} '
+            f'cgroup={cgroup} leader={pgid}: class {cls} ({source}, support {support:.2}), '
+            f'{seconds:.1f} s after it appeared')
+
+
+def live_cell(expert, mean, spread=0.0, runs=2):
+    """A cell of a live.json scenario (calibrate.rs CellStats)."""
+    return {'expert': expert, 'mean': mean, 'spread': spread, 'runs': runs}
+
+
+def live_scenario(name, cells, phased=False):
+    """A live.json scenario from {expert: (mean, spread, runs)}."""
+    return {'scenario': name, 'phased': phased,
+            'cells': {e: live_cell(e, *c) for e, c in cells.items()}}
