@@ -377,9 +377,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Scenario { args, .. } => {
             // `--catalogue` / ASA_CATALOGUE: the runs pin that catalogue's experts.
-            match cli.catalogue_file() {
-                Some(_) => asa_scenarios::scenario_command_in(args.clone(), cli.catalogue()?)?,
-                None => asa_scenarios::scenario_command(args.clone())?,
+            let experts = cli.catalogue_file().map(|_| cli.catalogue()).transpose()?;
+            match &args.command {
+                asa_scenarios::ScenarioCommand::Run(run) if run.oracle_hints => {
+                    let hints = asa_agent::action::oracle_hints::OracleHints::new(
+                        experts.clone().unwrap_or_else(Catalogue::builtin),
+                        asa_layers::default_plan(),
+                        asa_layers::DEFAULT_HINT_MAP.into(),
+                    );
+                    asa_scenarios::scenario_command_observed(
+                        args.clone(),
+                        experts,
+                        Box::new(hints),
+                    )?
+                }
+                _ => match experts {
+                    Some(experts) => asa_scenarios::scenario_command_in(args.clone(), experts)?,
+                    None => asa_scenarios::scenario_command(args.clone())?,
+                },
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -197,3 +197,57 @@ fn a_vanished_task_is_one_clear_error() {
     let error = hints.hint_of_task(u32::MAX / 2).unwrap_err();
     assert!(format!("{error:#}").contains("gone"), "{error:#}");
 }
+
+/// `asa scenario run --oracle-hints`: during a layer-plan expert's run the labelled groups get
+/// their class's hint, including a process forked later by the runner (it inherits the
+/// runner's hint at fork, and the re-apply gives it its own); at the end of the run every hint
+/// is gone; another expert's run writes none.
+#[test]
+fn oracle_hints_label_a_layer_plan_run_and_leave_nothing_after_it() {
+    use asa_agent::action::oracle_hints::{OracleHints, REAPPLY};
+    use asa_scenarios::{LabelledApp, RunObserver};
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = Bpffs::mount();
+    let plan = asa_layers::default_plan();
+    let batch = plan.hint_of("cpu_batch").unwrap();
+    let mut oracle = OracleHints::new(asa_experts::Catalogue::builtin(), plan.clone(), fs.pin());
+    let scenario: asa_scenarios::catalogue::ScenarioSpec = toml::from_str(
+        r#"
+name = "T1"
+title = "a test"
+probe = "office"
+load = "kernel_build"
+"#,
+    )
+    .unwrap();
+    let job = Job::start("sleep 30");
+    let label = |pgid| LabelledApp {
+        pgid,
+        class: "cpu_batch".into(),
+    };
+
+    // Another expert: nothing written.
+    oracle.run_starting(&scenario, "cosmos", 0).unwrap();
+    oracle.applications(&[label(job.pid())]).unwrap();
+    oracle.run_finished(&scenario, None).unwrap();
+    // A second handle on the map, to read it (it writes nothing).
+    let hints = load(&fs.pin());
+    assert_eq!(hints.hint_of_task(job.pid()).unwrap(), None);
+
+    // A layer-plan run: the group gets its hint, and so does a process forked into it later.
+    oracle.run_starting(&scenario, "layered", 0).unwrap();
+    oracle.applications(&[label(job.pid())]).unwrap();
+    let late = Job::start("sleep 30");
+    oracle
+        .applications(&[label(job.pid()), label(late.pid())])
+        .unwrap();
+    std::thread::sleep(REAPPLY * 3);
+    assert_eq!(hints.hint_of_task(job.pid()).unwrap(), Some(batch.into()));
+    assert_eq!(hints.hint_of_task(late.pid()).unwrap(), Some(batch.into()));
+    assert_eq!(hints.hint_of_task(std::process::id()).unwrap(), None);
+
+    // The end of the run: no hint left.
+    oracle.run_finished(&scenario, None).unwrap();
+    assert_eq!(hints.hint_of_task(job.pid()).unwrap(), None);
+    assert_eq!(hints.hint_of_task(late.pid()).unwrap(), None);
+}

@@ -11,7 +11,8 @@
 # run), HOLD (seconds each expert runs before a run's load starts: `--hold`, default 30; by expert
 # only the first run after each pin waits), REPS, ORDER (by-expert, or interleaved: `asa scenario
 # run --order`), RECORD_INTERVAL_MS, RECORD_APPS (1: also every application's features,
-# `--record-apps`, the default; 0: without), MEMORY (MiB),
+# `--record-apps`, the default; 0: without), ORACLE_HINTS (1: the probe and each load in their
+# labelled class's layer under scx_layered, `--oracle-hints`; default 0), MEMORY (MiB),
 # TIMEOUT (s, the whole VM run), BIN (folder with asa, asa-lab, asa-scenarios),
 # CATALOGUE (an expert catalogue file, e.g. experts/variants.toml: EXPERTS are its names, the
 # guest's asa pins them from it; it is copied to OUT_DIR/experts.toml; default: the built-in one).
@@ -27,6 +28,7 @@ REPS=${REPS:-1}
 ORDER=${ORDER:-by-expert}
 RECORD_INTERVAL_MS=${RECORD_INTERVAL_MS:-1000}
 RECORD_APPS=${RECORD_APPS:-1}
+ORACLE_HINTS=${ORACLE_HINTS:-0}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-9000}
 BIN=${BIN:-target/release}
@@ -51,7 +53,7 @@ fi
 lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order $ORDER \
   --reps $REPS --duration $DURATION --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --keep-going \
   --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
-  --record-interval-ms $RECORD_INTERVAL_MS$([ "$RECORD_APPS" = 1 ] && echo ' --record-apps') --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
+  --record-interval-ms $RECORD_INTERVAL_MS$([ "$RECORD_APPS" = 1 ] && echo ' --record-apps')$([ "$ORACLE_HINTS" = 1 ] && echo ' --oracle-hints') --machine-note 'lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB'"
 echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs${CATALOGUE:+, experts from $CATALOGUE}; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm full --memory "$MEMORY" --timeout "$TIMEOUT" "$@" || rc=$?

@@ -13,9 +13,9 @@ use crate::catalogue::{catalogue_text, Catalogue, ScenarioSpec};
 use crate::dataset::{find_recorder, FeatureRecorder, RecorderConfig};
 use crate::progress::Progress;
 use crate::runner::{
-    prepare_scenario, run_one, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
-    NoObserver, ResultSet, RunObserver, RunOptions, RunOutcome, ScenarioResult, SkippedRun,
-    SupervisorSwitcher,
+    prepare_scenario, run_one, run_scenario_observed, BothObservers, CurrentSchedulerOnly,
+    ExpertSwitcher, NoObserver, ResultSet, RunObserver, RunOptions, RunOutcome, ScenarioResult,
+    SkippedRun, SupervisorSwitcher,
 };
 use crate::work::WorkUnit;
 
@@ -28,6 +28,8 @@ pub struct ScenarioArgs {
 }
 
 /// The `scenario` subcommands.
+// Parsed once per process: a boxed `RunArgs` would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Subcommand)]
 pub enum ScenarioCommand {
     /// List the scenarios (and, with --check-tools, whether each load's tools are installed).
@@ -216,6 +218,12 @@ pub struct RunArgs {
     /// Needs the BPF task walk.
     #[arg(long, requires = "record_features")]
     pub record_apps: bool,
+    /// Under an expert that takes a layer plan (scx_layered), put the probe and each load in
+    /// the layer of its labelled class (`app_class`) through the task-hint map, as a perfect
+    /// per-application classifier would; other experts run as without it. Only `asa scenario
+    /// run` (it needs the agent's BPF hint writer).
+    #[arg(long)]
+    pub oracle_hints: bool,
 }
 
 fn origin(file: &Option<PathBuf>) -> String {
@@ -236,7 +244,23 @@ pub fn scenario_command_with(
     args: ScenarioArgs,
     switcher: Option<Box<dyn ExpertSwitcher>>,
 ) -> Result<()> {
-    command(args, switcher, None)
+    command(args, switcher, None, None)
+}
+
+/// Run a `scenario` command with `observer` told of every run as well (`asa scenario run
+/// --oracle-hints`: the agent's hint writer), experts from `experts` when given (as
+/// [`scenario_command_in`]).
+pub fn scenario_command_observed(
+    args: ScenarioArgs,
+    experts: Option<asa_experts::Catalogue>,
+    observer: Box<dyn RunObserver>,
+) -> Result<()> {
+    if let (ScenarioCommand::Run(run), Some(experts)) = (&args.command, &experts) {
+        for name in &run.experts {
+            experts.require(name)?;
+        }
+    }
+    command(args, None, experts, Some(observer))
 }
 
 /// Run a `scenario` command whose experts come from `experts` instead of the built-in
@@ -248,13 +272,14 @@ pub fn scenario_command_in(args: ScenarioArgs, experts: asa_experts::Catalogue) 
             experts.require(name)?;
         }
     }
-    command(args, None, Some(experts))
+    command(args, None, Some(experts), None)
 }
 
 fn command(
     args: ScenarioArgs,
     switcher: Option<Box<dyn ExpertSwitcher>>,
     experts: Option<asa_experts::Catalogue>,
+    observer: Option<Box<dyn RunObserver>>,
 ) -> Result<()> {
     match args.command {
         ScenarioCommand::List { file, check_tools } => {
@@ -269,7 +294,7 @@ fn command(
             println!("{}", packages.join(","));
             Ok(())
         }
-        ScenarioCommand::Run(run) => run_command(run, switcher, experts),
+        ScenarioCommand::Run(run) => run_command(run, switcher, experts, observer),
         ScenarioCommand::Report {
             results,
             out,
@@ -331,7 +356,11 @@ fn run_command(
     args: RunArgs,
     switcher: Option<Box<dyn ExpertSwitcher>>,
     experts: Option<asa_experts::Catalogue>,
+    mut extra: Option<Box<dyn RunObserver>>,
 ) -> Result<()> {
+    if args.oracle_hints && extra.is_none() {
+        bail!("--oracle-hints needs the agent's hint writer: run it as `asa scenario run`");
+    }
     let text = catalogue_text(args.file.as_deref())?;
     let cat = Catalogue::parse(&text, &origin(&args.file))?;
     let selected = cat.select(&args.scenarios)?;
@@ -377,10 +406,18 @@ fn run_command(
         None => None,
     };
     let mut no_observer = NoObserver;
-    let observer: &mut dyn RunObserver = match recorder.as_mut() {
-        Some(r) => r,
-        None => &mut no_observer,
-    };
+    let mut no_extra = NoObserver;
+    let mut both = BothObservers(
+        match recorder.as_mut() {
+            Some(r) => r,
+            None => &mut no_observer,
+        },
+        match extra.as_mut() {
+            Some(e) => e.as_mut(),
+            None => &mut no_extra,
+        },
+    );
+    let observer: &mut dyn RunObserver = &mut both;
     let mut set = ResultSet::new(opts.clone(), text);
     let run_all = match args.order {
         RunOrder::Interleaved => run_interleaved,

@@ -17,9 +17,10 @@ pub mod stats;
 pub mod work;
 
 pub use cli::{
-    scenario_command, scenario_command_in, scenario_command_with, ScenarioArgs, ScenarioRunOptions,
+    scenario_command, scenario_command_in, scenario_command_observed, scenario_command_with,
+    ScenarioArgs, ScenarioCommand, ScenarioRunOptions,
 };
 pub use runner::{
     run_one, run_scenario, run_scenario_observed, CurrentSchedulerOnly, ExpertSwitcher,
-    RunObserver, RunOptions, RunOutcome, SupervisorSwitcher,
+    LabelledApp, RunObserver, RunOptions, RunOutcome, SupervisorSwitcher,
 };

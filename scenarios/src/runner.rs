@@ -455,14 +455,50 @@ pub fn prepare_scenario(
     Ok(())
 }
 
+/// One application of a run with its label: the probe (this process's group) or a running
+/// load's process group, with its `app_class` from the scenario file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelledApp {
+    /// The process group.
+    pub pgid: u32,
+    /// Its application class (scenarios.toml `app_class`).
+    pub class: String,
+}
+
 /// Watches runs as they happen, e.g. to record perception features alongside each run
 /// ([`crate::dataset::FeatureRecorder`]).
 pub trait RunObserver {
     /// The expert is pinned and the run's first load is about to start.
     fn run_starting(&mut self, scenario: &ScenarioSpec, expert: &str, rep: u32) -> Result<()>;
+    /// The run's applications changed: a phase's load started (none when it is idle). `apps`
+    /// are the probe and the running load's process groups, each with its label. An error
+    /// fails the run.
+    fn applications(&mut self, _apps: &[LabelledApp]) -> Result<()> {
+        Ok(())
+    }
     /// The run is over (loads stopped, probe joined); `record` is `None` when it failed.
     /// Called once for every successful `run_starting`.
     fn run_finished(&mut self, scenario: &ScenarioSpec, record: Option<&RunRecord>) -> Result<()>;
+}
+
+/// Two observers, each told everything, in order.
+pub struct BothObservers<'a>(pub &'a mut dyn RunObserver, pub &'a mut dyn RunObserver);
+
+impl RunObserver for BothObservers<'_> {
+    fn run_starting(&mut self, scenario: &ScenarioSpec, expert: &str, rep: u32) -> Result<()> {
+        self.0.run_starting(scenario, expert, rep)?;
+        self.1.run_starting(scenario, expert, rep)
+    }
+    fn applications(&mut self, apps: &[LabelledApp]) -> Result<()> {
+        self.0.applications(apps)?;
+        self.1.applications(apps)
+    }
+    fn run_finished(&mut self, scenario: &ScenarioSpec, record: Option<&RunRecord>) -> Result<()> {
+        // Both hear of the end, whatever the first says.
+        let first = self.0.run_finished(scenario, record);
+        let second = self.1.run_finished(scenario, record);
+        first.and(second)
+    }
 }
 
 /// An observer that does nothing.
@@ -618,7 +654,7 @@ pub fn run_one(
     switcher.load_starting();
     observer.run_starting(scenario, expert, rep)?;
     let record = measure(
-        catalogue, scenario, switcher, opts, expert, rep, pinned, &waited,
+        catalogue, scenario, switcher, opts, expert, rep, pinned, &waited, observer,
     );
     let finished = observer.run_finished(scenario, record.as_ref().ok());
     let record = record?;
@@ -654,8 +690,25 @@ fn measure(
     rep: u32,
     pinned: String,
     waited: &Waited,
+    observer: &mut dyn RunObserver,
 ) -> Result<RunRecord> {
     let probe = &catalogue.probes[&scenario.probe];
+    // SAFETY: getpgrp reads this process's group.
+    let probe_group = unsafe { libc::getpgrp() } as u32;
+    let mut announce = |load: Option<&RunningLoad>, name: &str| -> Result<()> {
+        let mut apps = vec![LabelledApp {
+            pgid: probe_group,
+            class: probe.app_class.clone(),
+        }];
+        if let Some(load) = load {
+            let class = &catalogue.loads[name].app_class;
+            apps.extend(load.process_groups().into_iter().map(|pgid| LabelledApp {
+                pgid,
+                class: class.clone(),
+            }));
+        }
+        observer.applications(&apps)
+    };
     let phases = scenario.phases();
     let total_share: f64 = phases.iter().map(|p| p.share).sum();
     let duration = scenario_duration(opts, &phases);
@@ -684,6 +737,7 @@ fn measure(
     let mut phase_started = now_ms();
     let load_start = LoadStart::new(waited, phase_started, dirty_kib, last_load_stopped());
     let mut current = start_phase(0)?;
+    announce(current.as_ref(), &phases[0].load)?;
     std::thread::sleep(opts.settle);
     let stop = Arc::new(AtomicBool::new(false));
     let settings = probe.settings.clone();
@@ -730,6 +784,7 @@ fn measure(
             phase_started = ended;
             if i + 1 < phases.len() {
                 current = start_phase(i + 1)?;
+                announce(current.as_ref(), &phases[i + 1].load)?;
             }
         }
         Ok(())

@@ -14,4 +14,5 @@
 pub mod app_hints;
 pub mod controller;
 pub mod foreign;
+pub mod oracle_hints;
 pub mod switch_bench;
