@@ -4,6 +4,7 @@
 mod cli {
     pub mod apps;
     pub mod doctor;
+    pub mod experts;
     pub mod status;
 }
 
@@ -235,7 +236,9 @@ enum Command {
         #[command(flatten)]
         catalogue: CatalogueArg,
     },
-    /// List the experts and whether their binaries are installed.
+    /// List the experts: for each, the binary that would run, where it was found
+    /// ($ASA_EXPERTS_PATH, the project cache, beside asa, $PATH, the distribution's /usr/bin)
+    /// and its version against the catalogue's.
     Experts {
         #[command(flatten)]
         catalogue: CatalogueArg,
@@ -417,30 +420,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run { args, .. } => daemon(&cli, args),
         Command::Dbus { .. } => dbus(&cli),
         Command::Experts { .. } => {
-            let cat = cli.catalogue()?;
-            println!("{:<8} {:<15} {:<10} binary", "name", "kind", "version");
-            for e in cat.experts() {
-                let mut bin = if e.is_kernel_default() {
-                    "(kernel)".to_owned()
-                } else {
-                    match locate_binary(e) {
-                        Ok(p) => p.display().to_string(),
-                        Err(err) => format!("MISSING: {err:#}"),
-                    }
-                };
-                // Variants of one binary differ by their arguments only.
-                for arg in &e.args {
-                    bin.push(' ');
-                    bin.push_str(arg);
-                }
-                let kind = serde_json::to_value(e.kind)?;
-                println!(
-                    "{:<8} {:<15} {:<10} {bin}",
-                    e.name,
-                    kind.as_str().unwrap_or(""),
-                    e.version.as_deref().unwrap_or("-")
-                );
-            }
+            print!("{}", cli::experts::list(&cli.catalogue()?));
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { args, .. } => cli::doctor::run(args, &cli.catalogue()?),

@@ -16,10 +16,10 @@ pub mod supervisor;
 
 pub use catalogue::{Catalogue, Expert, ExpertKind, EEVDF};
 pub use locate::{
-    cache_dir, cached_ort_library, experts_cache_dir, locate_binary, opt_out_of_ort_telemetry,
-    ort_telemetry_off, warn_if_ort_telemetry_on, ORT_TELEMETRY_OPT_OUT, ORT_VERSION,
+    cache_dir, cached_ort_library, check_version, experts_cache_dir, locate, locate_binary,
+    opt_out_of_ort_telemetry, ort_telemetry_off, warn_if_ort_telemetry_on, Located, Origin,
+    SearchPath, VersionCheck, ORT_TELEMETRY_OPT_OUT, ORT_VERSION,
 };
-pub use process::check_runs;
 pub use sched_ext::{parse_events, SchedExt, ScxSnapshot, ScxState};
 pub use supervisor::{
     Active, StandbyInfo, StandbyState, Supervisor, SupervisorConfig, SupervisorEvent, SwitchError,

@@ -437,9 +437,15 @@ fn spawn_reader<R: Read + Send + 'static>(
         .expect("spawning an output reader thread");
 }
 
-/// Run `binary --version` to prove it can be executed (loader, shared libraries): the
-/// supervisor's preflight, and `asa doctor`'s.
-pub fn check_runs(binary: &Path) -> Result<()> {
+/// How long `<expert> --version` may take. Generous: under qemu TCG a large Rust binary
+/// takes seconds to start; on real hardware it answers in milliseconds.
+pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What `binary --version` printed (standard output, then standard error), or an error when
+/// it cannot be executed (loader, shared libraries), exits with a failure or takes longer than
+/// [`VERSION_TIMEOUT`]: the supervisor's preflight and `asa doctor`'s, through
+/// [`crate::locate::check_version`].
+pub(crate) fn version_output(binary: &Path) -> Result<String> {
     let mut cmd = Command::new(binary);
     cmd.arg("--version")
         .stdin(Stdio::null())
@@ -452,30 +458,63 @@ pub fn check_runs(binary: &Path) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("executing {}", binary.display()))?;
+    // Read while it runs, so that no output can fill a pipe and stall it.
+    let stdout = child.stdout.take().map(read_to_end_in_thread);
+    let stderr = child.stderr.take().map(read_to_end_in_thread);
+    let collect = |reader: Option<std::sync::mpsc::Receiver<Vec<u8>>>| {
+        // A grandchild may hold the pipe open: wait briefly, never for ever.
+        let bytes = reader
+            .and_then(|r| r.recv_timeout(Duration::from_secs(1)).ok())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).trim().to_owned()
+    };
     let t0 = Instant::now();
     loop {
         if let Some(status) = child.try_wait()? {
+            let (out, err) = (collect(stdout), collect(stderr));
             if status.success() {
-                return Ok(());
-            }
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
+                return Ok(match (out.is_empty(), err.is_empty()) {
+                    (_, true) => out,
+                    (true, false) => err,
+                    (false, false) => format!("{out}\n{err}"),
+                });
             }
             return Err(anyhow!(
                 "`{} --version` failed ({}): {}",
                 binary.display(),
                 describe_status(status),
-                err.trim()
+                err
             ));
         }
-        if t0.elapsed() > Duration::from_secs(20) {
+        if t0.elapsed() > VERSION_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("`{} --version` did not finish in 20 s", binary.display());
+            bail!(
+                "`{} --version` did not finish in {} s",
+                binary.display(),
+                VERSION_TIMEOUT.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Reads `stream` to its end on a thread of its own; the bytes arrive on the channel.
+fn read_to_end_in_thread<R: Read + Send + 'static>(
+    mut stream: R,
+) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (send, receive) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("version-output".into())
+        .spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stream.read_to_end(&mut bytes);
+            let _ = send.send(bytes);
+        });
+    if let Err(e) = spawned {
+        warn!("reading an expert's --version output: no thread: {e}");
+    }
+    receive
 }
 
 #[cfg(test)]

@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Catalogue, Expert, EEVDF};
 use crate::control_lock::{ControlLock, CONTROL_LOCK};
-use crate::locate::locate_binary;
-use crate::process::{self, check_runs, wait_at_gate, Launch, RunningExpert, Starting};
+use crate::locate::{check_version, locate_binary};
+use crate::process::{self, wait_at_gate, Launch, RunningExpert, Starting};
 use crate::report::ms;
 use crate::sched_ext::{SchedExt, ScxState};
 use crate::standby_pool::StandbyPool;
@@ -224,7 +224,8 @@ impl Supervisor {
     }
 
     /// Check a switch target without touching anything: known name, binary present and
-    /// runnable. Returns the expert and its binary (none for EEVDF).
+    /// runnable (its `--version` runs, once per binary). A version other than the catalogue's
+    /// is used, with one warning. Returns the expert and its binary (none for EEVDF).
     pub fn preflight(&mut self, name: &str) -> Result<(Expert, Option<PathBuf>)> {
         let expert = self.catalogue.require(name)?.clone();
         if expert.is_kernel_default() {
@@ -232,7 +233,11 @@ impl Supervisor {
         }
         let binary = locate_binary(&expert)?;
         if !self.verified.contains(&binary) {
-            check_runs(&binary).with_context(|| format!("expert {name} cannot run"))?;
+            let version = check_version(&expert, &binary)
+                .with_context(|| format!("expert {name} cannot run"))?;
+            if let Some(warning) = version.warning(&expert, &binary) {
+                warn!("{warning}");
+            }
             self.verified.insert(binary.clone());
         }
         Ok((expert, Some(binary)))

@@ -27,7 +27,7 @@ use asa_agent::perception::schema::FeatureSchema;
 use asa_agent::perception::SchemaFile;
 use asa_experts::control_lock::CONTROL_LOCK;
 use asa_experts::sched_ext::DEFAULT_SYSFS_ROOT;
-use asa_experts::{Catalogue, Expert, SchedExt, ScxState, EEVDF};
+use asa_experts::{Catalogue, Expert, Located, SchedExt, ScxState, VersionCheck, EEVDF};
 use asa_mapping_table::MappingTable;
 use serde::Serialize;
 
@@ -444,12 +444,13 @@ fn asa_process(machine: &Machine) -> Option<u32> {
 }
 
 /// Every expert of the catalogue: its binary found by `locate` (the lookup `asa experts` and
-/// the supervisor use) and run by `runs` (`--version`, the supervisor's preflight). An expert
-/// that is missing or does not run is a WARN; none usable at all is a FAIL.
+/// the supervisor use) and its version checked by `version` (`--version` against the
+/// catalogue's, the supervisor's preflight). An expert that is missing or does not run, or
+/// whose version differs from the catalogue's, is a WARN; none usable at all is a FAIL.
 pub fn expert_checks(
     catalogue: &Catalogue,
-    locate: impl Fn(&Expert) -> Result<PathBuf>,
-    runs: impl Fn(&Path) -> Result<()>,
+    locate: impl Fn(&Expert) -> Result<Located>,
+    version: impl Fn(&Expert, &Path) -> Result<VersionCheck>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut usable = 0;
@@ -466,27 +467,41 @@ pub fn expert_checks(
             ));
             continue;
         }
-        let version = expert
-            .version
-            .as_deref()
-            .map(|v| format!(" {v}"))
-            .unwrap_or_default();
-        match locate(expert).and_then(|binary| {
-            runs(&binary).with_context(|| format!("{} does not run", binary.display()))?;
-            Ok(binary)
-        }) {
-            Ok(binary) => {
+        let found = locate(expert).and_then(|found| {
+            let check = version(expert, &found.path)
+                .with_context(|| format!("{} does not run", found.path.display()))?;
+            Ok((found, check))
+        });
+        // The line names the expert already.
+        let prefix = format!("{name}: ");
+        let unnamed = |text: String| match text.strip_prefix(&prefix) {
+            Some(rest) => rest.to_owned(),
+            None => text,
+        };
+        match found {
+            Ok((found, check)) => {
                 usable += 1;
-                checks.push(Check::ok(name, format!("{}{version}", binary.display())));
+                checks.push(match check.warning(expert, &found.path) {
+                    Some(warning) => Check::warn(name, unnamed(warning)),
+                    None => Check::ok(
+                        name,
+                        format!(
+                            "{}{} (from {})",
+                            found.path.display(),
+                            check.found().map(|v| format!(" {v}")).unwrap_or_default(),
+                            found.origin
+                        ),
+                    ),
+                });
             }
-            Err(e) => checks.push(Check::warn(name, format!("{e:#}"))),
+            Err(e) => checks.push(Check::warn(name, unnamed(format!("{e:#}")))),
         }
     }
     if usable == 0 {
         checks.push(Check::fail(
             "experts",
             "no sched_ext expert can run here: `asa run` could only keep EEVDF — install them \
-             with `lab/setup.sh` (see `asa experts`)",
+             with `lab/setup.sh` or your distribution's scx package (see `asa experts`)",
         ));
     }
     checks
@@ -747,8 +762,8 @@ pub fn all_checks(machine: &Machine, catalogue: &Catalogue, args: &RunArgs) -> V
     checks.extend(scheduler_check(machine, catalogue));
     checks.extend(expert_checks(
         catalogue,
-        asa_experts::locate_binary,
-        asa_experts::check_runs,
+        asa_experts::locate,
+        asa_experts::check_version,
     ));
     checks.extend(decision_checks(args, catalogue));
     checks.extend(scenario_checks());
@@ -807,6 +822,8 @@ pub fn run(args: &DoctorArgs, catalogue: &Catalogue) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use asa_experts::Origin;
+
     use super::*;
 
     /// A fake machine: `files` (absolute path → content) under a temporary root.
@@ -1027,28 +1044,43 @@ mod tests {
         );
     }
 
+    /// `path`, found on `$PATH`.
+    fn on_path(path: impl Into<PathBuf>) -> Result<Located> {
+        Ok(Located {
+            path: path.into(),
+            origin: Origin::Path,
+        })
+    }
+
+    /// The catalogue's version, reported.
+    fn same_version(expert: &Expert, _: &Path) -> Result<VersionCheck> {
+        Ok(VersionCheck::compare(
+            expert.version.as_deref(),
+            expert.version.as_deref(),
+        ))
+    }
+
     #[test]
     fn a_missing_expert_warns_and_none_usable_fails() {
         let catalogue = Catalogue::builtin();
-        let runs = |_: &Path| Ok(());
         let all = expert_checks(
             &catalogue,
-            |e| Ok(PathBuf::from(format!("/x/{}", e.binary_name()))),
-            runs,
+            |e| on_path(format!("/x/{}", e.binary_name())),
+            same_version,
         );
         assert!(all.iter().all(|c| c.severity <= Severity::Info), "{all:?}");
         assert!(all
             .iter()
-            .any(|c| c.line() == "ok   expert bpfland: /x/scx_bpfland 1.1.4"));
+            .any(|c| c.line() == "ok   expert bpfland: /x/scx_bpfland 1.1.4 (from PATH)"));
         let one_missing = expert_checks(
             &catalogue,
             |e| match e.name.as_str() {
                 "lavd" => {
                     anyhow::bail!("expert lavd: executable \"scx_lavd\" not found; install it")
                 }
-                _ => Ok(PathBuf::from("/x")),
+                _ => on_path("/x"),
             },
-            runs,
+            same_version,
         );
         let lavd = one_missing
             .iter()
@@ -1056,11 +1088,17 @@ mod tests {
             .unwrap();
         assert_eq!(lavd.severity, Severity::Warn);
         assert!(lavd.detail.contains("install it"), "{lavd:?}");
+        assert!(
+            lavd.detail.starts_with("executable"),
+            "named once: {lavd:?}"
+        );
         assert!(one_missing.iter().all(|c| c.severity != Severity::Fail));
         let broken = expert_checks(
             &catalogue,
-            |_| Ok(PathBuf::from("/x/scx")),
-            |_| anyhow::bail!("`/x/scx --version` failed: libbpf.so.1: cannot open shared object"),
+            |_| on_path("/x/scx"),
+            |_, _| {
+                anyhow::bail!("`/x/scx --version` failed: libbpf.so.1: cannot open shared object")
+            },
         );
         let fail = broken
             .iter()
@@ -1071,6 +1109,34 @@ mod tests {
         assert!(broken
             .iter()
             .any(|c| c.detail.contains("/x/scx does not run") && c.detail.contains("libbpf")));
+    }
+
+    #[test]
+    fn an_expert_of_another_version_warns_naming_both_and_counts_as_usable() {
+        let catalogue = Catalogue::builtin();
+        let checks = expert_checks(
+            &catalogue,
+            |e| on_path(format!("/usr/bin/{}", e.binary_name())),
+            |e, _| {
+                Ok(VersionCheck::compare(
+                    e.version.as_deref(),
+                    e.version.as_ref().map(|_| "1.0.14"),
+                ))
+            },
+        );
+        let bpfland = checks.iter().find(|c| c.name == "expert bpfland").unwrap();
+        assert_eq!(bpfland.severity, Severity::Warn);
+        for part in ["/usr/bin/scx_bpfland", "1.0.14", "1.1.4"] {
+            assert!(bpfland.detail.contains(part), "{part}: {bpfland:?}");
+        }
+        assert!(
+            bpfland
+                .line()
+                .starts_with("WARN expert bpfland: /usr/bin/scx_bpfland is version"),
+            "the expert named once: {}",
+            bpfland.line()
+        );
+        assert!(!any_failed(&checks), "{checks:?}");
     }
 
     #[test]
