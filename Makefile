@@ -3,7 +3,7 @@
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 
-.PHONY: demo test setup kernel bench-switch scenarios-full live-eval
+.PHONY: demo test setup kernel bench-switch scenarios-full live-eval install uninstall deb
 
 setup:
 	lab/setup.sh
@@ -22,6 +22,26 @@ test: kernel
 	cd classifier && .venv/bin/python -m pytest -q
 	cd lab/analysis && ../../classifier/.venv/bin/python -m pytest -q tests
 	classifier/.venv/bin/python -m pytest -q gru_expert/train/tests
+
+# Install on a machine with sched_ext: `cargo build --release -p asa-agent`, then
+# `sudo make install` (PREFIX=/usr/local, DESTDIR= for a staging root; SYSCONFDIR, UNITDIR,
+# DBUSDIR, POLKITDIR, ASA_BIN and STRIP=0 as packaging/install.sh describes). The files are
+# those of packaging/files.txt, the list the Debian package (`make deb`) is built from too.
+PREFIX ?= /usr/local
+INSTALL_ENV = PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) \
+	$(if $(SYSCONFDIR),SYSCONFDIR=$(SYSCONFDIR)) $(if $(UNITDIR),UNITDIR=$(UNITDIR)) \
+	$(if $(DBUSDIR),DBUSDIR=$(DBUSDIR)) $(if $(POLKITDIR),POLKITDIR=$(POLKITDIR)) \
+	$(if $(ASA_BIN),ASA_BIN=$(ASA_BIN)) $(if $(STRIP),STRIP=$(STRIP))
+install:
+	$(INSTALL_ENV) packaging/install.sh install
+
+uninstall:
+	$(INSTALL_ENV) packaging/install.sh uninstall
+
+# The Debian package, target/debian/asa_<version>_<arch>.deb: `sudo apt install ./target/debian/asa_*.deb`.
+deb:
+	$(CARGO) build --release -p asa-agent
+	packaging/build-deb.sh
 
 # Long run, not in CI: switch time of every ordered pair of experts (README table), with the
 # attach gate, break before make, and to hot standbys parked beforehand, into

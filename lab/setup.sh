@@ -5,7 +5,8 @@
 #     whose own qemu 7.2 starves one vCPU under instruction counting), busybox-static (the
 #     guest's userland), clang-19 and libelf/zlib/pkg-config (BPF builds), bpftool, stress-ng
 #     (workloads in the guest), xz-utils (the guest kernel modules are xz-compressed),
-#     dbus-daemon (the D-Bus tests' private bus);
+#     dbus-daemon (the D-Bus tests' private bus), dpkg-dev and binutils (the Debian package the
+#     tests build: dpkg-shlibdeps, strip);
 #   - the Rust toolchain check (rust-version of the workspace);
 #   - the scx experts named in experts/catalogue.toml, `cargo install --locked` at their exact
 #     versions into the project cache ($ASA_CACHE, default ~/.cache/asa/experts/<crate>-<ver>);
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 
 packages=(busybox-static cpio clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config
-          bpftool stress-ng make debootstrap e2fsprogs xz-utils dbus-daemon)
+          bpftool stress-ng make debootstrap e2fsprogs xz-utils dbus-daemon dpkg-dev binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
