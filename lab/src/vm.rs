@@ -599,12 +599,13 @@ pub fn boot(
         let echo = config.echo_console;
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
+            let mut pending = Vec::new();
             loop {
                 let n = match stdout.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                let text = String::from_utf8_lossy(&buf[..n]).replace('\r', "");
+                let text = decode_console(&mut pending, &buf[..n]).replace('\r', "");
                 if echo {
                     eprint!("{text}");
                 }
@@ -690,9 +691,42 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The text of the console bytes read so far: `pending` (bytes of a character split by the
+/// previous read) and `chunk`, decoded up to the last complete character; an incomplete one at
+/// the end waits in `pending` for the next read. The serial console arrives a few bytes at a
+/// time, so decoding each read alone broke every multi-byte character it split ("—" → "���").
+fn decode_console(pending: &mut Vec<u8>, chunk: &[u8]) -> String {
+    pending.extend_from_slice(chunk);
+    let complete = match std::str::from_utf8(pending) {
+        Ok(_) => pending.len(),
+        // Cut inside a character at the end: keep its first bytes for the next read.
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        // Invalid bytes (not a split): decode what there is, replacing them.
+        Err(_) => pending.len(),
+    };
+    let text = String::from_utf8_lossy(&pending[..complete]).into_owned();
+    pending.drain(..complete);
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_character_split_across_console_reads_arrives_whole() {
+        let line = "run 5/64 — S5 → disk\n".as_bytes();
+        let mut pending = Vec::new();
+        let text: String = line
+            .iter()
+            .map(|b| decode_console(&mut pending, std::slice::from_ref(b)))
+            .collect();
+        assert_eq!(text, "run 5/64 — S5 → disk\n");
+        assert!(pending.is_empty());
+        // Bytes that are no UTF-8 at all are replaced, not held back.
+        assert_eq!(decode_console(&mut pending, b"a\xffb"), "a\u{fffd}b");
+        assert!(pending.is_empty());
+    }
 
     #[test]
     fn the_machine_shape_comes_from_the_environment_within_its_range() {
