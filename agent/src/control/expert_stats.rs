@@ -64,6 +64,14 @@ pub fn read_expert_stats(
             out.current = since_unix_ms.is_none_or(|since| modified_ms >= since);
             out.stats = Some(value);
         }
+        // The expert writes its first numbers a few seconds after it starts: no file yet is
+        // normal operation, not an error.
+        Err(e) if !file.exists() && e.root_cause().downcast_ref::<std::io::Error>().is_some() => {
+            out.error = Some(format!(
+                "none yet ({} appears once the expert has run a few seconds)",
+                file.display()
+            ))
+        }
         Err(e) => out.error = Some(format!("{e:#}")),
     }
     Some(out)
@@ -168,10 +176,13 @@ mod tests {
             .unwrap()
             .clone();
         gru.stats_file = Some(file.clone());
-        // No file yet: an error that names it.
+        // No file yet (the expert's first seconds): said as such, naming the file.
         let missing = read_expert_stats(&gru, None).unwrap();
         assert!(missing.stats.is_none());
-        assert!(missing.error.unwrap().contains("stats.json"));
+        let said = format_expert_stats(&missing).join("\n");
+        assert!(said.contains("gru: none yet"), "{said}");
+        assert!(said.contains("stats.json appears once"), "{said}");
+        assert!(!said.contains("No such file"), "{said}");
         std::fs::write(
             &file,
             r#"{"schema":"asa.gru-stats","mode":"model","predictions_applied":12,
