@@ -613,6 +613,8 @@ pub fn run_one(
     rep: u32,
     observer: &mut dyn RunObserver,
 ) -> Result<RunOutcome> {
+    // Every path to a run comes here (the CLI's orders as well as run_scenario_observed).
+    lead_a_process_group_if_in_none();
     let probe = catalogue.probes.get(&scenario.probe).ok_or_else(|| {
         anyhow!(
             "scenario {}: unknown probe {}",

@@ -18,7 +18,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use asa_experts::Catalogue;
 use asa_layers::LayerPlan;
 use asa_scenarios::catalogue::ScenarioSpec;
@@ -61,6 +61,12 @@ impl OracleHints {
         let own = std::process::id();
         let mut hints = BTreeMap::new();
         for app in apps {
+            if app.pgid == 0 {
+                bail!(
+                    "class {:?} given to process group 0, the kernel threads': the runner must lead a group of its own",
+                    app.class
+                );
+            }
             let hint = self.plan.hint_of(&app.class).ok_or_else(|| {
                 anyhow!(
                     "class {:?} (process group {}) has no layer in the plan",
