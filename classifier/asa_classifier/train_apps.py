@@ -157,6 +157,18 @@ def heldout_report(rows: AppRows, probabilities: dict, classes=APP_CLASSES) -> d
     }
 
 
+def class_medians(rows: AppRows, classes=APP_CLASSES) -> dict[str, list[float]]:
+    """Each class's median row (feature by feature, APP_SCHEMA order, 4 significant digits):
+    a typical application of the class, for checks of the exported model outside Python (the
+    agent's test of the shipped model recognises each)."""
+    out = {}
+    for c in classes:
+        x = rows.x[rows.labels == c]
+        if len(x):
+            out[c] = [float(f"{v:.4g}") for v in np.median(x.astype(np.float64), axis=0)]
+    return out
+
+
 def check_rows(rows: AppRows, limit: int = EXPORT_CHECK_ROWS, seed: int = 0) -> np.ndarray:
     """At most `limit` rows (seeded draw) to compare the exported model with Python on."""
     if len(rows) <= limit:
@@ -196,6 +208,7 @@ def run(datasets: list[Path], out: Path, report_dir: Path, folds: int = 5, seed:
                      "svm_log1p_features": list(LOG1P_FEATURES)},
         "evaluation": f"leave-scenarios-out, grouped {len(fold_list)}-fold on the scenario name",
         **heldout_report(rows, probabilities),
+        "class_medians": class_medians(rows),
         "folds": fold_list,
         "export_max_abs_diff": export_diff, "export_check_rows": int(len(x_check)),
         "python_onnxruntime_latency_us": latency_us(OnnxClassifier(out, APP_SCHEMA), x_check),

@@ -332,6 +332,13 @@ def test_cli_trains_evaluates_by_scenario_and_exports(app_dataset, tmp_path):
     assert set(result["member_accuracy_heldout"]) == {"xgboost", "random_forest", "svm"}
     assert result["app_majority_heldout"]["network"]["apps"] == 4
     assert result["export_max_abs_diff"] < 1e-5 and result["rows"]["runs_without_apps_file"] == ["old-run"]
+    # Each class's median row, feature by feature: what the agent's test of the model feeds it.
+    rows = load_dataset(app_dataset)
+    assert list(result["class_medians"]) == list(APP_CLASSES)
+    for c, median in result["class_medians"].items():
+        assert len(median) == len(APP_SCHEMA.features)
+        x = rows.x[rows.labels == c].astype(np.float64)
+        assert median == pytest.approx(np.median(x, axis=0), rel=1e-3, abs=1e-9)
     meta = read_metadata(out)
     assert json.loads(meta["asa.class_names"]) == list(APP_CLASSES) and meta["asa.feature_schema"] == "asa.app-features"
     assert str(app_dataset) in meta["asa.trained_on"]
