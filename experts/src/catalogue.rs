@@ -1,6 +1,6 @@
 //! The expert catalogue: a versioned TOML file naming every scheduler ASA may switch to.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,7 @@ pub enum ExpertKind {
 }
 
 /// One catalogue entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expert {
     /// Short name used on the command line (`asa pin <name>`).
@@ -89,6 +89,11 @@ pub struct Expert {
     /// [`Catalogue::with_layer_plan`].
     #[serde(default)]
     pub layer_plan: bool,
+    /// A `layer_plan` expert's own policies for some layers (class, or `other`, → policy),
+    /// in place of the plan's: a variant of the plan for comparing policies (`asa scenario
+    /// run --oracle-hints`), the classes and their hints unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub layer_policies: BTreeMap<String, asa_layers::LayerPolicy>,
     /// Whether the arguments end with a plan's three (never read from a file).
     #[serde(skip)]
     layer_plan_given: bool,
@@ -197,6 +202,12 @@ impl Catalogue {
             if !names.insert(e.name.clone()) {
                 return Err(invalid(format!("expert {:?} is declared twice", e.name)));
             }
+            if !e.layer_policies.is_empty() && !e.layer_plan {
+                return Err(invalid(format!(
+                    "expert {:?}: layer_policies need layer_plan = true",
+                    e.name
+                )));
+            }
             if let Some(path) = &e.stats_file {
                 if !path.is_absolute() {
                     return Err(invalid(format!(
@@ -250,13 +261,14 @@ impl Catalogue {
                 "exactly one entry must be the kernel default, named {EEVDF:?}"
             )));
         }
-        let default_plan = asa_layers::default_plan()
-            .to_scx_layered_config()
-            .to_string();
-        Ok(Self {
+        Self {
             experts: file.experts,
         }
-        .with_layer_plan(Path::new(asa_layers::DEFAULT_HINT_MAP), &default_plan))
+        .with_layer_plan(
+            Path::new(asa_layers::DEFAULT_HINT_MAP),
+            &asa_layers::default_plan(),
+        )
+        .map_err(invalid)
     }
 
     /// All entries, in file order.
@@ -297,22 +309,31 @@ impl Catalogue {
         self.experts.iter().find(|e| e.owns_ops(ops))
     }
 
-    /// The catalogue with a layer plan given to every `layer_plan` expert: its arguments end
-    /// with `--task-hint-map <hint_map>` and the layer configuration `config` (scx_layered reads
-    /// JSON given inline as its last argument), in place of the plan it had.
-    pub fn with_layer_plan(mut self, hint_map: &Path, config: &str) -> Self {
+    /// The catalogue with `plan` given to every `layer_plan` expert (with the expert's own
+    /// `layer_policies` over it): its arguments end with `--task-hint-map <hint_map>` and the
+    /// layer configuration (scx_layered reads JSON given inline as its last argument), in place
+    /// of the plan it had. An expert's policy for a class the plan lacks is an error naming
+    /// both.
+    pub fn with_layer_plan(
+        mut self,
+        hint_map: &Path,
+        plan: &asa_layers::LayerPlan,
+    ) -> Result<Self, String> {
         for e in self.experts.iter_mut().filter(|e| e.layer_plan) {
+            let own = plan
+                .with_policies(&e.layer_policies)
+                .map_err(|why| format!("expert {:?}: layer_policies: {why}", e.name))?;
             if e.layer_plan_given {
                 e.args.truncate(e.args.len() - 3);
             }
             e.args.extend([
                 "--task-hint-map".to_string(),
                 hint_map.display().to_string(),
-                config.to_string(),
+                own.to_scx_layered_config().to_string(),
             ]);
             e.layer_plan_given = true;
         }
-        self
+        Ok(self)
     }
 }
 
@@ -332,14 +353,22 @@ mod tests {
         );
         let default: serde_json::Value = serde_json::from_str(&layered.args[n - 1]).unwrap();
         assert_eq!(default, asa_layers::default_plan().to_scx_layered_config());
+        let mut other = asa_layers::default_plan();
+        other.other.slice_us = 7000;
         let c = c
-            .with_layer_plan(Path::new("/sys/fs/bpf/x"), "[1]")
-            .with_layer_plan(Path::new("/sys/fs/bpf/y"), "[2]");
+            .with_layer_plan(Path::new("/sys/fs/bpf/x"), &asa_layers::default_plan())
+            .unwrap()
+            .with_layer_plan(Path::new("/sys/fs/bpf/y"), &other)
+            .unwrap();
         let layered = c.get("layered").unwrap();
         assert_eq!(layered.args.len(), n);
         assert_eq!(
             layered.args[n - 3..],
-            ["--task-hint-map", "/sys/fs/bpf/y", "[2]"]
+            [
+                "--task-hint-map",
+                "/sys/fs/bpf/y",
+                &other.to_scx_layered_config().to_string()
+            ]
         );
         assert!(c.get("cosmos").unwrap().args.is_empty());
         let skipped = "schema = \"asa.experts\"\nversion = 1\n[[expert]]\nname = \"eevdf\"\n\
@@ -428,6 +457,83 @@ mod tests {
         for anchor in ["eevdf", "cosmos", "flash"] {
             assert!(variants.get(anchor).is_some(), "{anchor} missing");
         }
+    }
+
+    /// The experiment catalogue of layer-plan variants (`experts/layer-variants.toml`): it
+    /// loads; `eevdf`, `cosmos` and `layered` are the built-in entries unchanged; every other
+    /// entry is `layered` with policies of its own, each giving scx_layered another plan with
+    /// the default plan's classes and hints.
+    #[test]
+    fn layer_variants_differ_from_the_default_plan_in_their_policies_only() {
+        let variants = Catalogue::parse(
+            include_str!("../layer-variants.toml"),
+            "layer-variants.toml",
+        )
+        .expect("experts/layer-variants.toml is valid");
+        let builtin = Catalogue::builtin();
+        let layered = builtin.get("layered").unwrap();
+        let default = asa_layers::default_plan();
+        let mut plans = BTreeSet::new();
+        for e in variants.experts() {
+            if let Some(base) = builtin.get(&e.name) {
+                assert_eq!(e, base, "{} differs from the built-in entry", e.name);
+                continue;
+            }
+            assert!(e.layer_plan && !e.layer_policies.is_empty(), "{}", e.name);
+            assert_eq!(
+                (&e.crate_name, &e.version, &e.binary, &e.ops_prefix),
+                (
+                    &layered.crate_name,
+                    &layered.version,
+                    &layered.binary,
+                    &layered.ops_prefix
+                ),
+                "variant {} must run layered's binary",
+                e.name
+            );
+            let plan = default.with_policies(&e.layer_policies).unwrap();
+            assert_eq!(
+                e.args.last().unwrap(),
+                &plan.to_scx_layered_config().to_string()
+            );
+            assert!(
+                plans.insert(e.args.last().unwrap().clone()),
+                "{} repeats another variant's plan",
+                e.name
+            );
+        }
+        assert!(plans.len() >= 2, "at least two variants");
+        for anchor in ["eevdf", "cosmos", "layered"] {
+            assert!(variants.get(anchor).is_some(), "{anchor} missing");
+        }
+    }
+
+    #[test]
+    fn layer_policies_need_a_layer_plan_expert_and_a_class_of_the_plan() {
+        let entry = |extra: &str| {
+            format!(
+                "schema = \"asa.experts\"\nversion = 1\n[[expert]]\nname = \"eevdf\"\n\
+                 kind = \"kernel-default\"\n[[expert]]\nname = \"l\"\nkind = \"scx-crate\"\n\
+                 crate = \"scx_layered\"\nversion = \"1\"\nbinary = \"scx_layered\"\n\
+                 ops_prefix = \"layered\"\n{extra}"
+            )
+        };
+        let policy =
+            "[expert.layer_policies]\nvideo = { kind = \"open\", slice_us = 5000, weight = 100 }\n";
+        let unknown = Catalogue::parse(&entry(&format!("layer_plan = true\n{policy}")), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("expert \"l\": layer_policies: no layer for class \"video\""),
+            "{unknown}"
+        );
+        let plain = Catalogue::parse(&entry(policy), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            plain.contains("layer_policies need layer_plan = true"),
+            "{plain}"
+        );
     }
 
     #[test]

@@ -107,6 +107,37 @@ impl LayerPlan {
             .map(|l| l.class.as_str())
     }
 
+    /// This plan with other policies for some layers: `policies` maps a class (or
+    /// [`OTHER_LAYER`]) to its new policy; the classes and their hints stay as they are, so
+    /// the applications hinted under one plan are in the same classes under the other. An
+    /// unknown class or a policy scx_layered would refuse is an error naming it.
+    pub fn with_policies(
+        &self,
+        policies: &std::collections::BTreeMap<String, LayerPolicy>,
+    ) -> Result<LayerPlan, String> {
+        let mut plan = self.clone();
+        for (class, policy) in policies {
+            if class == OTHER_LAYER {
+                plan.other = *policy;
+                continue;
+            }
+            let layer = plan
+                .classes
+                .iter_mut()
+                .find(|l| &l.class == class)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = self.classes.iter().map(|l| l.class.as_str()).collect();
+                    format!(
+                        "no layer for class {class:?} (the plan's: {}, {OTHER_LAYER})",
+                        known.join(", ")
+                    )
+                })?;
+            layer.policy = *policy;
+        }
+        plan.check()?;
+        Ok(plan)
+    }
+
     /// scx_layered's layer configuration (the JSON it reads with `f:PATH`): a layer per class
     /// matched by `HintEquals` alone, then the terminal layer with an empty match.
     pub fn to_scx_layered_config(&self) -> serde_json::Value {
@@ -160,6 +191,48 @@ mod tests {
                 .collect(),
             other: policy(10_000, false, 100),
         }
+    }
+
+    #[test]
+    fn other_policies_keep_every_class_and_hint_and_are_checked() {
+        let base = plan(&[("interactive", 1), ("cpu_batch", 2)]);
+        let short = policy(5000, false, 100);
+        let changed = base
+            .with_policies(&std::collections::BTreeMap::from([
+                ("cpu_batch".to_string(), short),
+                (OTHER_LAYER.to_string(), short),
+            ]))
+            .unwrap();
+        assert_eq!(changed.classes[1].policy, short);
+        assert_eq!(changed.other, short);
+        assert_eq!(changed.classes[0], base.classes[0]);
+        let hints = |p: &LayerPlan| {
+            p.classes
+                .iter()
+                .map(|l| (l.class.clone(), l.hint))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(hints(&changed), hints(&base));
+        let unknown = base
+            .with_policies(&std::collections::BTreeMap::from([(
+                "video".to_string(),
+                short,
+            )]))
+            .unwrap_err();
+        assert!(
+            unknown.contains("no layer for class \"video\""),
+            "{unknown}"
+        );
+        let refused = base
+            .with_policies(&std::collections::BTreeMap::from([(
+                "cpu_batch".to_string(),
+                policy(1, false, 100),
+            )]))
+            .unwrap_err();
+        assert!(
+            refused.contains("cpu_batch") && refused.contains("slice_us"),
+            "{refused}"
+        );
     }
 
     #[test]
