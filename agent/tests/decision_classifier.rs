@@ -318,8 +318,8 @@ ranked = [{ expert = "bpfland", score = 0.7, spread = 0.0, runs = 0 }]
 
 /// The shipped application model (classifier/models/default/app-classifier.onnx) loads against
 /// the per-application schema, puts its classes in the layer plan's order, and recognises the
-/// median application of each class in its training data (the medians, per class, of
-/// classifier/data/2026-11-29-lab-vm-apps/).
+/// median application of each class in its training data (`class_medians` of its report,
+/// results/2026-11-29-app-classifier-own-group/report.json).
 #[test]
 fn the_shipped_application_model_recognises_each_class_median_in_plan_order() {
     use asa_agent::decision::app_model::{source_tree_app_model, AppModel};
@@ -330,31 +330,31 @@ fn the_shipped_application_model_recognises_each_class_median_in_plan_order() {
         (
             "interactive",
             [
-                0.1104, 0.002647, 2.599, 1168.0, 0.8363, 0.0, 2.308, 0.0, 0.0, 0.0, 6.392,
+                0.1155, 0.02168, 2.422, 280.4, 3.389, 0.1333, 0.6422, 0.0, 4.547e-05, 3.114, 3.585,
             ],
         ),
         (
             "io_bound",
             [
-                0.05278, 0.03518, 1.84, 44.75, 18.35, 0.0, 3.785, 0.0, 0.0006405, 19.79, 2.0,
+                0.05216, 0.03477, 1.664, 46.7, 17.35, 0.125, 3.841, 0.0, 0.0006203, 15.98, 2.0,
             ],
         ),
         (
             "network",
             [
-                0.3152, 0.4567, 17.48, 231.7, 16.71, 0.5625, 0.2809, 0.0, 41.67, 394.3, 1.292,
+                0.2718, 0.4039, 6.874, 177.9, 1.272, 0.9505, 0.4794, 0.0, 25.29, 249.6, 1.292,
             ],
         ),
         (
             "cpu_batch",
             [
-                0.5049, 0.2038, 25.14, 503.4, 0.3363, 0.8889, 0.1048, 0.0, 3.534e-05, 0.9938, 2.807,
+                0.4776, 0.194, 10.85, 506.6, 0.3346, 0.9714, 0.1943, 0.0, 1.688e-05, 0.9833, 2.585,
             ],
         ),
         (
             "background",
             [
-                0.02446, 0.007258, 5.03, 449.1, 2.183, 0.0, 0.5398, 0.0, 0.02029, 19.8, 1.585,
+                0.05078, 0.01307, 5.517, 1951.0, 0.5007, 0.6667, 0.4238, 0.0, 0.02008, 16.04, 1.585,
             ],
         ),
     ];

@@ -267,14 +267,26 @@ def load_dataset(dataset: str | Path, schema: FeatureSchema = APP_SCHEMA) -> App
 
 
 def load_datasets(datasets, schema: FeatureSchema = APP_SCHEMA) -> AppRows:
-    """Several datasets' rows together; run names must stay unique, and some row must remain."""
+    """Several datasets' rows together, and some row must remain. A dataset given twice is an
+    error; runs of two recordings that share a name (each recording names its runs
+    `<scenario>-<expert>-r<rep>`) are told apart by the later dataset's folder name, prefixed
+    to each of its run names."""
+    manifests: dict[Path, str] = {}
+    for dataset in datasets:
+        manifest = manifest_path(dataset).resolve()
+        if manifest in manifests:
+            raise ValueError(f"dataset {dataset} is given twice (as {manifests[manifest]} too)")
+        manifests[manifest] = str(dataset)
     loaded = [load_dataset(d, schema) for d in datasets]
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
     for dataset, rows in zip(datasets, loaded):
-        for run in dict.fromkeys(rows.run.tolist()):
-            if run in seen:
-                raise ValueError(f"run name {run!r} appears in {seen[run]} and {dataset}")
-            seen[run] = str(dataset)
+        names = set(rows.run.tolist())
+        if names & seen:
+            prefix = f"{manifest_path(dataset).resolve().parent.name}/"
+            rows.run = np.array([prefix + r for r in rows.run.tolist()])
+            rows.skipped_runs = [prefix + r for r in rows.skipped_runs]
+            names = set(rows.run.tolist())
+        seen |= names
     rows = concat(loaded)
     if not len(rows):
         raise ValueError(f"no labelled application row in {', '.join(map(str, datasets))} (runs without "

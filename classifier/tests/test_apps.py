@@ -194,8 +194,15 @@ def test_datasets_are_combined_with_unique_run_names(app_dataset, tmp_path):
     rows = load_datasets([app_dataset, other])
     assert len(rows) == 2 * len(load_dataset(app_dataset))
     assert rows.skipped_runs == ["old-run", "b-old-run"]
-    with pytest.raises(ValueError, match="appears in"):
+    with pytest.raises(ValueError, match="given twice"):
         load_datasets([app_dataset, app_dataset / "manifest.toml"])
+    # Two recordings name their runs alike: the later one's runs take its folder's name.
+    again = write_dataset(tmp_path / "again", seed=9)
+    both = load_datasets([app_dataset, again])
+    assert len(both) == len(load_dataset(app_dataset)) + len(load_dataset(again))
+    first, second = set(load_dataset(app_dataset).run.tolist()), set(load_dataset(again).run.tolist())
+    assert first == second and set(both.run.tolist()) == first | {f"again/{r}" for r in second}
+    assert both.skipped_runs == ["old-run", "again/old-run"]
 
 
 def test_manifest_errors_say_what_is_wrong(app_dataset, tmp_path):
