@@ -10,18 +10,23 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::progress::Progress;
 use asa_scenarios::report::score_scenario;
-use asa_scenarios::runner::{run_scenario, ExpertSwitcher, ResultSet, RunOptions, ScenarioResult};
+use asa_scenarios::runner::{
+    prepare_scenario, run_one, run_scenario, scenario_duration, ExpertSwitcher, NoObserver,
+    ResultSet, RunOptions, RunOutcome, ScenarioResult,
+};
 use asa_scenarios::stats;
 use asa_scenarios::work::WorkUnit;
 use log::{info, warn};
 use serde::{Deserialize, Serialize};
 
+use crate::budget::run::{planned_classes, run_budget, BudgetOptions, BudgetReport, Runner};
+use crate::budget::{class_state, ClassRuns, Rules, Standing};
 use crate::{
     workload_class_name, ClassMapping, MachineFingerprint, MappingTable, RankedExpert,
     MAPPING_SCHEMA, MAPPING_VERSION,
@@ -62,6 +67,10 @@ pub struct PrototypeOptions {
     pub noise_floor: Option<f64>,
     /// Class grouping.
     pub scheme: ClassScheme,
+    /// A gain below this share of the best expert's score is not worth a switch: a class whose
+    /// every other expert is below the best beyond the noise or cannot gain this much over it
+    /// is recorded as settled ([`crate::budget`]).
+    pub min_gain: f64,
 }
 
 impl Default for PrototypeOptions {
@@ -70,6 +79,7 @@ impl Default for PrototypeOptions {
             stay: None,
             noise_floor: None,
             scheme: ClassScheme::ProbeLoad,
+            min_gain: crate::budget::DEFAULT_MIN_GAIN,
         }
     }
 }
@@ -105,6 +115,13 @@ pub struct ClassEvidence {
     pub chosen: String,
     /// True when the best expert was not chosen because its gain was within the noise.
     pub kept_stay: bool,
+    /// The chosen expert's mean minus the best mean of the others (None with one expert).
+    pub margin: Option<f64>,
+    /// Every other expert below the best beyond the noise or unable to gain `--min-gain` over
+    /// it, on runs paired by scenario and repetition ([`crate::budget::class_state`]).
+    pub settled: bool,
+    /// The experts still undecided against the best (empty when settled).
+    pub undecided: Vec<String>,
 }
 
 /// How the noise floor was obtained.
@@ -129,6 +146,8 @@ pub struct Prototype {
     pub stay: String,
     /// Scenarios left out (phased, failed or without valid runs), with the reason.
     pub left_out: Vec<(String, String)>,
+    /// The `--min-gain` the classes were settled against.
+    pub min_gain: f64,
 }
 
 /// Sample standard deviation (n − 1: the spread of repeated runs); 0 for fewer than two.
@@ -178,19 +197,106 @@ pub fn difference_threshold(a: &CellStats, b: &CellStats, noise_floor: f64) -> f
     noise_floor.max(2.0 * (variance_of_mean(a) + variance_of_mean(b)).sqrt())
 }
 
-/// Scores of every valid run, grouped by class and expert, from result sets.
-type ClassScores = BTreeMap<String, (Vec<String>, BTreeMap<String, Vec<f64>>)>;
+/// One class's runs from result sets.
+#[derive(Debug, Clone)]
+struct ClassData {
+    /// Scenarios pooled into it.
+    scenarios: Vec<String>,
+    /// Per scenario, every scored run as (expert, score).
+    per_scenario: Vec<Vec<(String, f64)>>,
+    /// The runs by unit (result set, scenario, repetition), for the comparisons of
+    /// [`crate::budget`].
+    runs: ClassRuns,
+}
+
+/// Every run of one scenario result with its score (`None`: skipped or invalid), as
+/// (expert, repetition, score); mid-run switch runs (`a>b`, stage 2) and the live agent's runs
+/// (stage 3) are no expert of their own and are left out.
+pub fn scored_runs(
+    catalogue: &ScenarioCatalogue,
+    result: &ScenarioResult,
+) -> Result<Vec<(String, u32, Option<f64>)>> {
+    let scored = score_scenario(catalogue, result)?;
+    let score_of = |expert: &str, rep: u32| {
+        scored
+            .runs
+            .iter()
+            .find(|r| r.expert == expert && r.rep == rep)
+            .map(|r| r.score)
+    };
+    let own = |expert: &str| {
+        crate::overhead::parse_switch(expert).is_none() && !crate::live::is_agent(expert)
+    };
+    let mut runs: Vec<(String, u32, Option<f64>)> = result
+        .runs
+        .iter()
+        .filter(|r| own(&r.expert))
+        .map(|r| {
+            let score = if r.valid {
+                score_of(&r.expert, r.rep)
+            } else {
+                None
+            };
+            (r.expert.clone(), r.rep, score)
+        })
+        .collect();
+    runs.extend(
+        result
+            .skipped
+            .iter()
+            .filter(|s| own(&s.expert))
+            .map(|s| (s.expert.clone(), s.rep, None)),
+    );
+    Ok(runs)
+}
+
+/// The scenario catalogue a result set stored, which scores its runs (`origin` names it in
+/// errors). A catalogue stored before probes and loads named their application class
+/// (`app_class`: per-application mode's, unused by the scores) gets the built-in catalogue's
+/// class of the same probe or load.
+pub fn stored_catalogue(set: &ResultSet, origin: &str) -> Result<ScenarioCatalogue> {
+    ScenarioCatalogue::parse(&set.catalogue_toml, origin).or_else(|first| {
+        match with_builtin_app_classes(&set.catalogue_toml) {
+            Some(text) => ScenarioCatalogue::parse(&text, origin).map_err(|_| first),
+            None => Err(first),
+        }
+    })
+}
+
+/// `text` with every probe and load lacking `app_class` given the built-in catalogue's; None
+/// when none lacks it or one is not in the built-in catalogue.
+fn with_builtin_app_classes(text: &str) -> Option<String> {
+    let mut doc: toml::Table = toml::from_str(text).ok()?;
+    let builtin: toml::Table = toml::from_str(asa_scenarios::catalogue::BUILTIN_SCENARIOS).ok()?;
+    let mut changed = false;
+    for kind in ["probe", "load"] {
+        let Some(entries) = doc.get_mut(kind).and_then(|v| v.as_table_mut()) else {
+            continue;
+        };
+        for (name, entry) in entries.iter_mut() {
+            let Some(entry) = entry.as_table_mut() else {
+                continue;
+            };
+            if !entry.contains_key("app_class") {
+                let class = builtin.get(kind)?.get(name)?.get("app_class")?.clone();
+                entry.insert("app_class".into(), class);
+                changed = true;
+            }
+        }
+    }
+    changed.then(|| toml::to_string(&doc).ok()).flatten()
+}
 
 fn collect_scores(
     sets: &[ResultSet],
     scheme: ClassScheme,
     left_out: &mut Vec<(String, String)>,
-) -> Result<ClassScores> {
-    let mut classes: ClassScores = BTreeMap::new();
-    // class → one (expert, score) list per scenario of the class.
-    let mut per_scenario: BTreeMap<String, Vec<Vec<(String, f64)>>> = BTreeMap::new();
+) -> Result<BTreeMap<String, ClassData>> {
+    // class → its scenarios with, per scenario, the set it came from and its scored runs.
+    type Scenario = (usize, String, Vec<(String, u32, Option<f64>)>);
+    let mut grouped: BTreeMap<String, Vec<Scenario>> = BTreeMap::new();
     for (i, set) in sets.iter().enumerate() {
-        let catalogue = ScenarioCatalogue::parse(&set.catalogue_toml, &format!("result set {i}"))
+        let catalogue = stored_catalogue(set, &format!("result set {i}"))
             .context("the scenario catalogue stored in a result set")?;
         for result in &set.scenarios {
             if let Some(e) = &result.error {
@@ -206,58 +312,176 @@ fn collect_scores(
                 ));
                 continue;
             }
-            let scored = score_scenario(&catalogue, result)?;
-            if scored.runs.is_empty() {
+            let runs = scored_runs(&catalogue, result)?;
+            if runs.iter().all(|(_, _, score)| score.is_none()) {
                 left_out.push((result.scenario.clone(), "no valid run".into()));
                 continue;
             }
             let class = scheme.class_of(&result.probe, &phases[0].load);
-            let entry = classes.entry(class.clone()).or_default();
-            if !entry.0.contains(&result.scenario) {
-                entry.0.push(result.scenario.clone());
-            }
-            // Mid-run switch runs (`a>b`, stage 2) and the live agent's runs (stage 3) are no
-            // expert of their own.
-            let runs: Vec<_> = scored
-                .runs
-                .into_iter()
-                .filter(|r| {
-                    crate::overhead::parse_switch(&r.expert).is_none()
-                        && !crate::live::is_agent(&r.expert)
-                })
-                .collect();
-            per_scenario
+            grouped
                 .entry(class)
                 .or_default()
-                .push(runs.into_iter().map(|r| (r.expert, r.score)).collect());
+                .push((i, result.scenario.clone(), runs));
         }
     }
-    for (class, scenarios) in per_scenario {
-        classes.get_mut(&class).expect("entered above").1 = centred_by_scenario(&scenarios);
+    let mut classes = BTreeMap::new();
+    for (class, scenarios) in grouped {
+        let mut names: Vec<String> = Vec::new();
+        let mut per_scenario = Vec::new();
+        let mut units: Vec<(usize, u32, String)> = Vec::new();
+        let mut experts: Vec<String> = Vec::new();
+        for (set, scenario, runs) in &scenarios {
+            if !names.contains(scenario) {
+                names.push(scenario.clone());
+            }
+            per_scenario.push(
+                runs.iter()
+                    .filter_map(|(e, _, x)| Some((e.clone(), (*x)?)))
+                    .collect::<Vec<_>>(),
+            );
+            let reps = sets[*set].options.reps.max(1);
+            let most = runs.iter().map(|(_, r, _)| r + 1).max().unwrap_or(0);
+            for rep in 0..reps.max(most) {
+                units.push((*set, rep, scenario.clone()));
+            }
+            for (e, _, _) in runs {
+                if !experts.contains(e) {
+                    experts.push(e.clone());
+                }
+            }
+        }
+        units.sort();
+        units.dedup();
+        let mut class_runs = ClassRuns::new(&class, units.len(), &experts);
+        for (set, scenario, runs) in &scenarios {
+            for (e, rep, x) in runs {
+                let key = (*set, *rep, scenario.clone());
+                let unit = units
+                    .binary_search(&key)
+                    .expect("every run's unit is listed");
+                class_runs.record(e, unit, *x);
+            }
+        }
+        classes.insert(
+            class,
+            ClassData {
+                scenarios: names,
+                per_scenario,
+                runs: class_runs,
+            },
+        );
     }
     Ok(classes)
 }
 
-/// Per expert, the run scores of a class's scenarios, each centred on its scenario's mean over
-/// every run and shifted back by the mean of all runs. A class that pools several scenarios
-/// (`--classes load`: one per probe, at very different score levels) then compares the experts
-/// within each scenario: the spreads measure how consistently an expert does against the
-/// others, not how different the probes are. A class of one scenario keeps its scores.
+/// The noise floor of classes' runs (each class's scenarios as (expert, score) lists): the
+/// median spread of the (class, expert) cells with 2+ runs, scores centred by scenario
+/// ([`centred_by_scenario`]).
+pub fn measured_noise<'a>(
+    classes: impl IntoIterator<Item = &'a [Vec<(String, f64)>]>,
+) -> NoiseEstimate {
+    let spreads: Vec<f64> = classes
+        .into_iter()
+        .flat_map(|scenarios| centred_by_scenario(scenarios).into_values())
+        .filter(|xs| xs.len() >= 2)
+        .map(|xs| sample_spread(&xs))
+        .collect();
+    noise_estimate(&spreads, "(class, expert) cells")
+}
+
+/// Per expert, the run scores of a class's scenarios, each centred on its scenario's level and
+/// shifted back by the mean of all runs. A class that pools several scenarios (`--classes
+/// load`: one per probe, at very different score levels) then compares the experts within each
+/// scenario: the spreads measure how consistently an expert does against the others, not how
+/// different the probes are. A class of one scenario keeps its scores. A scenario's level is
+/// its mean over every run when every expert ran it equally often; otherwise (a budgeted
+/// calibration gives the experts it drops fewer runs) the level of the additive fit
+/// [`additive_fit`], so that which experts ran a scenario does not move its level.
 pub fn centred_by_scenario(scenarios: &[Vec<(String, f64)>]) -> BTreeMap<String, Vec<f64>> {
     let all: Vec<f64> = scenarios.iter().flatten().map(|(_, x)| *x).collect();
     let overall = stats::mean(&all).unwrap_or(0.0);
+    let runs: Vec<(String, usize, f64)> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(i, runs)| runs.iter().map(move |(e, x)| (e.clone(), i, *x)))
+        .collect();
+    let fit = additive_fit(&runs);
     let mut cells: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for runs in scenarios {
-        let xs: Vec<f64> = runs.iter().map(|(_, x)| *x).collect();
-        let level = stats::mean(&xs).unwrap_or(0.0);
-        for (expert, x) in runs {
-            cells
-                .entry(expert.clone())
-                .or_default()
-                .push(x - level + overall);
-        }
+    for (expert, i, x) in runs {
+        cells
+            .entry(expert)
+            .or_default()
+            .push(x - fit.levels[&i] + overall);
     }
     cells
+}
+
+/// Scores explained as an expert's effect plus a unit's level (a scenario, or a scenario's
+/// repetition): [`additive_fit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdditiveFit {
+    /// Each expert's effect: its mean score above the mean unit level.
+    pub effects: BTreeMap<String, f64>,
+    /// Each unit's level.
+    pub levels: BTreeMap<usize, f64>,
+}
+
+impl AdditiveFit {
+    /// Each expert's mean score with the units' levels taken out, on the scale of the scores
+    /// (its effect plus the mean unit level): when every expert ran every unit, its plain mean.
+    pub fn adjusted_means(&self) -> BTreeMap<String, f64> {
+        let levels: Vec<f64> = self.levels.values().copied().collect();
+        let base = stats::mean(&levels).unwrap_or(0.0);
+        self.effects
+            .iter()
+            .map(|(e, effect)| (e.clone(), effect + base))
+            .collect()
+    }
+}
+
+/// Fits score = expert effect + unit level to runs `(expert, unit, score)` by alternating means
+/// (least squares). Where every expert ran every unit once, a unit's level is its mean and an
+/// expert's effect its mean minus the mean of all runs; where some ran fewer units, the fit
+/// still compares the experts within units: a unit only the best experts ran does not look
+/// better for it.
+pub fn additive_fit(runs: &[(String, usize, f64)]) -> AdditiveFit {
+    let mut by_unit: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for (_, u, x) in runs {
+        by_unit.entry(*u).or_default().push(*x);
+    }
+    let mut levels: BTreeMap<usize, f64> = by_unit
+        .iter()
+        .map(|(u, xs)| (*u, stats::mean(xs).unwrap_or(0.0)))
+        .collect();
+    let mut effects: BTreeMap<String, f64> = BTreeMap::new();
+    for _ in 0..10_000 {
+        let mut sums: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for (e, u, x) in runs {
+            let s = sums.entry(e.as_str()).or_default();
+            s.0 += x - levels[u];
+            s.1 += 1.0;
+        }
+        effects = sums
+            .into_iter()
+            .map(|(e, (sum, n))| (e.to_string(), sum / n))
+            .collect();
+        let mut sums: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+        for (e, u, x) in runs {
+            let s = sums.entry(*u).or_default();
+            s.0 += x - effects[e];
+            s.1 += 1.0;
+        }
+        let mut moved: f64 = 0.0;
+        for (u, (sum, n)) in sums {
+            let level = sum / n;
+            moved = moved.max((level - levels[&u]).abs());
+            levels.insert(u, level);
+        }
+        if moved < 1e-12 {
+            break;
+        }
+    }
+    AdditiveFit { effects, levels }
 }
 
 /// One class's experts ranked by the noise rule.
@@ -337,6 +561,8 @@ pub fn stay_expert<'a>(
                 name: name.to_string(),
                 ranked: ranked_rows(cells),
                 noise: 0.0,
+                margin: None,
+                settled: None,
             })
             .collect(),
         switches: Vec::new(),
@@ -361,24 +587,21 @@ pub fn prototype(
             floor,
             source: "given (--noise-floor)".into(),
         },
-        None => {
-            let spreads: Vec<f64> = classes
-                .values()
-                .flat_map(|(_, experts)| experts.values())
-                .filter(|xs| xs.len() >= 2)
-                .map(|xs| sample_spread(xs))
-                .collect();
-            noise_estimate(&spreads, "(class, expert) cells")
-        }
+        None => measured_noise(classes.values().map(|c| c.per_scenario.as_slice())),
     };
-    let classes: Vec<(String, Vec<String>, Vec<CellStats>)> = classes
+    let rules = Rules {
+        min_runs: crate::budget::MIN_RUNS,
+        min_gain: opts.min_gain,
+        noise_floor: noise.floor,
+    };
+    let classes: Vec<(String, ClassData, Vec<CellStats>)> = classes
         .into_iter()
-        .map(|(class, (scenarios, experts))| {
-            let cells = experts
+        .map(|(class, data)| {
+            let cells = centred_by_scenario(&data.per_scenario)
                 .iter()
                 .map(|(expert, xs)| cell_stats(expert, xs))
                 .collect();
-            (class, scenarios, cells)
+            (class, data, cells)
         })
         .collect();
     let stay = match &opts.stay {
@@ -392,7 +615,7 @@ pub fn prototype(
     };
     let mut table_classes = Vec::new();
     let mut evidence = Vec::new();
-    for (class, scenarios, cells) in classes {
+    for (class, data, cells) in classes {
         let Ranking {
             cells,
             ordered,
@@ -401,19 +624,36 @@ pub fn prototype(
             kept_stay,
         } = rank(cells, &stay, noise.floor);
         let chosen = ordered[0].expert.clone();
+        let margin = ordered[1..]
+            .iter()
+            .map(|c| c.mean)
+            .max_by(f64::total_cmp)
+            .map(|runner_up| ordered[0].mean - runner_up);
+        let state = class_state(&data.runs, &rules);
+        let undecided: Vec<String> = state
+            .comparisons
+            .iter()
+            .filter(|c| !matches!(c.standing, Standing::Below | Standing::WithinMinGain))
+            .map(|c| c.challenger.clone())
+            .collect();
         table_classes.push(ClassMapping {
             name: class.clone(),
             ranked: ranked_rows(&ordered),
             noise: if kept_stay { threshold } else { 0.0 },
+            margin,
+            settled: Some(state.settled()),
         });
         evidence.push(ClassEvidence {
             class,
-            scenarios,
+            scenarios: data.scenarios,
             cells,
             gain_over_stay: gain,
             threshold,
             chosen,
             kept_stay,
+            margin,
+            settled: state.settled(),
+            undecided,
         });
     }
     let mut table = MappingTable {
@@ -435,6 +675,7 @@ pub fn prototype(
         noise,
         stay,
         left_out,
+        min_gain: opts.min_gain,
     })
 }
 
@@ -586,37 +827,23 @@ pub fn run_or_resume(
         plan.reps,
         dir.display()
     );
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = results_path(dir);
-    let mut set = if path.exists() {
-        let set = ResultSet::load(&path)?;
-        check_version(&path, &set)?;
-        check_options(&path, &set, plan)?;
-        let done = set.scenarios.iter().filter(|r| complete(r, plan)).count();
-        info!(
-            "resuming {}: {done} scenario(s) already measured",
-            path.display()
+    let (path, mut set) = open_results(dir, catalogue_text, plan, switcher)?;
+    // Only a budgeted calibration saves a scenario before all its runs are made.
+    if let Some(partial) = set
+        .scenarios
+        .iter()
+        .find(|r| r.error.is_none() && !r.runs.is_empty() && !complete(r, plan))
+    {
+        bail!(
+            "{} holds the runs of a budgeted calibration ({} has {} of its {} runs): continue \
+             it with --budget, which runs only what can still change a class's choice, or \
+             calibrate into another --dir",
+            path.display(),
+            partial.scenario,
+            partial.runs.len() + partial.skipped.len(),
+            plan.reps as usize * plan.experts.len()
         );
-        set
-    } else {
-        // Calibrate the work unit once, on the default scheduler and an idle machine; a resumed
-        // run reuses the stored one so every run stays comparable.
-        switcher.pin(asa_experts::EEVDF).ok();
-        let options = RunOptions {
-            experts: plan.experts.clone(),
-            reps: plan.reps,
-            rotation: 0,
-            duration: plan.duration,
-            min_phase: plan.min_phase,
-            settle: plan.settle,
-            hold: plan.hold,
-            dirty_limit_kib: asa_scenarios::precondition::DIRTY_LIMIT_KIB,
-            cooldown: plan.cooldown,
-            work_dir: plan.work_dir.clone(),
-            work_unit: WorkUnit::calibrate(),
-        };
-        ResultSet::new(options, catalogue_text.to_string())
-    };
+    }
     // The stored options win (work unit above all); only the input folder may move.
     let mut options = set.options.clone();
     options.work_dir = plan.work_dir.clone();
@@ -661,6 +888,157 @@ pub fn run_or_resume(
     Ok(set)
 }
 
+/// The result set of the calibration folder `dir` — resumed when it holds one (refused when
+/// measured with other options or under another results version), else a new one whose work
+/// unit is calibrated now, on the default scheduler and an idle machine (a resumed set reuses
+/// its stored one, so every run stays comparable) — and the path of its file.
+fn open_results(
+    dir: &Path,
+    catalogue_text: &str,
+    plan: &CalibrationPlan,
+    switcher: &mut dyn ExpertSwitcher,
+) -> Result<(PathBuf, ResultSet)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = results_path(dir);
+    let set = if path.exists() {
+        let set = ResultSet::load(&path)?;
+        check_version(&path, &set)?;
+        check_options(&path, &set, plan)?;
+        let done = set.scenarios.iter().filter(|r| complete(r, plan)).count();
+        let runs: usize = set.scenarios.iter().map(|r| r.runs.len()).sum();
+        info!(
+            "resuming {}: {done} scenario(s) complete, {runs} run(s) measured",
+            path.display()
+        );
+        set
+    } else {
+        switcher.pin(asa_experts::EEVDF).ok();
+        let options = RunOptions {
+            experts: plan.experts.clone(),
+            reps: plan.reps,
+            rotation: 0,
+            duration: plan.duration,
+            min_phase: plan.min_phase,
+            settle: plan.settle,
+            hold: plan.hold,
+            dirty_limit_kib: asa_scenarios::precondition::DIRTY_LIMIT_KIB,
+            cooldown: plan.cooldown,
+            work_dir: plan.work_dir.clone(),
+            work_unit: WorkUnit::calibrate(),
+        };
+        ResultSet::new(options, catalogue_text.to_string())
+    };
+    Ok((path, set))
+}
+
+/// The scenario runner on this machine as the budgeted loop's [`Runner`]: each scenario's
+/// inputs are prepared before its first run.
+struct SystemRunner<'a> {
+    catalogue: &'a ScenarioCatalogue,
+    switcher: &'a mut dyn ExpertSwitcher,
+    options: RunOptions,
+    prepared: Vec<String>,
+    started: Instant,
+}
+
+impl Runner for SystemRunner<'_> {
+    fn run(&mut self, scenario: &str, expert: &str, rep: u32) -> Result<RunOutcome> {
+        let spec = self.catalogue.scenario(scenario)?;
+        if !self.prepared.iter().any(|s| s == scenario) {
+            prepare_scenario(self.catalogue, spec, &self.options.work_dir)?;
+            self.prepared.push(scenario.to_string());
+        }
+        run_one(
+            self.catalogue,
+            spec,
+            self.switcher,
+            &self.options,
+            expert,
+            rep,
+            &mut NoObserver,
+        )
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn nominal_cost(&self, scenario: &str) -> Duration {
+        let phases = self
+            .catalogue
+            .scenario(scenario)
+            .map(|s| s.phases())
+            .unwrap_or_default();
+        let o = &self.options;
+        o.hold + o.settle + scenario_duration(o, &phases) + o.cooldown
+    }
+}
+
+/// `asa calibrate --budget`: runs where the ranking of a class is still open, within `opts`'s
+/// budget ([`crate::budget`]), into the folder `dir` (resumable like [`run_or_resume`]: the runs
+/// it holds count, and a rerun continues from them). Returns the result set and what the loop
+/// did.
+pub fn run_budgeted(
+    dir: &Path,
+    catalogue_text: &str,
+    plan: &CalibrationPlan,
+    scheme: ClassScheme,
+    opts: &BudgetOptions,
+    switcher: &mut dyn ExpertSwitcher,
+) -> Result<(ResultSet, BudgetReport)> {
+    let catalogue = ScenarioCatalogue::parse(catalogue_text, "scenario catalogue")?;
+    let (classes, left_out) = planned_classes(&catalogue, &plan.scenarios, plan.reps, scheme)?;
+    for (scenario, why) in &left_out {
+        warn!("{scenario} is left out of the budgeted calibration: {why}");
+    }
+    if classes.is_empty() {
+        bail!(
+            "no single-phase scenario among --scenarios {}: a budgeted calibration compares \
+             experts per class of single-phase scenarios",
+            plan.scenarios.join(",")
+        );
+    }
+    let units: usize = classes.iter().map(|c| c.units.len()).sum();
+    info!(
+        "budgeted calibration of {} class(es), {} unit(s) × {} expert(s) at most, into {}{}",
+        classes.len(),
+        units,
+        plan.experts.len(),
+        dir.display(),
+        opts.budget
+            .map(|b| format!(" within {}", crate::budget::human(b)))
+            .unwrap_or_default()
+    );
+    let (path, mut set) = open_results(dir, catalogue_text, plan, switcher)?;
+    let stored = stored_catalogue(&set, "the stored scenario catalogue")?;
+    let mut options = set.options.clone();
+    options.work_dir = plan.work_dir.clone();
+    options.cooldown = plan.cooldown;
+    let report = {
+        let mut runner = SystemRunner {
+            catalogue: &catalogue,
+            switcher: &mut *switcher,
+            options,
+            prepared: Vec::new(),
+            started: Instant::now(),
+        };
+        run_budget(
+            &mut set,
+            &stored,
+            &classes,
+            opts,
+            &mut runner,
+            &mut |set| set.save(&path),
+            &mut |line| info!("{line}"),
+        )
+    };
+    // The machine goes back to its default scheduler whether or not the loop ended well.
+    let released = switcher.release();
+    let report = report?;
+    released?;
+    Ok((set, report))
+}
+
 /// A markdown report of a prototype: the table's reasons, class by class.
 pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
     let mut out = String::from("# Mapping calibration, stage 1 (prototype)\n\n");
@@ -697,13 +1075,19 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
     out.push_str(&format!(
         "\nNoise floor: {:.3} ({}). A class stays on {} (the stay expert) unless another \
          expert's mean score beats its mean by more than max(noise floor, 2 standard errors of \
-         the difference).\n\n",
-        proto.noise.floor, proto.noise.source, proto.stay
+         the difference). Margin: the chosen expert's mean minus the best other mean. Settled: \
+         every other expert is below the best beyond the noise or cannot gain {:.0} % over it \
+         (runs paired by scenario and repetition, the threshold widened for repeated looks; \
+         mapping/src/budget/mod.rs).\n\n",
+        proto.noise.floor,
+        proto.noise.source,
+        proto.stay,
+        proto.min_gain * 100.0
     ));
-    out.push_str(&format!("| class | scenarios | chosen | gain over {} | threshold | scores (mean ± spread, runs) |\n|---|---|---|---:|---:|---|\n", proto.stay));
+    out.push_str(&format!("| class | scenarios | chosen | gain over {} | threshold | margin | settled | scores (mean ± spread, runs) |\n|---|---|---|---:|---:|---:|---|---|\n", proto.stay));
     for e in &proto.evidence {
         out.push_str(&format!(
-            "| {} | {} | {}{} | {} | {:.3} | {} |\n",
+            "| {} | {} | {}{} | {} | {:.3} | {} | {} | {} |\n",
             e.class,
             e.scenarios.join(", "),
             e.chosen,
@@ -716,6 +1100,12 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
                 .map(|g| format!("{g:+.3}"))
                 .unwrap_or("n/a".into()),
             e.threshold,
+            e.margin.map(|m| format!("{m:+.3}")).unwrap_or("n/a".into()),
+            if e.settled {
+                "yes".to_string()
+            } else {
+                format!("no ({} undecided)", e.undecided.join(", "))
+            },
             e.cells
                 .iter()
                 .map(|c| format!("{} {:.3}±{:.3} ({})", c.expert, c.mean, c.spread, c.runs))
@@ -747,6 +1137,126 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::run::fixture::{empty_set, record, SCENARIO};
+
+    /// S20 × 4 repetitions of `levels` (expert, response time in ms, + 1 ms a repetition).
+    fn measured(levels: &[(&str, f64)], reps: u32) -> ResultSet {
+        let experts: Vec<&str> = levels.iter().map(|(e, _)| *e).collect();
+        let mut set = empty_set(&experts, reps);
+        set.scenarios.push(ScenarioResult {
+            scenario: SCENARIO.into(),
+            title: "Web Browsing & Network Transfer".into(),
+            probe: "web".into(),
+            runs: (0..reps)
+                .flat_map(|rep| {
+                    levels
+                        .iter()
+                        .map(move |(e, ms)| record(e, rep, ms + f64::from(rep)))
+                })
+                .collect(),
+            error: None,
+            skipped: Vec::new(),
+        });
+        set
+    }
+
+    /// Every row says how far its choice leads the runner-up and whether the class is settled:
+    /// here good (40 ms) leads bad (250 ms) beyond the noise in all 4 paired repetitions.
+    #[test]
+    fn a_row_records_its_margin_and_that_the_class_is_settled() {
+        let set = measured(&[("good", 40.0), ("bad", 250.0)], 4);
+        let proto = prototype(
+            std::slice::from_ref(&set),
+            test_machine(),
+            "2026-11-29T00:00:00Z".into(),
+            &PrototypeOptions::default(),
+        )
+        .unwrap();
+        let row = &proto.table.classes[0];
+        assert_eq!(row.ranked[0].expert, "good");
+        let gap = row.ranked[0].score - row.ranked[1].score;
+        assert!(
+            (row.margin.unwrap() - gap).abs() < 1e-12 && gap > 0.1,
+            "{row:?}"
+        );
+        assert_eq!(row.settled, Some(true));
+        let e = &proto.evidence[0];
+        assert!(e.settled && e.undecided.is_empty());
+        assert!(markdown(&proto, &[set]).contains(" | yes | "));
+    }
+
+    /// Two experts 1 ms apart in a plan of 2 repetitions: the runs cannot tell them apart, so
+    /// the class is open, the runner-up undecided.
+    #[test]
+    fn a_class_the_runs_could_not_decide_is_recorded_as_open() {
+        let set = measured(&[("a", 60.0), ("b", 61.0)], 2);
+        let opts = PrototypeOptions {
+            noise_floor: Some(0.05),
+            ..PrototypeOptions::default()
+        };
+        let proto = prototype(&[set], test_machine(), String::new(), &opts).unwrap();
+        assert_eq!(proto.table.classes[0].settled, Some(false));
+        assert_eq!(proto.evidence[0].undecided, ["b"]);
+    }
+
+    /// A result set saved before probes and loads named their application class is scored
+    /// with the built-in catalogue's classes.
+    #[test]
+    fn a_catalogue_stored_before_application_classes_still_scores() {
+        let mut set = measured(&[("good", 40.0)], 1);
+        set.catalogue_toml = asa_scenarios::catalogue::BUILTIN_SCENARIOS
+            .lines()
+            .filter(|l| !l.starts_with("app_class"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(ScenarioCatalogue::parse(&set.catalogue_toml, "old").is_err());
+        let catalogue = stored_catalogue(&set, "old").unwrap();
+        assert!(catalogue.scenario(SCENARIO).is_ok());
+        let mut broken = set.clone();
+        broken.catalogue_toml = "not toml".into();
+        assert!(stored_catalogue(&broken, "old").is_err());
+    }
+
+    struct NoSwitcher;
+
+    impl ExpertSwitcher for NoSwitcher {
+        fn pin(&mut self, expert: &str) -> Result<String> {
+            panic!("nothing may run, asked for {expert}")
+        }
+        fn still_pinned(&mut self, _: &str) -> Result<bool> {
+            Ok(true)
+        }
+        fn release(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A budgeted calibration leaves scenarios with some of their runs; the fixed plan would
+    /// measure them again whole, throwing those runs away, so it refuses and says what to do.
+    #[test]
+    fn a_fixed_plan_refuses_a_folder_with_a_budgeted_calibrations_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = measured(&[("good", 40.0), ("bad", 250.0)], 4);
+        set.scenarios[0].runs.truncate(3);
+        set.save(&results_path(dir.path())).unwrap();
+        let o = &set.options;
+        let plan = CalibrationPlan {
+            scenarios: vec![SCENARIO.into()],
+            experts: o.experts.clone(),
+            reps: o.reps,
+            duration: o.duration,
+            min_phase: o.min_phase,
+            settle: o.settle,
+            hold: o.hold,
+            cooldown: o.cooldown,
+            work_dir: o.work_dir.clone(),
+        };
+        let err = run_or_resume(dir.path(), &set.catalogue_toml, &plan, &mut NoSwitcher)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("S20 has 3 of its 8 runs"), "{err}");
+        assert!(err.contains("continue it with --budget"), "{err}");
+    }
 
     fn cell(expert: &str, mean: f64, spread: f64, runs: u32) -> CellStats {
         CellStats {
@@ -782,6 +1292,22 @@ mod tests {
         // One scenario: unchanged.
         let one = centred_by_scenario(&scenarios[..1]);
         assert!((one["a"][0] - 0.1).abs() < 1e-12 && (one["b"][0] - 0.2).abs() < 1e-12);
+    }
+
+    /// A budgeted calibration dropped b after the first scenario: the second, easy one (0.7)
+    /// only a ran. On plain scenario means a's runs would sit 0.05 below and right at their
+    /// levels; on the additive fit they agree, and b stays 0.1 above a, as in the one scenario
+    /// both ran.
+    #[test]
+    fn a_scenario_only_some_experts_ran_does_not_move_the_comparison() {
+        let scenarios = vec![
+            vec![("a".to_string(), 0.1), ("b".to_string(), 0.2)],
+            vec![("a".to_string(), 0.7)],
+        ];
+        let cells = centred_by_scenario(&scenarios);
+        let (a, b) = (&cells["a"], &cells["b"]);
+        assert!((a[0] - a[1]).abs() < 1e-9, "{a:?}");
+        assert!((b[0] - a[0] - 0.1).abs() < 1e-9, "{a:?} {b:?}");
     }
 
     #[test]
@@ -929,6 +1455,8 @@ mod tests {
                 })
                 .collect(),
             noise: 0.0,
+            margin: None,
+            settled: None,
         }
     }
 
@@ -991,6 +1519,8 @@ mod tests {
                 name: "game+kernel_build".into(),
                 ranked: ranked_rows(&r.ordered),
                 noise: r.threshold,
+                margin: None,
+                settled: None,
             }],
             switches: Vec::new(),
         };

@@ -1,6 +1,7 @@
 //! `asa calibrate` and `asa mapping show` (the agent binary wires these in).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
@@ -8,6 +9,8 @@ use asa_scenarios::runner::{ResultSet, SupervisorSwitcher};
 use asa_scenarios::ScenarioRunOptions;
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::budget::replay::{self, ReplayOptions};
+use crate::budget::run::BudgetOptions;
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
 use crate::live;
 use crate::overhead::{self, MidRunSwitcher};
@@ -48,9 +51,36 @@ pub struct CalibrateArgs {
     pub experts: Vec<String>,
     /// Repetitions of each (scenario, expert): the noise rule measures the run-to-run spread
     /// from cells run twice or more (`asa scenario run`, a one-off comparison, runs once by
-    /// default).
+    /// default). With --budget: the most a (scenario, expert) may get.
     #[arg(long, default_value_t = 2)]
     pub reps: u32,
+    /// Stage prototype: measure for at most this long (e.g. 90m, 2h, 1h30m), spending runs only
+    /// where a class's choice is still open: every expert gets 2 runs of each class, then the
+    /// leader is compared with each challenger until the challenger is below it beyond the
+    /// noise or cannot beat it by --min-gain. Stops when every class is settled or the next run
+    /// would not fit; rerun with the same --dir to continue (default: no budget, every
+    /// scenario under every expert --reps times).
+    #[arg(long, value_parser = parse_budget, value_name = "DURATION")]
+    pub budget: Option<Duration>,
+    /// A gain below this share of the best expert's score is not worth a switch: with --budget,
+    /// a challenger that cannot beat the leader by this much gets no more runs; every table
+    /// records whether each class is settled against it.
+    #[arg(long, default_value_t = crate::budget::DEFAULT_MIN_GAIN)]
+    pub min_gain: f64,
+    /// Run nothing: replay --budget over the raw results of an exhaustive calibration
+    /// (results.json), drawing the budgeted runs from the recorded ones, once per seed, and
+    /// compare each class's verdict with the exhaustive one; writes DIR/replay.json and
+    /// DIR/replay.md. Uses the set's own experts and scenarios, and --classes, --min-gain,
+    /// --noise-floor, --stay.
+    #[arg(long, value_name = "RESULTS.json")]
+    pub replay: Option<PathBuf>,
+    /// With --replay: replays with seeds 1 to N.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub seeds: u64,
+    /// With --replay: the budget as a share of the recorded runs, e.g. 0.35 (default: no
+    /// budget; each replay runs until every class is settled or its plan is spent).
+    #[arg(long, value_name = "SHARE")]
+    pub replay_budget: Option<f64>,
     // Run times, input folder, baseline: the same as `asa scenario run`'s.
     #[command(flatten)]
     pub run: ScenarioRunOptions,
@@ -162,10 +192,30 @@ fn now_utc() -> String {
     asa_scenarios::report::iso_utc(secs)
 }
 
+/// `--budget`'s value parser.
+fn parse_budget(text: &str) -> Result<Duration, String> {
+    crate::budget::parse_duration(text)
+}
+
 /// Runs `asa calibrate`.
 pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
     if args.report_only && args.stage != Stage::Live {
         bail!("--report-only re-renders a finished live run: use it with --stage live");
+    }
+    if !(args.min_gain.is_finite() && args.min_gain >= 0.0) {
+        bail!(
+            "--min-gain {} is no share of a score: give a number >= 0, e.g. 0.06 for 6 %",
+            args.min_gain
+        );
+    }
+    if args.stage != Stage::Prototype && (args.budget.is_some() || args.replay.is_some()) {
+        bail!(
+            "--budget and --replay choose the runs of stage prototype: leave out --stage {}",
+            format!("{:?}", args.stage).to_lowercase()
+        );
+    }
+    if let Some(results) = &args.replay {
+        return replay_command(args, results);
     }
     match args.stage {
         Stage::Prototype => prototype_stage(args),
@@ -178,17 +228,44 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
 fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
     let experts = asa_experts::Catalogue::builtin();
     check_experts(args, &experts)?;
+    if args.budget.is_some() && !args.from_results.is_empty() {
+        bail!(
+            "--budget chooses which runs to make, --from-results makes none: to see what a \
+             budget would have chosen from recorded runs, use --replay"
+        );
+    }
+    let mut budget_note = None;
     let sets = if args.from_results.is_empty() {
         need_sched_ext()?;
         let plan = plan(args, args.experts.clone(), catalogue_text(args)?)?;
         let mut switcher =
             SupervisorSwitcher::system().context("starting the expert supervisor")?;
-        vec![calibrate::run_or_resume(
-            &args.dir,
-            &plan.1,
-            &plan.0,
-            &mut switcher,
-        )?]
+        match args.budget {
+            Some(budget) => {
+                let opts = BudgetOptions {
+                    budget: Some(budget),
+                    min_gain: args.min_gain,
+                    noise_floor: args.noise_floor,
+                    experts: args.experts.clone(),
+                };
+                let (set, report) = calibrate::run_budgeted(
+                    &args.dir,
+                    &plan.1,
+                    &plan.0,
+                    args.classes,
+                    &opts,
+                    &mut switcher,
+                )?;
+                budget_note = Some(crate::budget::run::describe(&report));
+                vec![set]
+            }
+            None => vec![calibrate::run_or_resume(
+                &args.dir,
+                &plan.1,
+                &plan.0,
+                &mut switcher,
+            )?],
+        }
     } else {
         load_results(&args.from_results)?
     };
@@ -197,22 +274,75 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
         stay: args.stay.clone(),
         noise_floor: args.noise_floor,
         scheme: args.classes,
+        min_gain: args.min_gain,
     };
     let proto = calibrate::prototype(&sets, machine, now_utc(), &opts)?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating {}", args.dir.display()))?;
     let table_path = args.dir.join("mapping.toml");
     write(&table_path, &proto.table.to_toml()?)?;
-    write(
-        &args.dir.join("calibration.md"),
-        &calibrate::markdown(&proto, &sets),
-    )?;
+    let mut report = calibrate::markdown(&proto, &sets);
+    if let Some(note) = &budget_note {
+        report.push_str("\n## Budget\n\n");
+        report.push_str(note);
+        print!("{note}");
+    }
+    write(&args.dir.join("calibration.md"), &report)?;
     print!("{}", proto.table.render());
     println!(
         "table: {}  report: {}",
         table_path.display(),
         args.dir.join("calibration.md").display()
     );
+    Ok(())
+}
+
+/// `asa calibrate --replay RESULTS.json`: the budgeted calibration replayed over recorded runs
+/// ([`crate::budget::replay`]), written to `DIR/replay.json` and `DIR/replay.md`.
+fn replay_command(args: &CalibrateArgs, results: &Path) -> Result<()> {
+    if args.seeds == 0 {
+        bail!("--seeds 0 replays nothing: give at least 1");
+    }
+    if let Some(share) = args.replay_budget.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        bail!(
+            "--replay-budget {share} is no share of the recorded runs: give a number above 0, \
+             e.g. 0.35"
+        );
+    }
+    let set = ResultSet::load(results)?;
+    let opts = ReplayOptions {
+        seeds: (1..=args.seeds).collect(),
+        budget_share: args.replay_budget,
+        min_gain: args.min_gain,
+        noise_floor: args.noise_floor,
+        scheme: args.classes,
+        stay: args.stay.clone(),
+    };
+    let summary = replay::replay(&set, &opts).with_context(|| {
+        format!(
+            "replaying a budgeted calibration over {}",
+            results.display()
+        )
+    })?;
+    #[derive(serde::Serialize)]
+    struct Written<'a> {
+        source: String,
+        #[serde(flatten)]
+        summary: &'a replay::ReplaySummary,
+    }
+    let source = results.display().to_string();
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    write(
+        &args.dir.join("replay.json"),
+        &serde_json::to_string_pretty(&Written {
+            source: source.clone(),
+            summary: &summary,
+        })?,
+    )?;
+    let report = replay::markdown(&summary, &source);
+    write(&args.dir.join("replay.md"), &report)?;
+    print!("{report}");
     Ok(())
 }
 
@@ -511,6 +641,7 @@ pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
         stay: args.stay.clone().or_else(|| start_table.default_expert()),
         noise_floor: args.noise_floor,
         scheme: args.classes,
+        min_gain: args.min_gain,
     };
     let refined = calibrate::prototype(&sets, machine.clone(), now_utc(), &opts)?;
     let table = calibrate::refine_with(refined.table.clone(), &start_table, &machine);

@@ -163,6 +163,17 @@ pub struct ClassMapping {
     /// scored up to `noise` more. 0 (the default, omitted) in a hand-written table.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noise: f64,
+    /// The first expert's score minus the best score of the others: how far the row's choice
+    /// leads its runner-up (negative when the stay expert was kept within the noise). Absent
+    /// with one expert, in hand-written tables and in tables calibrated before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
+    /// Whether calibration settled the class: every other expert is below the best beyond the
+    /// noise or cannot beat it by the calibration's `--min-gain`, so more runs would not
+    /// change its choice. `false`: some comparison was still open when the runs ended (the
+    /// plan or the budget ran out). Absent where it was not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<bool>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -173,6 +184,28 @@ impl ClassMapping {
     /// The best-ranked expert whose name `usable` accepts.
     pub fn best_usable(&self, usable: impl Fn(&str) -> bool) -> Option<&RankedExpert> {
         self.ranked.iter().find(|r| usable(&r.expert))
+    }
+
+    /// How sure the row is, for humans: `cosmos first, +0.027 over flash (noise 0.061),
+    /// settled` — the margin to the runner-up, the noise it was judged against, and whether
+    /// the calibration settled the class.
+    pub fn confidence(&self) -> String {
+        let first = &self.ranked[0].expert;
+        let mut out = format!("{first} first");
+        match (self.margin, self.ranked.get(1)) {
+            (Some(m), Some(second)) => out.push_str(&format!(", {m:+.3} over {}", second.expert)),
+            (None, Some(_)) => out.push_str(", margin not recorded"),
+            (_, None) => out.push_str(", the only expert measured"),
+        }
+        if self.noise > 0.0 {
+            out.push_str(&format!(" (noise {:.3})", self.noise));
+        }
+        out.push_str(match self.settled {
+            Some(true) => ", settled",
+            Some(false) => ", open: more runs could change it",
+            None => "",
+        });
+        out
     }
 }
 
@@ -321,6 +354,12 @@ impl MappingTable {
                 return Err(invalid(format!(
                     "class {:?}: noise must be finite and >= 0 (noise {})",
                     class.name, class.noise
+                )));
+            }
+            if class.margin.is_some_and(|m| !m.is_finite()) {
+                return Err(invalid(format!(
+                    "class {:?}: margin must be finite (margin {:?})",
+                    class.name, class.margin
                 )));
             }
             let mut seen_experts = BTreeSet::new();
@@ -538,10 +577,22 @@ impl MappingTable {
                 .iter()
                 .map(|r| format!("{} {:.3}±{:.3} ({})", r.expert, r.score, r.spread, r.runs))
                 .collect();
-            let noise = if class.noise > 0.0 {
-                format!("  (noise {:.3})", class.noise)
-            } else {
+            let mut notes = Vec::new();
+            if class.noise > 0.0 {
+                notes.push(format!("noise {:.3}", class.noise));
+            }
+            if let Some(m) = class.margin {
+                notes.push(format!("margin {m:+.3}"));
+            }
+            match class.settled {
+                Some(true) => notes.push("settled".to_string()),
+                Some(false) => notes.push("open".to_string()),
+                None => {}
+            }
+            let noise = if notes.is_empty() {
                 String::new()
+            } else {
+                format!("  ({})", notes.join(", "))
             };
             out.push_str(&format!(
                 "{:width$}  {}{noise}\n",
@@ -657,6 +708,44 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
         assert!(err.contains("switch_s >= 0"), "{err}");
         // Round trip keeps them.
         assert_eq!(MappingTable::parse(&t.to_toml().unwrap(), "t").unwrap(), t);
+    }
+
+    /// Tables written before rows recorded their margin and settlement still read (both
+    /// absent); a row that has them keeps them through a round trip and says them.
+    #[test]
+    fn a_row_records_its_margin_and_whether_it_is_settled() {
+        let old = MappingTable::parse(&table(TWO_CLASSES), "t").unwrap();
+        let row = old.class("game+kernel_build").unwrap();
+        assert_eq!((row.margin, row.settled), (None, None));
+        assert_eq!(row.confidence(), "bpfland first, margin not recorded");
+        let text = table(TWO_CLASSES).replace(
+            "name = \"game+kernel_build\"\n",
+            "name = \"game+kernel_build\"\nmargin = 0.2\nsettled = true\n",
+        );
+        let t = MappingTable::parse(&text, "t").unwrap();
+        let row = t.class("game+kernel_build").unwrap();
+        assert_eq!((row.margin, row.settled), (Some(0.2), Some(true)));
+        assert_eq!(
+            row.confidence(),
+            "bpfland first, +0.200 over eevdf, settled"
+        );
+        assert!(
+            t.render().contains("(margin +0.200, settled)"),
+            "{}",
+            t.render()
+        );
+        assert_eq!(MappingTable::parse(&t.to_toml().unwrap(), "t").unwrap(), t);
+        let mut open = row.clone();
+        (open.margin, open.settled, open.noise) = (Some(-0.027), Some(false), 0.061);
+        assert_eq!(
+            open.confidence(),
+            "bpfland first, -0.027 over eevdf (noise 0.061), open: more runs could change it"
+        );
+        let alone = t.class("audio+disk_io").unwrap();
+        assert_eq!(alone.confidence(), "eevdf first, the only expert measured");
+        let bad = text.replace("margin = 0.2", "margin = nan");
+        let err = MappingTable::parse(&bad, "t").unwrap_err().to_string();
+        assert!(err.contains("margin must be finite"), "{err}");
     }
 
     #[test]
