@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Result};
 use asa_agent::control::expert_stats::{self, ExpertStats};
 use asa_agent::control::{client, AgentStatus, DecisionStatus, Request, StandbyStatus};
-use asa_agent::decision::engine::TickRecord;
+use asa_agent::decision::engine::{EngineInfo, TickRecord};
 use asa_experts::supervisor::unix_ms;
 use asa_experts::{Catalogue, SchedExt, ScxSnapshot};
 
@@ -319,6 +319,9 @@ fn print_decision(d: &DecisionStatus) {
             r.cost.infer_us
         );
     }
+    if let Some(row) = d.last.as_ref().and_then(|r| row_line(e, r)) {
+        println!("row:         {row}");
+    }
     if let Some(r) = &d.last_switch {
         line("last choice:", r);
     }
@@ -337,9 +340,61 @@ fn print_decision(d: &DecisionStatus) {
     }
 }
 
+/// The mapping row of the tick's voted class and how sure it is (`kernel_build: cosmos first,
+/// +0.012 over flash, settled`); None without a voted class or a row for it.
+fn row_line(engine: &EngineInfo, tick: &TickRecord) -> Option<String> {
+    let class = tick.decision.voted_class.as_deref()?;
+    let row = engine.class_rows.iter().find(|r| r.name == class)?;
+    Some(format!("{class}: {}", row.confidence()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tick whose vote went to `class` (None: no vote), as a decision-log line.
+    fn tick(class: Option<&str>) -> TickRecord {
+        serde_json::from_value(serde_json::json!({
+            "schema": "asa.decision", "version": 1, "tick": 7, "at_s": 7.0,
+            "probabilities": {}, "vote_scores": {}, "voted_class": class,
+            "margin": 0.6, "support": 0.9, "current_expert": "cosmos",
+            "target_expert": "cosmos", "action": "stay", "reason": {"kind": "already_running"},
+            "outcome": "stay", "unix_ms": 0, "missing_features": 0,
+            "cost": {"sample_us": 0.0, "infer_us": 0.0, "decide_us": 0.0}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_row_in_use_says_its_margin_and_whether_it_is_settled() {
+        let table = asa_mapping_table::MappingTable::parse(
+            r#"schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-29"
+[[class]]
+name = "kernel_build"
+margin = 0.012
+settled = true
+ranked = [
+  { expert = "cosmos", score = 0.556, spread = 0.04, runs = 4 },
+  { expert = "flash", score = 0.544, spread = 0.09, runs = 4 },
+]
+"#,
+            "t",
+        )
+        .unwrap();
+        let engine = EngineInfo {
+            class_rows: table.classes,
+            ..EngineInfo::default()
+        };
+        assert_eq!(
+            row_line(&engine, &tick(Some("kernel_build"))).as_deref(),
+            Some("kernel_build: cosmos first, +0.012 over flash, settled")
+        );
+        assert_eq!(row_line(&engine, &tick(Some("idle"))), None);
+        assert_eq!(row_line(&engine, &tick(None)), None);
+    }
 
     #[test]
     fn wait_for_polls_back_off_to_once_a_second() {

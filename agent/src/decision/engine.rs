@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use asa_experts::Catalogue;
-use asa_mapping_table::MappingTable;
+use asa_mapping_table::{ClassMapping, MappingTable};
 use serde::{Deserialize, Serialize};
 
 use super::classifier::{ModelInfo, OrtRuntime, WorkloadClassifier};
@@ -121,6 +121,10 @@ pub struct EngineInfo {
     /// table names none, or it is not usable here).
     #[serde(default)]
     pub default_expert: Option<String>,
+    /// The table's rows of the model's classes: `asa status` says how sure the row in use is
+    /// (its margin to the runner-up, whether calibration settled it).
+    #[serde(default)]
+    pub class_rows: Vec<ClassMapping>,
 }
 
 /// Where the decision engine's inputs come from.
@@ -233,6 +237,12 @@ impl DecisionEngine {
             policy: config,
             dry_run,
             default_expert: policy.fallback_expert().map(str::to_string),
+            class_rows: table
+                .classes
+                .iter()
+                .filter(|c| classes.contains(&c.name))
+                .cloned()
+                .collect(),
         };
         Ok(Self {
             classifier,
