@@ -329,6 +329,19 @@ fn asa_status(socket: &Path) -> (String, Option<String>) {
     )
 }
 
+/// The `org.freedesktop.DBus.Properties` proxy of the served object on `conn`.
+fn properties_proxy(
+    conn: &zbus::blocking::Connection,
+) -> zbus::blocking::fdo::PropertiesProxy<'static> {
+    zbus::blocking::fdo::PropertiesProxy::builder(conn)
+        .destination(asa_agent::dbus::BUS_NAME)
+        .unwrap()
+        .path(asa_agent::dbus::OBJECT_PATH)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
 /// The (property, string value) pairs of the PropertiesChanged signals on `bus` (of either
 /// interface: org.scx.Loader and org.asa.Agent1), from the moment this returns.
 fn properties_changed(bus: &PrivateBus) -> std::sync::mpsc::Receiver<(String, String)> {
@@ -340,13 +353,7 @@ fn properties_changed(bus: &PrivateBus) -> std::sync::mpsc::Receiver<(String, St
             .unwrap()
             .build()
             .unwrap();
-        let proxy = zbus::blocking::fdo::PropertiesProxy::builder(&conn)
-            .destination(asa_agent::dbus::BUS_NAME)
-            .unwrap()
-            .path(asa_agent::dbus::OBJECT_PATH)
-            .unwrap()
-            .build()
-            .unwrap();
+        let proxy = properties_proxy(&conn);
         let signals = proxy.receive_properties_changed().unwrap();
         subscribed.send(()).unwrap();
         for signal in signals {
@@ -624,13 +631,7 @@ fn the_agent_interface_reports_the_mode_and_signals_its_change() {
         .unwrap()
         .build()
         .unwrap();
-    let proxy = zbus::blocking::fdo::PropertiesProxy::builder(&conn)
-        .destination(asa_agent::dbus::BUS_NAME)
-        .unwrap()
-        .path(asa_agent::dbus::OBJECT_PATH)
-        .unwrap()
-        .build()
-        .unwrap();
+    let proxy = properties_proxy(&conn);
     let face =
         zbus::names::InterfaceName::try_from(asa_agent::dbus::agent_interface::INTERFACE).unwrap();
     let get = |name: &str| -> String {

@@ -111,7 +111,7 @@ fn calibration_in_the_vm_pins_every_expert_survives_an_interrupt_and_resumes() {
     assert!(out
         .read_out("second.log")
         .unwrap()
-        .contains("1 scenario(s) already measured"));
+        .contains("1 scenario(s) complete"));
     let set = ResultSet::load(&out.out_dir.join("cal/results.json")).unwrap();
     let names: Vec<&str> = set.scenarios.iter().map(|s| s.scenario.as_str()).collect();
     assert_eq!(names, ["CAL-GAME", "CAL-AUDIO"]);
