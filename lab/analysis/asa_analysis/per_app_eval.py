@@ -22,7 +22,7 @@ What each key is (None/null when it cannot be measured, never a default):
 - `wins_vs_best_static`, `losses_vs_best_static`: scenarios where the agent's cell is above /
   below the best static cell beyond the noise: means further apart than max(floor, 2 standard
   errors of the difference), a cell run once borrowing the floor as its spread (verdict.rs
-  `compare`, calibrate.rs `difference_threshold`, reimplemented here).
+  `compare`, mapping/src/calibrate/ranking.rs `difference_threshold`, reimplemented here).
 - `phased_above_best_static`: phased scenarios where the agent beats every static expert's
   cell beyond the noise; `phased_scenarios`: the phased scenarios evaluated.
 - `background_throughput_ratio`: mean over scenarios of the background loads' throughput under
@@ -83,7 +83,7 @@ def is_agent(name):
     return name in (AGENT, AGENT_DRY_RUN)
 
 
-# --- verdicts (mapping/src/live/verdict.rs, mapping/src/calibrate.rs) -------------------------
+# --- verdicts (mapping/src/live/verdict.rs, mapping/src/calibrate/ranking.rs) -------------------------
 
 def cell(scores):
     """A cell from its runs' scores: {'mean', 'spread' (sample sd, 0 for one run), 'runs'}."""

@@ -87,7 +87,7 @@ def app_class(pgid, cls, seconds, source='Recognised', support=0.6, cgroup=1, t=
 
 
 def live_cell(expert, mean, spread=0.0, runs=2):
-    """A cell of a live.json scenario (calibrate.rs CellStats)."""
+    """A cell of a live.json scenario (mapping/src/calibrate/mod.rs CellStats)."""
     return {'expert': expert, 'mean': mean, 'spread': spread, 'runs': runs}
 
 

@@ -1,0 +1,102 @@
+//! The prototype's markdown report: each class's table rows and why.
+
+use std::collections::BTreeMap;
+
+use asa_scenarios::runner::ResultSet;
+
+use super::Prototype;
+
+/// A markdown report of a prototype: the table's reasons, class by class.
+pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
+    let mut out = String::from("# Mapping calibration, stage 1 (prototype)\n\n");
+    if let Some(m) = &proto.table.machine {
+        out.push_str(&format!(
+            "Machine: {} · {} CPUs{} · {} MiB · kernel {} · experts {}\n\n",
+            m.cpu_model,
+            m.cores,
+            if m.smt { " (SMT)" } else { "" },
+            m.memory_mib,
+            m.kernel_release,
+            m.expert_versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for set in sets {
+        let o = &set.options;
+        out.push_str(&format!(
+            "Runs: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle, {:.0} s hold (measured on {}, {} CPUs, kernel {}).\n",
+            set.scenarios.len(),
+            o.experts.join(", "),
+            o.reps,
+            o.duration.as_secs_f64(),
+            o.settle.as_secs_f64(),
+            o.hold.as_secs_f64(),
+            set.machine.cpu_model,
+            set.machine.cpus,
+            set.machine.kernel
+        ));
+    }
+    out.push_str(&format!(
+        "\nNoise floor: {:.3} ({}). A class stays on {} (the stay expert) unless another \
+         expert's mean score beats its mean by more than max(noise floor, 2 standard errors of \
+         the difference). Margin: the chosen expert's mean minus the best other mean. Settled: \
+         every other expert is below the best beyond the noise or cannot gain {:.0} % over it \
+         (runs paired by scenario and repetition, the threshold widened for repeated looks; \
+         mapping/src/budget/mod.rs).\n\n",
+        proto.noise.floor,
+        proto.noise.source,
+        proto.stay,
+        proto.min_gain * 100.0
+    ));
+    out.push_str(&format!("| class | scenarios | chosen | gain over {} | threshold | margin | settled | scores (mean ± spread, runs) |\n|---|---|---|---:|---:|---:|---|---|\n", proto.stay));
+    for e in &proto.evidence {
+        out.push_str(&format!(
+            "| {} | {} | {}{} | {} | {:.3} | {} | {} | {} |\n",
+            e.class,
+            e.scenarios.join(", "),
+            e.chosen,
+            if e.kept_stay {
+                " (kept: within noise)"
+            } else {
+                ""
+            },
+            e.gain_over_stay
+                .map(|g| format!("{g:+.3}"))
+                .unwrap_or("n/a".into()),
+            e.threshold,
+            e.margin.map(|m| format!("{m:+.3}")).unwrap_or("n/a".into()),
+            if e.settled {
+                "yes".to_string()
+            } else {
+                format!("no ({} undecided)", e.undecided.join(", "))
+            },
+            e.cells
+                .iter()
+                .map(|c| format!("{} {:.3}±{:.3} ({})", c.expert, c.mean, c.spread, c.runs))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut chosen: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in &proto.evidence {
+        *chosen.entry(e.chosen.as_str()).or_default() += 1;
+    }
+    out.push_str(&format!(
+        "\nChosen per class: {}.\n",
+        chosen
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if !proto.left_out.is_empty() {
+        out.push_str("\nLeft out:\n\n");
+        for (s, why) in &proto.left_out {
+            out.push_str(&format!("- {s}: {why}\n"));
+        }
+    }
+    out
+}
