@@ -15,6 +15,8 @@ demo: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-gru-expert
 	target/release/asa-lab demo
 
+# A fresh clone builds once: incremental caches would only take disk.
+test: export CARGO_INCREMENTAL = 0
 test: kernel
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
