@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod daemon_common;
+
 fn asa() -> Command {
     Command::new(env!("CARGO_BIN_EXE_asa"))
 }
@@ -115,6 +117,46 @@ fn doctor_reports_the_mapping_table_it_is_given_with_the_place_of_its_error() {
         line.contains(mapping.to_str().unwrap()) && line.contains("at line 3, column 9"),
         "{line}"
     );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// A table of the default model's classes with one `[[layer]]` row of `class`, cpu_batch's
+/// policy with 5 ms slices.
+fn table_with_layer_row(dir: &Path, class: &str) -> std::path::PathBuf {
+    let classes =
+        daemon_common::mapping_table(&daemon_common::default_model_classes(), |_| "eevdf");
+    let path = dir.join(format!("{class}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "{classes}\n[[layer]]\nclass = \"{class}\"\npolicy = {{ kind = \"open\", slice_us = 5000, weight = 100 }}\nranked = [{{ expert = \"layered-{class}-5ms\", score = 0.6, spread = 0.01, runs = 4 }}]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn doctor_names_the_tables_layer_rows_and_refuses_a_class_the_plan_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = table_with_layer_row(dir.path(), "cpu_batch");
+    let text = stdout(&run(&["doctor", "--mapping", good.to_str().unwrap()]));
+    let line = text
+        .lines()
+        .find(|l| l[5..].starts_with("mapping: "))
+        .unwrap_or_else(|| panic!("no mapping line:\n{text}"));
+    assert!(
+        line.contains("calibrated layer policies: cpu_batch"),
+        "{line}"
+    );
+    let bad = table_with_layer_row(dir.path(), "gpu");
+    let out = run(&["doctor", "--mapping", bad.to_str().unwrap()]);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("FAIL mapping: "))
+        .unwrap_or_else(|| panic!("no FAIL mapping line:\n{text}"));
+    assert!(line.contains("\"gpu\"") && line.contains("layer"), "{line}");
     assert_eq!(out.status.code(), Some(1));
 }
 

@@ -1,6 +1,7 @@
 //! Per-application mode against a real sched_ext kernel: scx_layered from crates.io, started by
 //! the agent's supervisor behind the attach gate with ASA's layer plan (the catalogue's
-//! default, `layers/default.toml`) and the shared task-hint map, in the lab VM.
+//! default, `layers/default.toml`; under `asa run`, the mapping table's `[[layer]]` rows laid
+//! over it) and the shared task-hint map, in the lab VM.
 //!
 //! It needs the lab (qemu, the cached kernel, the experts): `make test` sets it up and runs
 //! it with `--include-ignored`.
@@ -128,9 +129,11 @@ fn scx_layered_runs_asas_layer_plan_under_the_supervisor_and_stops_to_eevdf() {
 fn pinned_applications_run_in_their_classes_layers_under_asa_run() {
     let dir = tempfile::tempdir().unwrap();
     let mapping = dir.path().join("mapping.toml");
+    // A calibrated layer row: scx_layered must run cpu_batch's layer with 5 ms slices.
+    let layer_row = "[[layer]]\nclass = \"cpu_batch\"\npolicy = { kind = \"open\", slice_us = 5000, weight = 100 }\nranked = [{ expert = \"layered-cpu_batch-5ms\", score = 0.6, spread = 0.01, runs = 4 }]\n";
     std::fs::write(
         &mapping,
-        mapping_table(&default_model_classes(), |_| "layered"),
+        mapping_table(&default_model_classes(), |_| "layered") + layer_row,
     )
     .unwrap();
     let script = format!(
@@ -140,6 +143,7 @@ rec() {{ echo "$1=$2" >> /lab/out/results; }}
 asa run {GUEST_RUN_ARGS} > /lab/out/daemon.log 2>&1 &
 D=$!
 asa status --wait-for layered --timeout 300 > /dev/null; rec layered $?
+tr '\0' '\n' < /proc/$(pidof scx_layered | cut -d' ' -f1)/cmdline | tail -n 1 > /lab/out/layer_config.json
 # Two jobs, each in a process group of its own as a shell with job control starts them. The
 # batch job works like a build: it keeps forking short CPU-bound children (they start with its
 # hint, inherited at fork). A lone endless hog would not do: a task alone on its CPU keeps
@@ -201,12 +205,26 @@ rec scx_processes $(pidof scx_layered | wc -w)
         classes.contains(&"cpu_batch".to_string()) && classes.contains(&"interactive".to_string()),
         "{apps:#}\n{daemon_log}"
     );
+    // The table's layer row reached scx_layered; the other layers kept the default plan's.
+    let config: serde_json::Value =
+        serde_json::from_str(out.read_out("layer_config.json").unwrap_or_default().trim())
+            .unwrap_or_else(|e| panic!("scx_layered's last argument is its layer JSON: {e}"));
+    let slice_of = |layer: &str| {
+        config
+            .as_array()
+            .and_then(|layers| layers.iter().find(|l| l["name"] == layer))
+            .map(|l| l["kind"]["Open"]["slice_us"].clone())
+    };
+    assert_eq!(slice_of("cpu_batch"), Some(5000.into()), "{config}");
+    assert_eq!(slice_of("interactive"), Some(3000.into()), "{config}");
+    let status = out.read_out("status.txt").unwrap_or_default();
+    assert!(
+        status.contains("layers:      cpu_batch 5 ms slices"),
+        "{status}"
+    );
     let monitor = out.read_out("monitor.txt").unwrap_or_default();
     let tasks = layer_tasks(&monitor);
-    eprintln!(
-        "tasks per layer: {tasks:?}\n{}",
-        out.read_out("status.txt").unwrap_or_default()
-    );
+    eprintln!("tasks per layer: {tasks:?}\n{status}");
     assert!(
         tasks.get("cpu_batch").copied().unwrap_or(0) >= 1,
         "{tasks:?}\n{monitor}"

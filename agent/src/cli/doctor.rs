@@ -659,6 +659,15 @@ fn mapping_check(
         .default_expert
         .as_deref()
         .map_or(String::new(), |e| format!(", default expert {e}"));
+    let default = if info.layer_rows.is_empty() {
+        default
+    } else {
+        let classes: Vec<&str> = info.layer_rows.iter().map(|r| r.class.as_str()).collect();
+        format!(
+            "{default}, calibrated layer policies: {}",
+            classes.join(", ")
+        )
+    };
     let without: Vec<&str> = info
         .class_experts
         .iter()

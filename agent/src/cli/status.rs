@@ -274,6 +274,9 @@ fn print_decision(d: &DecisionStatus) {
             println!("             {problem}");
         }
     }
+    if let Some(layers) = layers_line(&e.layer_rows) {
+        println!("layers:      {layers}");
+    }
     if let Some(default) = &e.default_expert {
         println!(
             "default:     {default} (the table's best over all classes: run at start and after {} unsure ticks)",
@@ -342,6 +345,29 @@ fn print_decision(d: &DecisionStatus) {
 
 /// The mapping row of the tick's voted class and how sure it is (`kernel_build: cosmos first,
 /// +0.012 over flash, settled`); None without a voted class or a row for it.
+/// The mapping table's calibrated layer policies, one clause per row (None without rows):
+/// `cpu_batch 5 ms slices (+0.070 over layered), the others the default plan's`.
+fn layers_line(rows: &[asa_mapping_table::LayerRow]) -> Option<String> {
+    if rows.is_empty() {
+        return None;
+    }
+    let clauses: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let slice = r.policy.slice_us as f64 / 1000.0;
+            let lead = match (r.margin, r.ranked.get(1)) {
+                (Some(m), Some(second)) => format!(" ({m:+.3} over {})", second.expert),
+                _ => String::new(),
+            };
+            format!("{} {slice} ms slices{lead}", r.class)
+        })
+        .collect();
+    Some(format!(
+        "{}; the others the default plan's",
+        clauses.join(", ")
+    ))
+}
+
 fn row_line(engine: &EngineInfo, tick: &TickRecord) -> Option<String> {
     let class = tick.decision.voted_class.as_deref()?;
     let row = engine.class_rows.iter().find(|r| r.name == class)?;
@@ -363,6 +389,35 @@ mod tests {
             "cost": {"sample_us": 0.0, "infer_us": 0.0, "decide_us": 0.0}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_layer_line_names_each_calibrated_layer_and_its_lead() {
+        assert_eq!(layers_line(&[]), None);
+        let table = asa_mapping_table::MappingTable::parse(
+            r#"schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-11-29"
+[[class]]
+name = "kernel_build"
+ranked = [{ expert = "layered", score = 1.0, spread = 0.0, runs = 0 }]
+[[layer]]
+class = "cpu_batch"
+policy = { kind = "open", slice_us = 5000, weight = 100 }
+ranked = [
+  { expert = "layered-cpu_batch-5ms", score = 0.62, spread = 0.02, runs = 6 },
+  { expert = "layered", score = 0.55, spread = 0.03, runs = 6 },
+]
+margin = 0.07
+"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            layers_line(&table.layers).unwrap(),
+            "cpu_batch 5 ms slices (+0.070 over layered); the others the default plan's"
+        );
     }
 
     #[test]

@@ -82,9 +82,12 @@ pub(super) struct AppMode {
 impl AppMode {
     /// Per-application mode for `asa run`: the pins (a malformed file is logged and reported by
     /// `asa status`, and there are no user pins), the catalogue's layer-plan experts and the
-    /// plan they were given (the default plan).
-    pub(super) fn new(settings: &RunSettings, catalogue: &Catalogue) -> Result<Self> {
-        let plan = asa_layers::default_plan();
+    /// plan they were given (the mapping table's: its layer rows over the default plan).
+    pub(super) fn new(
+        settings: &RunSettings,
+        catalogue: &Catalogue,
+        plan: LayerPlan,
+    ) -> Result<Self> {
         let (pins, problem) = AppPins::load(Some(&settings.app_pins), &settings.admin_app_pins);
         if let Some(e) = &problem {
             log::error!("{e}: starting with no application pins of `asa app set`");
@@ -521,7 +524,7 @@ mod tests {
         let mut settings = RunSettings::for_tests();
         settings.app_pins = dir.join("pins.toml");
         let catalogue = Catalogue::builtin();
-        AppMode::new(&settings, &catalogue).unwrap()
+        AppMode::new(&settings, &catalogue, asa_layers::default_plan()).unwrap()
     }
 
     #[test]

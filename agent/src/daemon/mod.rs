@@ -68,6 +68,18 @@ pub struct DaemonContext {
     pub standby: StandbySettings,
 }
 
+impl DaemonContext {
+    /// The context with `plan` given to the catalogue's layer-plan experts (each with its own
+    /// `layer_policies` over it), at the default hint map.
+    fn with_layer_plan(self, plan: &asa_layers::LayerPlan) -> Result<Self> {
+        let catalogue = self
+            .catalogue
+            .with_layer_plan(std::path::Path::new(asa_layers::DEFAULT_HINT_MAP), plan)
+            .map_err(|why| anyhow::anyhow!("the mapping table's layer plan: {why}"))?;
+        Ok(Self { catalogue, ..self })
+    }
+}
+
 /// `asa run`: runs until `stop` is set (or `--duration-s`), then restores EEVDF.
 ///
 /// The control socket is served first, before the slow start-up work (ONNX Runtime and the
@@ -92,7 +104,10 @@ pub fn run(args: &RunArgs, ctx: DaemonContext, stop: Stop) -> Result<()> {
     let control = serve_while_starting(&ctx)?;
     // Everything the decision needs, before the scheduler is touched.
     let pipeline = Pipeline::load(&settings, &ctx.catalogue, EEVDF)?;
-    let apps = AppMode::new(&settings, &ctx.catalogue)?;
+    // The layer-plan experts run the table's plan: its layer rows over the default plan.
+    let plan = pipeline.engine.layer_plan().clone();
+    let ctx = ctx.with_layer_plan(&plan)?;
+    let apps = AppMode::new(&settings, &ctx.catalogue, plan)?;
     let scx = SchedExt::system()?;
     // The bus name too, before the scheduler is touched: scx_loader owning it is one error.
     let dbus_agent = AgentLink::refusing("the agent is starting: try again in a moment");

@@ -5,8 +5,9 @@
 //!
 //! Everything is loaded and checked in [`DecisionEngine::load`] before the daemon touches the
 //! scheduler: ONNX Runtime, the model (its schema must equal the live one, which the caller
-//! passes), the mapping table (its classes must be the model's, its experts the catalogue's). A
-//! bad model is one clear error at start, and nothing is switched.
+//! passes), the mapping table (its classes must be the model's, its experts the catalogue's, its
+//! layer rows classes of ASA's layer plan). A bad model or table is one clear error at start,
+//! and nothing is switched.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use asa_experts::Catalogue;
-use asa_mapping_table::{ClassMapping, MappingTable};
+use asa_layers::LayerPlan;
+use asa_mapping_table::{ClassMapping, LayerRow, MappingTable};
 use serde::{Deserialize, Serialize};
 
 use super::classifier::{ModelInfo, OrtRuntime, WorkloadClassifier};
@@ -125,6 +127,10 @@ pub struct EngineInfo {
     /// (its margin to the runner-up, whether calibration settled it).
     #[serde(default)]
     pub class_rows: Vec<ClassMapping>,
+    /// The table's layer rows (per-application mode's calibrated layer policies; empty: the
+    /// default layer plan throughout).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_rows: Vec<LayerRow>,
 }
 
 /// Where the decision engine's inputs come from.
@@ -143,6 +149,7 @@ pub struct DecisionEngine {
     classifier: WorkloadClassifier,
     policy: Policy,
     info: EngineInfo,
+    layer_plan: LayerPlan,
 }
 
 impl DecisionEngine {
@@ -198,6 +205,20 @@ impl DecisionEngine {
                     sources.model.display()
                 )
             })?;
+        let layer_plan = table
+            .layer_plan(&asa_layers::default_plan(), &origin)
+            .context("the mapping table's layer rows do not fit ASA's layer plan")?;
+        if !table.layers.is_empty() {
+            log::info!(
+                "mapping {origin}: layer policies of {} calibrated, the other layers the default plan's",
+                table
+                    .layers
+                    .iter()
+                    .map(|r| r.class.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if !unmapped.is_empty() {
             log::warn!(
                 "mapping {origin} maps no expert for the classifier's classes {unmapped:?}: the agent keeps the current expert for them"
@@ -243,11 +264,13 @@ impl DecisionEngine {
                 .filter(|c| classes.contains(&c.name))
                 .cloned()
                 .collect(),
+            layer_rows: table.layers.clone(),
         };
         Ok(Self {
             classifier,
             policy,
             info,
+            layer_plan,
         })
     }
 
@@ -260,6 +283,12 @@ impl DecisionEngine {
     /// The engine's settings.
     pub fn info(&self) -> &EngineInfo {
         &self.info
+    }
+
+    /// The layer plan per-application mode gives scx_layered: ASA's default plan with the
+    /// mapping table's layer rows laid over it.
+    pub fn layer_plan(&self) -> &LayerPlan {
+        &self.layer_plan
     }
 
     /// The policy.

@@ -249,6 +249,7 @@ pub fn prototype(
         machine: Some(machine),
         classes: table_classes,
         switches: Vec::new(),
+        layers: Vec::new(),
     };
     table.default_expert = table.overall_best().map(|(expert, _)| expert);
     // The same checks a loaded file gets.
@@ -266,9 +267,9 @@ pub fn prototype(
 /// The refined table of a live session (stage 3): `measured`, the prototype of this session's
 /// static runs (and earlier result sets of the machine), over `start`, the table under test.
 /// Classes the runs did not cover keep `start`'s rows; `start`'s switch costs are kept when it
-/// was measured on `machine`; the default expert is the best over all the classes of the
-/// result, not over the few a live session measures (one class favouring EEVDF must not make
-/// EEVDF the agent's default for every class).
+/// was measured on `machine`, and its layer rows; the default expert is the best over all the
+/// classes of the result, not over the few a live session measures (one class favouring EEVDF
+/// must not make EEVDF the agent's default for every class).
 pub fn refine_with(
     measured: MappingTable,
     start: &MappingTable,
@@ -283,6 +284,10 @@ pub fn refine_with(
     }
     if start.machine.as_ref() == Some(machine) {
         table.switches = start.switches.clone();
+    }
+    // The live stage runs applications under the table's plan; it does not measure layers.
+    if table.layers.is_empty() {
+        table.layers = start.layers.clone();
     }
     table.default_expert = table
         .overall_best()
@@ -633,6 +638,7 @@ mod tests {
             machine: None,
             classes,
             switches: Vec::new(),
+            layers: Vec::new(),
         }
     }
 
@@ -686,6 +692,7 @@ mod tests {
                 settled: None,
             }],
             switches: Vec::new(),
+            layers: Vec::new(),
         };
         let text = table.to_toml().unwrap();
         let back = MappingTable::parse(&text, "t").unwrap();

@@ -248,6 +248,7 @@ pub fn stay_expert<'a>(
             })
             .collect(),
         switches: Vec::new(),
+        layers: Vec::new(),
     };
     provisional.overall_best().map(|(expert, _)| expert)
 }

@@ -4,7 +4,8 @@
 //! each workload class the classifier can recognise, which experts to use, best first, with the
 //! score that ranked them, its spread and how many runs back it. It also names the machine it was
 //! calibrated on. [`MappingTable::parse`] checks the format; [`MappingTable::validate`] checks the
-//! names against the expert catalogue and the classifier's classes. See `mapping/README.md`.
+//! names against the expert catalogue and the classifier's classes. Its `[[layer]]` rows give
+//! per-application mode's layer policies ([`layers`]). See `mapping/README.md`.
 //!
 //! Its own crate so the agent's decision path links only the table: calibration, which makes
 //! tables from scenario runs, is `asa-mapping`, whose public paths re-export this crate.
@@ -13,6 +14,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub mod layers;
+pub use layers::LayerRow;
 
 /// Schema name every mapping table must declare.
 pub const MAPPING_SCHEMA: &str = "asa.mapping";
@@ -261,6 +265,10 @@ pub struct MappingTable {
     /// taken as free.
     #[serde(rename = "switch", default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<SwitchCost>,
+    /// Per-application mode: application class → layer policy (calibration stage layers);
+    /// empty: ASA's default layer plan.
+    #[serde(rename = "layer", default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<LayerRow>,
 }
 
 /// Allowed values of [`MappingTable::source`].
@@ -386,6 +394,7 @@ impl MappingTable {
                 previous_score = ranked.score;
             }
         }
+        layers::check_layer_rows(&self.layers).map_err(invalid)?;
         let mut seen_switches = BTreeSet::new();
         for sw in &self.switches {
             if !seen_switches.insert((sw.from.as_str(), sw.to.as_str())) {
@@ -600,6 +609,7 @@ impl MappingTable {
                 ranked.join(" > ")
             ));
         }
+        out.push_str(&self.render_layers());
         out
     }
 }
