@@ -402,7 +402,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Calibrate(args) => {
-            asa_mapping::cli::calibrate_command(args)?;
+            // Stage layers runs each application in its labelled class's layer, as
+            // `asa scenario run --oracle-hints` does; the other stages do not use it.
+            let hints: asa_mapping::layers::ObserverFactory = Box::new(|experts| {
+                Box::new(asa_agent::action::oracle_hints::OracleHints::new(
+                    experts.clone(),
+                    asa_layers::default_plan(),
+                    asa_layers::DEFAULT_HINT_MAP.into(),
+                ))
+            });
+            asa_mapping::cli::calibrate_command_with(args, Some(hints))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mapping(args) => {

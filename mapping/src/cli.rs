@@ -25,6 +25,11 @@ pub enum Stage {
     Overhead,
     /// Run `asa run` on the catalogue and refine the table.
     Live,
+    /// Per-application mode: run every scenario under `layered` (ASA's default layer plan),
+    /// candidate policies (one class's slice changed) and whole-machine experts, with each
+    /// application in its labelled class's layer, and write the table's `[[layer]]` rows (the
+    /// policy per application class) and class rows (layered vs. the whole-machine experts).
+    Layers,
 }
 
 /// Arguments of `asa calibrate`.
@@ -54,6 +59,31 @@ pub struct CalibrateArgs {
     /// default). With --budget: the most a (scenario, expert) may get.
     #[arg(long, default_value_t = 2)]
     pub reps: u32,
+    /// Stage layers: the application classes whose layer policy to calibrate (classes of
+    /// layers/default.toml, or `other` for every unclassified task). Default: the app_class of
+    /// every selected scenario's probe and loads, plus `other`; with --from-results, every
+    /// class a candidate of DIR/candidates.toml changes alone.
+    #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
+    pub layer_classes: Vec<String>,
+    /// Stage layers: the time slices (µs) to try: one candidate per class and slice that
+    /// differs from the class's default slice, named layered-<class>-<ms>ms.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "5000,2000",
+        value_name = "US,..."
+    )]
+    pub layer_slices_us: Vec<u64>,
+    /// Stage layers: whole-machine experts run besides `layered`, so the class rows say per
+    /// load whether the layers or one expert serve it better (--experts is stage prototype's,
+    /// unused here); "" for none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cosmos",
+        value_name = "EXPERT,..."
+    )]
+    pub layer_experts: Vec<String>,
     /// Stage prototype: measure for at most this long (e.g. 90m, 2h, 1h30m), spending runs only
     /// where a class's choice is still open: every expert gets 2 runs of each class, then the
     /// leader is compared with each challenger until the challenger is below it beyond the
@@ -184,7 +214,7 @@ pub fn mapping_command(args: &MappingArgs) -> Result<()> {
     }
 }
 
-fn now_utc() -> String {
+pub(crate) fn now_utc() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -199,6 +229,16 @@ fn parse_budget(text: &str) -> Result<Duration, String> {
 
 /// Runs `asa calibrate`.
 pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
+    calibrate_command_with(args, None)
+}
+
+/// Runs `asa calibrate` with the agent's oracle-hint writer for stage layers (`hints`, which
+/// the agent binary makes: the mapping crate cannot depend on the agent); without it, stage
+/// layers can only build rows `--from-results`. The other stages do not use it.
+pub fn calibrate_command_with(
+    args: &CalibrateArgs,
+    hints: Option<crate::layers::ObserverFactory>,
+) -> Result<()> {
     if args.report_only && args.stage != Stage::Live {
         bail!("--report-only re-renders a finished live run: use it with --stage live");
     }
@@ -222,6 +262,7 @@ pub fn calibrate_command(args: &CalibrateArgs) -> Result<()> {
         Stage::Overhead => overhead_stage(args),
         Stage::Live if args.report_only => live_report_only(args),
         Stage::Live => live_stage(args),
+        Stage::Layers => crate::layers::stage::layers_stage(args, hints),
     }
 }
 
@@ -347,7 +388,7 @@ fn replay_command(args: &CalibrateArgs, results: &Path) -> Result<()> {
 }
 
 /// Result files, all measured on one machine.
-fn load_results(paths: &[PathBuf]) -> Result<Vec<ResultSet>> {
+pub(crate) fn load_results(paths: &[PathBuf]) -> Result<Vec<ResultSet>> {
     let sets = paths
         .iter()
         .map(|p| ResultSet::load(p))
@@ -716,12 +757,12 @@ fn absolute(path: &Path) -> Result<String> {
         .to_string())
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Measuring runs every expert, which needs sched_ext.
-fn need_sched_ext() -> Result<()> {
+pub(crate) fn need_sched_ext() -> Result<()> {
     if !Path::new(asa_experts::sched_ext::DEFAULT_SYSFS_ROOT).exists() {
         bail!(
             "calibration runs every expert, which needs a kernel with sched_ext ({} is missing): \
@@ -733,13 +774,13 @@ fn need_sched_ext() -> Result<()> {
 }
 
 /// The text of the scenario catalogue: `--catalogue` or the built-in one.
-fn catalogue_text(args: &CalibrateArgs) -> Result<String> {
+pub(crate) fn catalogue_text(args: &CalibrateArgs) -> Result<String> {
     asa_scenarios::catalogue::catalogue_text(args.catalogue.as_deref())
 }
 
 /// The calibration plan of `args` for `experts` over the scenario catalogue `text`, and that
 /// text.
-fn plan(
+pub(crate) fn plan(
     args: &CalibrateArgs,
     experts: Vec<String>,
     text: String,

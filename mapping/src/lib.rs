@@ -1,7 +1,8 @@
 //! Calibration of the mapping table (ASA paper §4.3): stage 1 ranks experts per class from
 //! scenario scores ([`calibrate`]; with a time budget, [`budget`] spends the runs where a
 //! class's ranking is still open), stage 2 measures what a switch costs ([`overhead`]), stage 3
-//! runs the real agent against the static experts ([`live`]); [`cli`] is `asa calibrate` and
+//! runs the real agent against the static experts ([`live`]); stage layers writes the table's
+//! per-application layer rows ([`layers`]); [`cli`] is `asa calibrate` and
 //! `asa mapping`. The table itself (format, checks) is the `asa-mapping-table` crate,
 //! re-exported here.
 
@@ -10,6 +11,7 @@ pub use asa_mapping_table::*;
 pub mod budget;
 pub mod calibrate;
 pub mod cli;
+pub mod layers;
 pub mod live;
 pub mod overhead;
 

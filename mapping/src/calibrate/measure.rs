@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::progress::Progress;
 use asa_scenarios::runner::{
-    prepare_scenario, run_one, run_scenario, scenario_duration, ExpertSwitcher, NoObserver,
-    ResultSet, RunOptions, RunOutcome, ScenarioResult,
+    prepare_scenario, run_one, run_scenario_observed, scenario_duration, ExpertSwitcher,
+    NoObserver, ResultSet, RunObserver, RunOptions, RunOutcome, ScenarioResult,
 };
 use asa_scenarios::work::WorkUnit;
 use log::{info, warn};
@@ -126,6 +126,18 @@ pub fn run_or_resume(
     plan: &CalibrationPlan,
     switcher: &mut dyn ExpertSwitcher,
 ) -> Result<ResultSet> {
+    run_or_resume_observed(dir, catalogue_text, plan, switcher, &mut NoObserver)
+}
+
+/// [`run_or_resume`] with `observer` told of every run (stage layers: the oracle-hint writer
+/// that puts each application in its labelled class's layer).
+pub fn run_or_resume_observed(
+    dir: &Path,
+    catalogue_text: &str,
+    plan: &CalibrationPlan,
+    switcher: &mut dyn ExpertSwitcher,
+    observer: &mut dyn RunObserver,
+) -> Result<ResultSet> {
     let catalogue = ScenarioCatalogue::parse(catalogue_text, "scenario catalogue")?;
     for name in &plan.scenarios {
         catalogue.scenario(name)?;
@@ -177,7 +189,7 @@ pub fn run_or_resume(
         // Each scenario starts at another expert (and the agent's modes), so none always
         // runs first after the scenario's set-up or last.
         options.rotation = i;
-        let result = match run_scenario(&catalogue, spec, switcher, &options) {
+        let result = match run_scenario_observed(&catalogue, spec, switcher, &options, observer) {
             Ok(r) => r,
             Err(e) => {
                 warn!("scenario {name} failed: {e:#}");

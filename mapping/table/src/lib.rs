@@ -246,7 +246,8 @@ pub struct MappingTable {
     pub schema: String,
     /// Must be [`MAPPING_VERSION`].
     pub version: u32,
-    /// How the table was made: `hand-written`, `prototype`, `overhead` or `live` (calibration stage).
+    /// How the table was made: `hand-written`, `prototype`, `overhead`, `live` or `layers`
+    /// (calibration stage).
     pub source: String,
     /// When it was made (ISO 8601 date or date-time, UTC).
     pub created: String,
@@ -272,7 +273,7 @@ pub struct MappingTable {
 }
 
 /// Allowed values of [`MappingTable::source`].
-pub const SOURCES: [&str; 4] = ["hand-written", "prototype", "overhead", "live"];
+pub const SOURCES: [&str; 5] = ["hand-written", "prototype", "overhead", "live", "layers"];
 
 impl MappingTable {
     /// Parses and checks the format (schema, version, duplicates, ranges, ordering); names are

@@ -1,0 +1,356 @@
+//! The candidates of stage layers: for each application class, the default plan's policy with
+//! another time slice, each an expert of its own (`layered-<class>-<slice>`), and the expert
+//! catalogue that holds them (`DIR/candidates.toml`).
+//!
+//! Invariant: a candidate differs from the default plan in one class's slice only, so its runs
+//! against `layered` measure that slice and nothing else.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{anyhow, bail, Context, Result};
+use asa_layers::{LayerPlan, LayerPolicy, OTHER_LAYER};
+use asa_scenarios::catalogue::{Catalogue as ScenarioCatalogue, ScenarioSpec, IDLE};
+
+use super::LAYERED;
+
+/// The slices (µs) tried for each class unless `--layer-slices-us` says otherwise.
+pub const DEFAULT_SLICES_US: [u64; 2] = [5000, 2000];
+
+/// One candidate: the default plan with another policy for one class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Expert name ([`candidate_name`]).
+    pub name: String,
+    /// The class (or [`OTHER_LAYER`]) whose policy it changes.
+    pub class: String,
+    /// That class's policy under this candidate.
+    pub policy: LayerPolicy,
+}
+
+/// `layered-<class>-<n>ms`, or `layered-<class>-<n>us` for a slice that is no whole ms.
+pub fn candidate_name(class: &str, slice_us: u64) -> String {
+    if slice_us.is_multiple_of(1000) {
+        format!("{LAYERED}-{class}-{}ms", slice_us / 1000)
+    } else {
+        format!("{LAYERED}-{class}-{slice_us}us")
+    }
+}
+
+/// The policy `plan` gives `class` (the last layer's for [`OTHER_LAYER`]), if it has the class.
+pub fn plan_policy(plan: &LayerPlan, class: &str) -> Option<LayerPolicy> {
+    if class == OTHER_LAYER {
+        return Some(plan.other);
+    }
+    plan.classes
+        .iter()
+        .find(|l| l.class == class)
+        .map(|l| l.policy)
+}
+
+/// The names `plan` has layers for, in its order, then [`OTHER_LAYER`].
+pub fn plan_classes(plan: &LayerPlan) -> Vec<String> {
+    plan.classes
+        .iter()
+        .map(|l| l.class.clone())
+        .chain([OTHER_LAYER.to_string()])
+        .collect()
+}
+
+/// For each class of `classes` and each slice of `slices_us` other than the class's slice in
+/// `plan`, the candidate with that slice (the rest of the class's policy unchanged), classes in
+/// the given order, slices in theirs (repeats ignored). A class `plan` lacks, or a slice
+/// scx_layered would refuse, is an error naming it.
+pub fn candidates(
+    plan: &LayerPlan,
+    classes: &[String],
+    slices_us: &[u64],
+) -> Result<Vec<Candidate>> {
+    let mut out = Vec::new();
+    for class in classes {
+        let base = plan_policy(plan, class).ok_or_else(|| {
+            anyhow!(
+                "layer class {class:?} is not in the layer plan (its classes: {})",
+                plan_classes(plan).join(", ")
+            )
+        })?;
+        let mut seen = BTreeSet::new();
+        for &slice_us in slices_us {
+            if slice_us == base.slice_us || !seen.insert(slice_us) {
+                continue;
+            }
+            let policy = LayerPolicy { slice_us, ..base };
+            policy
+                .check()
+                .map_err(|why| anyhow!("layer slice {slice_us} µs for class {class:?}: {why}"))?;
+            out.push(Candidate {
+                name: candidate_name(class, slice_us),
+                class: class.clone(),
+                policy,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The application classes of a scenario: its probe's and every (non-idle) load's `app_class`.
+pub fn scenario_classes(
+    catalogue: &ScenarioCatalogue,
+    spec: &ScenarioSpec,
+) -> Result<BTreeSet<String>> {
+    let probe = catalogue
+        .probes
+        .get(&spec.probe)
+        .with_context(|| format!("scenario {}: unknown probe {}", spec.name, spec.probe))?;
+    let mut classes = BTreeSet::from([probe.app_class.clone()]);
+    for phase in spec.phases() {
+        if phase.load == IDLE {
+            continue;
+        }
+        let load = catalogue
+            .loads
+            .get(&phase.load)
+            .with_context(|| format!("scenario {}: unknown load {}", spec.name, phase.load))?;
+        classes.insert(load.app_class.clone());
+    }
+    Ok(classes)
+}
+
+/// The classes stage layers calibrates by default: every class of the `scenarios`' probes and
+/// loads, in `plan`'s order, then [`OTHER_LAYER`] (every task no class claims is in every run).
+pub fn default_classes(
+    catalogue: &ScenarioCatalogue,
+    scenarios: &[String],
+    plan: &LayerPlan,
+) -> Result<Vec<String>> {
+    let mut found = BTreeSet::new();
+    for name in scenarios {
+        found.extend(scenario_classes(catalogue, catalogue.scenario(name)?)?);
+    }
+    found.insert(OTHER_LAYER.to_string());
+    let order = plan_classes(plan);
+    let mut classes: Vec<String> = order
+        .iter()
+        .filter(|c| found.contains(*c))
+        .cloned()
+        .collect();
+    // A class of the scenarios that the plan lacks: [`candidates`] says so.
+    classes.extend(found.into_iter().filter(|c| !order.contains(c)));
+    Ok(classes)
+}
+
+/// A whole expert catalogue (TOML that [`asa_experts::Catalogue::parse`] accepts) with, from
+/// `builtin` (the text of a catalogue, e.g. [`asa_experts::catalogue::BUILTIN_CATALOGUE`]): `eevdf`,
+/// `cosmos` when it has one, `layered` and the `whole_machine` experts; then one entry per
+/// candidate: `layered`'s entry named for the candidate with `layer_policies = { <class> =
+/// <policy> }`. An expert of `whole_machine` that `builtin` lacks is an error naming it.
+pub fn candidate_catalogue(
+    builtin: &str,
+    whole_machine: &[String],
+    candidates: &[Candidate],
+) -> Result<String> {
+    let doc: toml::Table = toml::from_str(builtin).context("reading the expert catalogue")?;
+    let entries = doc
+        .get("expert")
+        .and_then(|e| e.as_array())
+        .context("the expert catalogue has no [[expert]]")?;
+    let entry = |name: &str| {
+        entries
+            .iter()
+            .filter_map(|e| e.as_table())
+            .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(name))
+    };
+    let mut names: Vec<&str> = vec![asa_experts::EEVDF];
+    if entry("cosmos").is_some() {
+        names.push("cosmos");
+    }
+    names.push(LAYERED);
+    for name in whole_machine {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    let mut experts = Vec::new();
+    for name in names {
+        let e = entry(name).with_context(|| {
+            format!("expert {name:?} is not in the expert catalogue the candidates come from")
+        })?;
+        experts.push(toml::Value::Table(e.clone()));
+    }
+    let layered = entry(LAYERED).expect("layered is among the entries");
+    for c in candidates {
+        let mut e = layered.clone();
+        e.insert("name".into(), c.name.clone().into());
+        e.insert(
+            "description".into(),
+            format!(
+                "{LAYERED}, the {} layer with {} µs slices (stage layers candidate).",
+                c.class, c.policy.slice_us
+            )
+            .into(),
+        );
+        let policies = BTreeMap::from([(c.class.clone(), c.policy)]);
+        e.insert(
+            "layer_policies".into(),
+            toml::Value::try_from(policies).context("writing a candidate's policy")?,
+        );
+        experts.push(toml::Value::Table(e));
+    }
+    let mut out = toml::Table::new();
+    for key in ["schema", "version"] {
+        if let Some(v) = doc.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out.insert("expert".into(), toml::Value::Array(experts));
+    let text = format!(
+        "# Candidates of `asa calibrate --stage layers` (written by it): `{LAYERED}` (ASA's default\n\
+         # layer plan), each candidate (`{LAYERED}` with another slice for one class), and the\n\
+         # whole-machine experts compared with them. Also usable as `asa --catalogue FILE`.\n\n{}",
+        toml::to_string(&out).context("writing the candidate catalogue")?
+    );
+    asa_experts::Catalogue::parse(&text, "the candidate catalogue").map_err(|e| anyhow!("{e}"))?;
+    Ok(text)
+}
+
+/// Refuses options that would give no candidate: no slice at all.
+pub fn check_slices(slices_us: &[u64]) -> Result<()> {
+    if slices_us.is_empty() {
+        bail!("--layer-slices-us needs at least one slice (µs), e.g. 5000,2000");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classes(names: &[&str]) -> Vec<String> {
+        names.iter().map(|c| c.to_string()).collect()
+    }
+
+    /// Default plan: interactive 3 ms, io_bound 5 ms, cpu_batch 20 ms, other 20 ms. A slice
+    /// equal to the class's own gives no candidate; a slice of no whole ms is named in µs.
+    #[test]
+    fn candidates_are_named_for_class_and_slice_and_skip_the_default_slice() {
+        let plan = asa_layers::default_plan();
+        let got = candidates(
+            &plan,
+            &classes(&["interactive", "io_bound", "other"]),
+            &[5000, 2000, 2500, 5000],
+        )
+        .unwrap();
+        let names: Vec<&str> = got.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "layered-interactive-5ms",
+                "layered-interactive-2ms",
+                "layered-interactive-2500us",
+                "layered-io_bound-2ms",
+                "layered-io_bound-2500us",
+                "layered-other-5ms",
+                "layered-other-2ms",
+                "layered-other-2500us",
+            ]
+        );
+        let interactive = plan_policy(&plan, "interactive").unwrap();
+        assert_eq!(
+            got[0].policy,
+            LayerPolicy {
+                slice_us: 5000,
+                ..interactive
+            }
+        );
+    }
+
+    #[test]
+    fn a_class_the_plan_lacks_or_a_refused_slice_is_an_error_naming_it() {
+        let plan = asa_layers::default_plan();
+        let e = candidates(&plan, &classes(&["gpu"]), &[5000])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"gpu\"") && e.contains("cpu_batch"), "{e}");
+        let e = candidates(&plan, &classes(&["cpu_batch"]), &[50])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("50 µs") && e.contains("cpu_batch"), "{e}");
+    }
+
+    /// The catalogue text parses; each candidate is `layered`'s binary with one policy, so its
+    /// plan differs from the default in its own class only.
+    #[test]
+    fn the_candidate_catalogue_parses_and_each_candidate_changes_only_its_class() {
+        let plan = asa_layers::default_plan();
+        let cands = candidates(&plan, &classes(&["cpu_batch", "other"]), &[5000]).unwrap();
+        let text = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["lavd".to_string(), "cosmos".to_string()],
+            &cands,
+        )
+        .unwrap();
+        let cat = asa_experts::Catalogue::parse(&text, "candidates.toml").unwrap();
+        assert_eq!(
+            cat.names(),
+            [
+                "eevdf",
+                "cosmos",
+                "layered",
+                "lavd",
+                "layered-cpu_batch-5ms",
+                "layered-other-5ms"
+            ]
+        );
+        let builtin = asa_experts::Catalogue::builtin();
+        for name in ["eevdf", "cosmos", "layered", "lavd"] {
+            assert_eq!(cat.get(name), builtin.get(name), "{name}");
+        }
+        let layered = builtin.get(LAYERED).unwrap();
+        for c in &cands {
+            let e = cat.get(&c.name).unwrap();
+            assert!(e.layer_plan);
+            assert_eq!(
+                (&e.binary, &e.version, &e.ops_prefix),
+                (&layered.binary, &layered.version, &layered.ops_prefix)
+            );
+            assert_eq!(
+                e.layer_policies,
+                BTreeMap::from([(c.class.clone(), c.policy)])
+            );
+            let own = plan.with_policies(&e.layer_policies).unwrap();
+            for class in plan_classes(&plan) {
+                let (mine, theirs) = (plan_policy(&own, &class), plan_policy(&plan, &class));
+                if class == c.class {
+                    assert_eq!(mine.unwrap().slice_us, 5000);
+                } else {
+                    assert_eq!(mine, theirs, "{} changed {class}", c.name);
+                }
+            }
+            assert_eq!(
+                e.args.last().unwrap(),
+                &own.to_scx_layered_config().to_string()
+            );
+        }
+        let e = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["nope".into()],
+            &cands,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("\"nope\""), "{e}");
+    }
+
+    /// The built-in scenarios' probes are interactive and their loads cpu_batch, io_bound or
+    /// network; `other` always comes last.
+    #[test]
+    fn default_classes_are_the_scenarios_app_classes_in_plan_order_then_other() {
+        let catalogue = ScenarioCatalogue::builtin().unwrap();
+        let plan = asa_layers::default_plan();
+        let s20 = default_classes(&catalogue, &["S20".to_string()], &plan).unwrap();
+        assert_eq!(s20, ["interactive", "network", "other"]);
+        let all: Vec<String> = catalogue.scenarios.iter().map(|s| s.name.clone()).collect();
+        let every = default_classes(&catalogue, &all, &plan).unwrap();
+        assert_eq!(every.last().map(String::as_str), Some(OTHER_LAYER));
+        assert!(every.contains(&"cpu_batch".to_string()));
+    }
+}

@@ -1,0 +1,35 @@
+//! Calibration stage layers (`asa calibrate --stage layers`): the table's `[[layer]]` rows,
+//! per application class the scx_layered layer policy this machine should use.
+//!
+//! For each class to calibrate (default: the app classes of the selected scenarios' probes and
+//! loads, plus `other`) and each slice of a menu (default 5 ms, 2 ms) other than the class's
+//! default slice, a *candidate* is `layered` with that slice for that class alone
+//! ([`candidates`], catalogue `DIR/candidates.toml`). Every scenario runs under `layered`, the
+//! candidates and some whole-machine experts (default cosmos), the applications in their
+//! labelled classes' layers (the agent's oracle-hint writer). Then, per class, `layered` and
+//! the candidates that change that class are scored over the scenarios with an application of
+//! the class (all of them for `other`) and ranked by the noise rule with `layered` as the stay
+//! arm ([`layer_rows`]); the runs of `layered` and the whole-machine experts give the usual
+//! class rows (stage prototype on those runs), so the table says per load whether the layers
+//! or one expert serve it better.
+//!
+//! One job per file: `candidates.rs` the candidates and their catalogue; `rows.rs` the rows
+//! from scored runs; `report.rs` their section of `DIR/calibration.md`; `stage.rs` the command
+//! (measure or read runs, write the table and report).
+//!
+//! Invariant: a row leaves the default plan's policy only for a candidate that beat `layered`
+//! beyond the noise on the scenarios of its class, and its policy is the one that candidate was
+//! measured with.
+
+mod candidates;
+mod report;
+mod rows;
+pub(crate) mod stage;
+
+pub use candidates::*;
+pub use report::*;
+pub use rows::*;
+pub use stage::{candidates_path, layers_table, ObserverFactory};
+
+/// The expert that runs ASA's default layer plan: every class's default arm.
+pub const LAYERED: &str = "layered";

@@ -1,0 +1,389 @@
+//! The command of stage layers: measure (or read recorded runs), then write `DIR/mapping.toml`
+//! (class rows and layer rows) and `DIR/calibration.md`, and print the table.
+//!
+//! Invariant: the runs are made with the candidate catalogue written to `DIR/candidates.toml`,
+//! and rows are read against that same file, so a row's policy is what its arm ran.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use asa_experts::Catalogue;
+use asa_layers::LayerPlan;
+use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
+use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
+
+use super::{
+    candidate_catalogue, candidates, check_slices, default_classes, is_plan_variant, layer_rows,
+    markdown, scenario_runs, varied_classes, without_variants, LAYERED,
+};
+use crate::calibrate::{self, PrototypeOptions};
+use crate::cli::{self, CalibrateArgs};
+use crate::MappingTable;
+
+/// Makes the observer that puts each run's applications into their labelled classes' layers
+/// (the agent's `asa_agent::action::oracle_hints::OracleHints`), for the runs of the given
+/// catalogue's layer-plan experts. The mapping crate cannot depend on the agent, so the agent
+/// binary hands it in.
+pub type ObserverFactory = Box<dyn FnOnce(&Catalogue) -> Box<dyn RunObserver>>;
+
+/// The candidate catalogue of a calibration folder: `DIR/candidates.toml`.
+pub fn candidates_path(dir: &Path) -> PathBuf {
+    dir.join("candidates.toml")
+}
+
+/// `asa calibrate --stage layers`.
+pub(crate) fn layers_stage(args: &CalibrateArgs, hints: Option<ObserverFactory>) -> Result<()> {
+    let plan = asa_layers::default_plan();
+    let (sets, catalogue, classes) = if args.from_results.is_empty() {
+        measure(args, &plan, hints)?
+    } else {
+        recorded(args, &plan)?
+    };
+    let opts = PrototypeOptions {
+        stay: args.stay.clone(),
+        noise_floor: args.noise_floor,
+        scheme: args.classes,
+        min_gain: args.min_gain,
+    };
+    let (table, report) = layers_table(&sets, &catalogue, &plan, &classes, &opts, cli::now_utc())?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let table_path = args.dir.join("mapping.toml");
+    cli::write(&table_path, &table.to_toml()?)?;
+    let report_path = args.dir.join("calibration.md");
+    cli::write(&report_path, &report)?;
+    print!("{}", table.render());
+    println!(
+        "table: {}  report: {}",
+        table_path.display(),
+        report_path.display()
+    );
+    Ok(())
+}
+
+/// The whole-machine experts of `--layer-experts`: built-in, `layered` left out (it always
+/// runs), repeats and empty names ignored.
+fn whole_machine_experts(args: &CalibrateArgs) -> Result<Vec<String>> {
+    let builtin = Catalogue::builtin();
+    let mut out: Vec<String> = Vec::new();
+    for name in args.layer_experts.iter().map(|e| e.trim()) {
+        if name.is_empty() || name == LAYERED || out.iter().any(|e| e == name) {
+            continue;
+        }
+        if is_plan_variant(builtin.require(name)?) {
+            bail!("--layer-experts {name}: a layer-plan variant is no whole-machine expert");
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+/// Measures: writes `DIR/candidates.toml`, runs every selected scenario under `layered`, the
+/// candidates and the whole-machine experts with the hints of `hints` (resumable into
+/// `DIR/results.json`).
+fn measure(
+    args: &CalibrateArgs,
+    plan: &LayerPlan,
+    hints: Option<ObserverFactory>,
+) -> Result<(Vec<ResultSet>, Catalogue, Vec<String>)> {
+    check_slices(&args.layer_slices_us)?;
+    let whole = whole_machine_experts(args)?;
+    let (mut cal_plan, text) = cli::plan(args, Vec::new(), cli::catalogue_text(args)?)?;
+    let scenarios = ScenarioCatalogue::parse(&text, "scenario catalogue")?;
+    let present = default_classes(&scenarios, &cal_plan.scenarios, plan)?;
+    let classes = if args.layer_classes.is_empty() {
+        present.clone()
+    } else {
+        args.layer_classes.clone()
+    };
+    let cands = candidates(plan, &classes, &args.layer_slices_us)?;
+    // A class no selected scenario has would get no row: say so before hours of runs.
+    if let Some(absent) = classes.iter().find(|c| !present.contains(c)) {
+        bail!(
+            "--layer-classes {absent}: no selected scenario has an application of that class \
+             (theirs: {}); select scenarios that do, or leave it out",
+            present.join(", ")
+        );
+    }
+    let catalogue_text =
+        candidate_catalogue(asa_experts::catalogue::BUILTIN_CATALOGUE, &whole, &cands)?;
+    let catalogue = Catalogue::parse(&catalogue_text, "the candidate catalogue")?;
+    cal_plan.experts = std::iter::once(LAYERED.to_string())
+        .chain(cands.iter().map(|c| c.name.clone()))
+        .chain(whole)
+        .collect();
+    let hints = hints.context(
+        "stage layers runs the applications in their labelled classes' layers with the agent's \
+         hint writer: run it as `asa calibrate --stage layers`, or pass --from-results",
+    )?;
+    cli::need_sched_ext()?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let path = candidates_path(&args.dir);
+    if calibrate::results_path(&args.dir).exists() && path.exists() {
+        let written = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if written != catalogue_text {
+            bail!(
+                "{} holds other candidates than these options give (--layer-classes, \
+                 --layer-slices-us, --layer-experts, --scenarios): rerun with the options \
+                 its runs were made with, or calibrate into another --dir",
+                path.display()
+            );
+        }
+    }
+    cli::write(&path, &catalogue_text)?;
+    log::info!(
+        "stage layers: classes {}; {} candidate(s): {}",
+        classes.join(", "),
+        cands.len(),
+        cands
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut observer = hints(&catalogue);
+    let mut switcher = SupervisorSwitcher::system_with(catalogue.clone())
+        .context("starting the expert supervisor")?;
+    let set = calibrate::run_or_resume_observed(
+        &args.dir,
+        &text,
+        &cal_plan,
+        &mut switcher,
+        observer.as_mut(),
+    )?;
+    Ok((vec![set], catalogue, classes))
+}
+
+/// Recorded runs (`--from-results`) and the candidate catalogue they were measured with,
+/// `DIR/candidates.toml`; the classes are `--layer-classes`, else every class a candidate of
+/// the catalogue changes alone.
+fn recorded(
+    args: &CalibrateArgs,
+    plan: &LayerPlan,
+) -> Result<(Vec<ResultSet>, Catalogue, Vec<String>)> {
+    let path = candidates_path(&args.dir);
+    if !path.exists() {
+        bail!(
+            "{} is missing: --from-results reads the candidates' layer policies from the \
+             expert catalogue the runs were measured with; copy it there (the candidates.toml \
+             `asa calibrate --stage layers` wrote, or the file given to `asa --catalogue` for \
+             `asa scenario run --oracle-hints`)",
+            path.display()
+        );
+    }
+    let catalogue = Catalogue::load(&path)?;
+    let sets = cli::load_results(&args.from_results)?;
+    let classes = if args.layer_classes.is_empty() {
+        varied_classes(&catalogue, plan)
+    } else {
+        args.layer_classes.clone()
+    };
+    if classes.is_empty() {
+        bail!(
+            "{} has no candidate that changes one class's policy alone: name the classes with \
+             --layer-classes",
+            path.display()
+        );
+    }
+    Ok((sets, catalogue, classes))
+}
+
+/// The table of stage layers and its report from result sets measured with `catalogue`'s
+/// candidates: class rows from the runs of every expert but the candidates (stage
+/// prototype's rows, with `opts`), and one layer row per class of `classes` ([`layer_rows`],
+/// the noise floor `opts.noise_floor` or measured). The table passes the checks a loaded one
+/// gets and lays over `plan`.
+pub fn layers_table(
+    sets: &[ResultSet],
+    catalogue: &Catalogue,
+    plan: &LayerPlan,
+    classes: &[String],
+    opts: &PrototypeOptions,
+    created: String,
+) -> Result<(MappingTable, String)> {
+    let Some(first) = sets.first() else {
+        bail!("no result set: nothing to calibrate from");
+    };
+    let mut left_out = Vec::new();
+    let scenarios = scenario_runs(sets, &mut left_out)?;
+    let cal = layer_rows(&scenarios, catalogue, plan, classes, opts.noise_floor)?;
+    let whole = without_variants(sets, catalogue);
+    let machine = crate::machine_fingerprint(&first.machine, &Catalogue::builtin());
+    let proto = calibrate::prototype(&whole, machine, created, opts)?;
+    let mut table = proto.table.clone();
+    table.source = "layers".into();
+    table.layers = cal.rows.clone();
+    let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
+    table.layer_plan(plan, "the calibrated table")?;
+    let mut report = markdown(&cal);
+    report.push_str("\n# Class rows (layered and the whole-machine experts)\n\n");
+    report.push_str(&calibrate::markdown(&proto, &whole).replacen(
+        "# Mapping calibration, stage 1 (prototype)\n\n",
+        "",
+        1,
+    ));
+    Ok((table, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use asa_scenarios::runner::ScenarioResult;
+    use clap::Parser;
+
+    use super::*;
+    use crate::budget::run::fixture::{empty_set, record, SCENARIO};
+    use crate::cli::Stage;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        calibrate: CalibrateArgs,
+    }
+
+    fn args(words: &[&str]) -> CalibrateArgs {
+        let mut all = vec!["calibrate", "--stage", "layers"];
+        all.extend(words);
+        Cli::try_parse_from(all).unwrap().calibrate
+    }
+
+    /// S20 (web: interactive; network load: network) × 4 repetitions; response times in ms.
+    fn measured(levels: &[(&str, f64)]) -> ResultSet {
+        let experts: Vec<&str> = levels.iter().map(|(e, _)| *e).collect();
+        let mut set = empty_set(&experts, 4);
+        set.scenarios.push(ScenarioResult {
+            scenario: SCENARIO.into(),
+            title: "Web Browsing & Network Transfer".into(),
+            probe: "web".into(),
+            runs: (0..4)
+                .flat_map(|rep| {
+                    levels
+                        .iter()
+                        .map(move |(e, ms)| record(e, rep, ms + f64::from(rep)))
+                })
+                .collect(),
+            error: None,
+            skipped: Vec::new(),
+        });
+        set
+    }
+
+    fn catalogue(classes: &[String]) -> Catalogue {
+        let cands = candidates(&asa_layers::default_plan(), classes, &[2000]).unwrap();
+        let text = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["cosmos".into()],
+            &cands,
+        )
+        .unwrap();
+        Catalogue::parse(&text, "candidates.toml").unwrap()
+    }
+
+    /// The 2 ms network candidate answers in 40 ms where layered takes 250: it wins the
+    /// network row; the 2 ms interactive candidate is worse, so interactive stays on layered;
+    /// the class rows rank layered and cosmos only.
+    #[test]
+    fn the_table_has_class_rows_of_whole_machine_experts_and_a_layer_row_per_class() {
+        let classes: Vec<String> = ["interactive", "network", "other"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let set = measured(&[
+            (LAYERED, 250.0),
+            ("layered-network-2ms", 40.0),
+            ("layered-interactive-2ms", 300.0),
+            ("cosmos", 60.0),
+        ]);
+        let (table, report) = layers_table(
+            &[set],
+            &catalogue(&classes),
+            &asa_layers::default_plan(),
+            &classes,
+            &PrototypeOptions::default(),
+            "2026-11-30T00:00:00Z".into(),
+        )
+        .unwrap();
+        let experts: Vec<&str> = table.classes[0]
+            .ranked
+            .iter()
+            .map(|r| r.expert.as_str())
+            .collect();
+        assert_eq!(experts, ["cosmos", LAYERED]);
+        let layer_classes: Vec<&str> = table.layers.iter().map(|r| r.class.as_str()).collect();
+        assert_eq!(layer_classes, ["interactive", "network", "other"]);
+        let network = table.layer("network").unwrap();
+        assert_eq!(network.ranked[0].expert, "layered-network-2ms");
+        assert_eq!(network.policy.slice_us, 2000);
+        assert_eq!(
+            table.layer("interactive").unwrap().ranked[0].expert,
+            LAYERED
+        );
+        // No run of the other candidate: layered alone, no margin.
+        let other = table.layer("other").unwrap();
+        assert_eq!(other.ranked.len(), 1);
+        assert_eq!(other.margin, None);
+        assert!(report.contains("## Layer network") && report.contains("# Class rows"));
+        assert!(table.render().contains("layered-network-2ms"));
+    }
+
+    #[test]
+    fn stage_layers_flags_default_to_5_and_2_ms_and_cosmos() {
+        let a = args(&["--dir", "d"]);
+        assert_eq!(a.stage, Stage::Layers);
+        assert_eq!(a.layer_slices_us, [5000, 2000]);
+        assert_eq!(a.layer_experts, ["cosmos"]);
+        assert!(a.layer_classes.is_empty());
+        let a = args(&["--dir", "d", "--layer-classes", "cpu_batch,other"]);
+        assert_eq!(a.layer_classes, ["cpu_batch", "other"]);
+    }
+
+    #[test]
+    fn from_results_without_the_candidate_catalogue_says_what_to_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let e = layers_stage(&args(&["--dir", d, "--from-results", "r.json"]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("candidates.toml is missing"), "{e}");
+        assert!(e.contains("asa --catalogue"), "{e}");
+    }
+
+    /// Measuring needs the agent's hint writer; without it nothing is written.
+    #[test]
+    fn measuring_without_the_hint_writer_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cal");
+        let e = layers_stage(&args(&["--dir", d.to_str().unwrap()]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hint writer"), "{e}");
+        assert!(!d.exists());
+    }
+
+    /// S20 has interactive and network applications: a cpu_batch row could never be made.
+    #[test]
+    fn a_class_no_selected_scenario_has_is_refused_before_measuring() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cal");
+        let words = ["--dir", d.to_str().unwrap(), "--scenarios", "S20"];
+        let e = layers_stage(
+            &args(&[&words[..], &["--layer-classes", "cpu_batch"]].concat()),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("cpu_batch") && e.contains("interactive, network, other"),
+            "{e}"
+        );
+        let e = layers_stage(
+            &args(&[&words[..], &["--layer-classes", "gpu"]].concat()),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("\"gpu\" is not in the layer plan"), "{e}");
+        assert!(!d.exists());
+    }
+}
