@@ -1,5 +1,6 @@
-//! Compiles the BPF programs (the scheduler, the recorder and the floor control) into libbpf-rs
-//! skeletons and generates Rust bindings for the shared header `intf.h`.
+//! Compiles the BPF programs (the scheduler, the recorder, the floor control and the in-BPF
+//! model's host programs) into libbpf-rs skeletons and generates Rust bindings for the shared
+//! headers `intf.h` and `mlp_intf.h`.
 
 fn main() {
     scx_cargo::BpfBuilder::new()
@@ -18,4 +19,10 @@ fn main() {
         .enable_skel("src/bpf/floor.bpf.c", "floor")
         .build()
         .expect("build the scx_floor BPF scheduler");
+    scx_cargo::BpfBuilder::new()
+        .expect("set up the BPF builder (is clang on PATH?)")
+        .enable_intf("src/bpf/mlp_intf.h", "mlp_intf.rs")
+        .enable_skel("src/bpf/mlp_bench.bpf.c", "mlp_bench")
+        .build()
+        .expect("build the in-BPF model's host programs");
 }

@@ -1,0 +1,100 @@
+//! The in-BPF model on the host kernel (BPF, no sched_ext needed): the BPF programs of
+//! `src/bpf/mlp_bench.bpf.c` must compute, bit for bit, the features, logits and CPU that
+//! `train/mlp_fixed.py` computed for the golden cases (`model/mlp_golden.json`), and must
+//! refuse a missing or malformed model.
+//!
+//! These tests need root and a kernel with BTF. Without them they print why and pass
+//! (skip); with them, any difference fails.
+
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+
+use asa_gru_expert::mlp::{bpf_available, BenchProg, BpfMlp, Golden, MlpModel, BENCH_SLOTS};
+use asa_gru_expert::mlp_intf;
+
+fn model_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("model")
+}
+
+/// None (and a note on stderr) when BPF cannot be used here.
+fn bpf_or_skip(test: &str) -> Option<()> {
+    match bpf_available() {
+        Ok(()) => Some(()),
+        Err(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn bpf_model_computes_what_python_fixed_point_computes() {
+    if bpf_or_skip("bpf_model_computes_what_python_fixed_point_computes").is_none() {
+        return;
+    }
+    let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
+    let golden = Golden::load(&model_dir().join("mlp_golden.json")).unwrap();
+    let mut open_object = MaybeUninit::uninit();
+    let bpf = BpfMlp::load(&mut open_object).unwrap();
+    bpf.set_model(&model, 1).unwrap();
+    for (k, case) in golden.cases.iter().enumerate() {
+        let (features, logits, cpu) = bpf.eval(&case.raw()).unwrap();
+        let features: Vec<i64> = features[..model.n_in].iter().map(|v| *v as i64).collect();
+        let logits: Vec<i64> = logits[..model.n_out].iter().map(|v| *v as i64).collect();
+        assert_eq!(features, case.features, "features of golden case {k}");
+        assert_eq!(logits, case.logits, "logits of golden case {k}");
+        assert_eq!(cpu, case.cpu as i32, "CPU of golden case {k}");
+    }
+    // The timed program decides the same: one pass over its input slots.
+    let raws: Vec<_> = golden.cases.iter().map(|c| c.raw()).collect();
+    bpf.set_bench_inputs(&raws).unwrap();
+    bpf.time(BenchProg::Decide, BENCH_SLOTS as u32).unwrap();
+    let cpus = bpf.bench_cpus().unwrap();
+    for (slot, cpu) in cpus.iter().enumerate() {
+        let want = golden.cases[slot % golden.cases.len()].cpu as i32;
+        assert_eq!(*cpu, want, "timed program, slot {slot}");
+    }
+}
+
+#[test]
+fn bpf_model_refuses_a_missing_or_malformed_model_and_takes_a_new_one() {
+    if bpf_or_skip("bpf_model_refuses_a_missing_or_malformed_model_and_takes_a_new_one").is_none() {
+        return;
+    }
+    let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
+    let golden = Golden::load(&model_dir().join("mlp_golden.json")).unwrap();
+    let case = &golden.cases[0];
+    let mut open_object = MaybeUninit::uninit();
+    let bpf = BpfMlp::load(&mut open_object).unwrap();
+    let err = |e: u32| -(e as i32);
+    // An empty map slot: no magic.
+    assert_eq!(
+        bpf.eval(&case.raw()).unwrap().2,
+        err(mlp_intf::gru_mlp_err_GRU_MLP_ERR_NO_MODEL)
+    );
+    let good = model.map_value(1);
+    let mut v = good;
+    v.version += 1;
+    bpf.set_model_value(&v).unwrap();
+    assert_eq!(
+        bpf.eval(&case.raw()).unwrap().2,
+        err(mlp_intf::gru_mlp_err_GRU_MLP_ERR_VERSION)
+    );
+    for broken in [
+        |v: &mut mlp_intf::gru_mlp_model| v.n_in += 1,
+        |v: &mut mlp_intf::gru_mlp_model| v.n_out = 17,
+        |v: &mut mlp_intf::gru_mlp_model| v.n_hidden = 0,
+        |v: &mut mlp_intf::gru_mlp_model| v.frac_bits = 17,
+    ] {
+        let mut v = good;
+        broken(&mut v);
+        bpf.set_model_value(&v).unwrap();
+        assert_eq!(
+            bpf.eval(&case.raw()).unwrap().2,
+            err(mlp_intf::gru_mlp_err_GRU_MLP_ERR_SHAPE)
+        );
+    }
+    // A model update through the map takes effect at the next decision.
+    bpf.set_model(&model, 2).unwrap();
+    assert_eq!(bpf.eval(&case.raw()).unwrap().2, case.cpu as i32);
+}
