@@ -209,7 +209,7 @@ pub fn layers_table(
     let mut left_out = Vec::new();
     let scenarios = scenario_runs(sets, &mut left_out)?;
     let cal = layer_rows(&scenarios, catalogue, plan, classes, opts.noise_floor)?;
-    let whole = without_variants(sets, catalogue);
+    let (whole, stands_for) = calibrated_plan_runs(sets, catalogue, plan, &cal.rows);
     let machine = crate::machine_fingerprint(&first.machine, &Catalogue::builtin());
     let proto = calibrate::prototype(&whole, machine, created, opts)?;
     let mut table = proto.table.clone();
@@ -219,12 +219,83 @@ pub fn layers_table(
     table.layer_plan(plan, "the calibrated table")?;
     let mut report = markdown(&cal);
     report.push_str("\n# Class rows (layered and the whole-machine experts)\n\n");
+    report.push_str(&stands_for);
+    report.push_str("\n\n");
     report.push_str(&calibrate::markdown(&proto, &whole).replacen(
         "# Mapping calibration, stage 1 (prototype)\n\n",
         "",
         1,
     ));
     Ok((table, report))
+}
+
+/// The runs the class rows rank `layered` by: those of the arm that ran the calibrated plan
+/// (the default plan with `rows` laid over it), renamed `layered` (what the agent's `layered`
+/// will run), beside the whole-machine experts' runs; the other plan arms' runs are left out.
+/// When the rows change no layer, that arm is `layered` itself; when no measured arm ran
+/// exactly the calibrated plan (rows change two layers or more, each measured alone), the
+/// default plan's runs stand in and the returned note says so.
+pub fn calibrated_plan_runs(
+    sets: &[ResultSet],
+    catalogue: &Catalogue,
+    plan: &LayerPlan,
+    rows: &[asa_mapping_table::LayerRow],
+) -> (Vec<ResultSet>, String) {
+    let changed: std::collections::BTreeMap<String, asa_layers::LayerPolicy> = rows
+        .iter()
+        .filter(|r| super::plan_policy(plan, &r.class) != Some(r.policy))
+        .map(|r| (r.class.clone(), r.policy))
+        .collect();
+    if changed.is_empty() {
+        return (
+            without_variants(sets, catalogue),
+            "`layered` here is the default plan, which every layer row kept.".to_string(),
+        );
+    }
+    let measured_as = catalogue
+        .experts()
+        .iter()
+        .find(|e| is_plan_variant(e) && e.layer_policies == changed)
+        .map(|e| e.name.clone());
+    let Some(arm) = measured_as else {
+        return (
+            without_variants(sets, catalogue),
+            format!(
+                "The calibrated plan changes the layers {} together, and no arm ran that plan: \
+                 `layered` here is the default plan (measure the calibrated plan against the \
+                 whole-machine experts to rank it).",
+                changed.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        );
+    };
+    let keep = |name: &str| name == arm || catalogue.get(name).is_none_or(|e| !e.layer_plan);
+    let rename = |name: &mut String| {
+        if *name == arm {
+            *name = LAYERED.to_string();
+        }
+    };
+    let sets = sets
+        .iter()
+        .map(|set| {
+            let mut set = set.clone();
+            set.options.experts.retain(|e| keep(e));
+            set.options.experts.iter_mut().for_each(rename);
+            for result in &mut set.scenarios {
+                result.runs.retain(|r| keep(&r.expert));
+                result.runs.iter_mut().for_each(|r| rename(&mut r.expert));
+                result.skipped.retain(|r| keep(&r.expert));
+                result
+                    .skipped
+                    .iter_mut()
+                    .for_each(|r| rename(&mut r.expert));
+            }
+            set
+        })
+        .collect();
+    (
+        sets,
+        format!("`layered` here is the calibrated plan, as its arm `{arm}` ran it."),
+    )
 }
 
 #[cfg(test)]
@@ -282,7 +353,8 @@ mod tests {
 
     /// The 2 ms network candidate answers in 40 ms where layered takes 250: it wins the
     /// network row; the 2 ms interactive candidate is worse, so interactive stays on layered;
-    /// the class rows rank layered and cosmos only.
+    /// the class rows rank layered and cosmos only, `layered` being the calibrated plan (the
+    /// network candidate's runs), which beats cosmos (60 ms).
     #[test]
     fn the_table_has_class_rows_of_whole_machine_experts_and_a_layer_row_per_class() {
         let classes: Vec<String> = ["interactive", "network", "other"]
@@ -309,7 +381,11 @@ mod tests {
             .iter()
             .map(|r| r.expert.as_str())
             .collect();
-        assert_eq!(experts, ["cosmos", LAYERED]);
+        assert_eq!(experts, [LAYERED, "cosmos"]);
+        assert!(
+            report.contains("the calibrated plan, as its arm `layered-network-2ms` ran it"),
+            "{report}"
+        );
         let layer_classes: Vec<&str> = table.layers.iter().map(|r| r.class.as_str()).collect();
         assert_eq!(layer_classes, ["interactive", "network", "other"]);
         let network = table.layer("network").unwrap();
@@ -325,6 +401,60 @@ mod tests {
         assert_eq!(other.margin, None);
         assert!(report.contains("## Layer network") && report.contains("# Class rows"));
         assert!(table.render().contains("layered-network-2ms"));
+    }
+
+    fn row(class: &str, slice_us: u64) -> asa_mapping_table::LayerRow {
+        let mut policy = super::super::plan_policy(&asa_layers::default_plan(), class).unwrap();
+        policy.slice_us = slice_us;
+        asa_mapping_table::LayerRow {
+            class: class.into(),
+            policy,
+            ranked: Vec::new(),
+            noise: 0.0,
+            margin: None,
+        }
+    }
+
+    #[test]
+    fn class_rows_rank_the_default_plan_when_no_arm_ran_the_calibrated_plan() {
+        let classes: Vec<String> = ["interactive", "network"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let set = measured(&[
+            (LAYERED, 250.0),
+            ("layered-network-2ms", 40.0),
+            ("layered-interactive-2ms", 45.0),
+            ("cosmos", 60.0),
+        ]);
+        let cat = catalogue(&classes);
+        let plan = asa_layers::default_plan();
+        let runs_of = |sets: &[ResultSet]| -> Vec<String> {
+            sets[0].scenarios[0]
+                .runs
+                .iter()
+                .filter(|r| r.rep == 0)
+                .map(|r| r.expert.clone())
+                .collect()
+        };
+        // Both layers changed, each measured alone: the default plan stands in, said so.
+        let both = [row("interactive", 2000), row("network", 2000)];
+        let (sets, note) = calibrated_plan_runs(std::slice::from_ref(&set), &cat, &plan, &both);
+        assert!(note.contains("interactive, network together"), "{note}");
+        assert_eq!(runs_of(&sets), [LAYERED, "cosmos"]);
+        // No layer changed: the default plan, and its own runs.
+        let none = [row("network", 5000)];
+        let (sets, note) = calibrated_plan_runs(std::slice::from_ref(&set), &cat, &plan, &none);
+        assert!(
+            note.contains("default plan, which every layer row kept"),
+            "{note}"
+        );
+        assert_eq!(runs_of(&sets).len(), 2);
+        // One layer changed: its arm's runs, renamed.
+        let one = [row("network", 2000), row("interactive", 3000)];
+        let (sets, _) = calibrated_plan_runs(&[set], &cat, &plan, &one);
+        assert_eq!(sets[0].options.experts, [LAYERED, "cosmos"]);
+        assert_eq!(runs_of(&sets).len(), 2);
     }
 
     #[test]
