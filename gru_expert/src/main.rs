@@ -1,7 +1,8 @@
 //! scx_gru: GRU_sched as a sched_ext scheduler (see README.md). The options, and `main`:
 //! `--help-stats`, `--monitor` and `--check-model` answer and exit; otherwise the scheduler
 //! ([`scheduler::Scheduler`]) runs, again each time the kernel asks for a restart, until
-//! SIGINT or SIGTERM.
+//! SIGINT or SIGTERM (with `--bpf-model`, SIGHUP swaps the in-BPF model). An error is logged
+//! as one line and exits with status 1.
 
 mod scheduler;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use log::{info, warn};
+use log::{error, info, warn};
 
 use asa_gru_expert::metrics;
 use scheduler::{describe, load_mode, Mode, Scheduler};
@@ -37,6 +38,18 @@ pub struct Opts {
     /// Run without a model even if one is installed (fallback-only mode).
     #[arg(long)]
     no_model: bool,
+
+    /// In-BPF placement model (an asa.gru-mlp v1 file, e.g. gru_expert/model/mlp.json; off by
+    /// default): select_cpu itself evaluates this fixed-point MLP on the waking task's state
+    /// and places the task on the CPU it picks when that CPU is idle, with no user-space step
+    /// (else the default policy). The user-space GRU is then not loaded (no ONNX Runtime, no
+    /// events, no inference): the two cannot run together, hence not with --model. The file
+    /// is checked (schema, version, shape, value bounds, at most this machine's CPUs) before
+    /// scx_gru attaches: an error exits without attaching. SIGHUP re-reads the file and swaps
+    /// the new model in at once; one that fails the checks is refused with a log line, and
+    /// the model in use keeps deciding.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "observe_only"])]
+    bpf_model: Option<PathBuf>,
 
     /// Time slice in microseconds (the longest one when --slice-min-us shrinks it).
     #[arg(long, default_value_t = 5000)]
@@ -196,6 +209,7 @@ pub struct Opts {
 
     /// Load the model with ONNX Runtime, run it once, say what was loaded and exit without
     /// attaching (needs neither root nor sched_ext): checks a model before it is installed.
+    /// With --bpf-model: checks that file instead.
     #[arg(long)]
     check_model: bool,
 
@@ -230,6 +244,14 @@ fn check_model(opts: &Opts) -> Result<()> {
             );
             Ok(())
         }
+        Mode::BpfModel(model, path) => {
+            println!(
+                "in-BPF model {} passes the checks: {} ({nr_cpus} CPUs here)",
+                path.display(),
+                model.describe()
+            );
+            Ok(())
+        }
         Mode::FallbackOnly(why) => bail!("no model to check: {why}"),
     }
 }
@@ -244,11 +266,23 @@ fn spawn_monitor(secs: f64, shutdown: Arc<AtomicBool>) -> std::thread::JoinHandl
     })
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
     // Before any thread and before ONNX Runtime loads (see the function).
     asa_experts::opt_out_of_ort_telemetry();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let opts = Opts::parse();
+    match run(&opts) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // One line: what failed and why (the context chain), e.g. a malformed --bpf-model.
+        Err(e) => {
+            error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Everything `main` does once the options are parsed.
+fn run(opts: &Opts) -> Result<()> {
     if opts.help_stats {
         return metrics::server_data(Arc::new(|| {})).describe_meta(&mut std::io::stdout(), None);
     }
@@ -262,7 +296,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     if opts.check_model {
-        return check_model(&opts);
+        return check_model(opts);
     }
     if let Some(secs) = opts.stats {
         spawn_monitor(secs, shutdown.clone());
@@ -270,7 +304,7 @@ fn main() -> Result<()> {
 
     let mut open_object = MaybeUninit::uninit();
     loop {
-        let mut sched = Scheduler::init(&opts, &mut open_object)?;
+        let mut sched = Scheduler::init(opts, &mut open_object)?;
         if !sched.run(&shutdown)?.should_restart() {
             break;
         }
@@ -297,5 +331,20 @@ mod tests {
         // The stats file keeps its own flags.
         let opts = Opts::parse_from(["scx_gru", "--stats", "1", "--stats-file", "/tmp/s.json"]);
         assert_eq!(opts.stats_file, PathBuf::from("/tmp/s.json"));
+    }
+
+    #[test]
+    fn the_bpf_model_is_off_by_default_and_excludes_the_user_space_model() {
+        assert_eq!(Opts::parse_from(["scx_gru"]).bpf_model, None);
+        let opts = Opts::parse_from(["scx_gru", "--bpf-model", "/m/mlp.json"]);
+        assert_eq!(opts.bpf_model, Some(PathBuf::from("/m/mlp.json")));
+        for other in [&["--model", "/m/gru.toml"][..], &["--observe-only"][..]] {
+            let args = ["scx_gru", "--bpf-model", "/m/mlp.json"]
+                .iter()
+                .chain(other)
+                .copied();
+            let err = Opts::try_parse_from(args).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        }
     }
 }

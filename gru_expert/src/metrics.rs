@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 pub const SCHEDULER_NAME: &str = "scx_gru";
 /// Schema name of the stats file.
 pub const STATS_SCHEMA: &str = "asa.gru-stats";
+/// The mode of scx_gru with `--bpf-model` (header field `mode`).
+pub const MODE_BPF_MODEL: &str = "bpf-model";
 /// Schema version of the stats file: 2 is [`Metrics`], flat (v1 had the counters in `bpf` and
 /// `user` sections).
 pub const STATS_VERSION: u32 = 2;
@@ -40,9 +42,11 @@ pub struct Metrics {
     pub schema: String,
     #[stat(desc = "Schema version of the stats file (gauge)")]
     pub version: u32,
-    #[stat(desc = "\"model\" (GRU predictions) or \"fallback-only\" (gauge)")]
+    #[stat(
+        desc = "\"model\" (GRU predictions), \"bpf-model\" (the in-BPF model) or \"fallback-only\" (gauge)"
+    )]
     pub mode: String,
-    #[stat(desc = "The model's metadata path, empty without a model (gauge)")]
+    #[stat(desc = "The model's file (GRU metadata or in-BPF model), empty without one (gauge)")]
     pub model: String,
     #[stat(desc = "Seconds since attach (gauge)")]
     pub uptime_s: f64,
@@ -161,6 +165,25 @@ pub struct Metrics {
     pub nr_waits_long: u64,
     #[stat(desc = "Total time of those waits, ns")]
     pub wait_ns_long: u64,
+    /// `--bpf-model`: select_cpu ran the in-BPF model (a CPU was idle somewhere).
+    #[stat(desc = "Wake-ups the in-BPF model chose a CPU for (--bpf-model)")]
+    pub nr_bpf_model_decisions: u64,
+    #[stat(desc = "In-BPF model decisions followed: the task placed on the idle CPU chosen")]
+    pub nr_bpf_model_applied: u64,
+    #[stat(desc = "Followed in-BPF model decisions that moved the task off its previous CPU")]
+    pub nr_bpf_model_moved: u64,
+    /// The default policy placed the task.
+    #[stat(desc = "In-BPF model decisions not followed: the CPU busy or not allowed")]
+    pub nr_bpf_model_busy: u64,
+    /// The default policy placed the task.
+    #[stat(desc = "Wake-ups the in-BPF model could not decide: no valid model in the map")]
+    pub nr_bpf_model_invalid: u64,
+    /// Index = CPU, up to the last CPU chosen; empty without `--bpf-model`.
+    #[stat(desc = "In-BPF model decisions by the CPU chosen")]
+    pub nr_bpf_model_by_cpu: Vec<u64>,
+    /// Written by the BPF side at its decisions: the model it used.
+    #[stat(desc = "model_seq of the in-BPF model of the last decision (gauge; 0: none yet)")]
+    pub bpf_model_seq_used: u64,
 
     #[stat(desc = "Events decoded from the ring buffer")]
     pub events_received: u64,
@@ -190,6 +213,14 @@ pub struct Metrics {
     pub predictions_written: u64,
     #[stat(desc = "pid_to_cpu updates that failed")]
     pub map_update_errors: u64,
+    /// Bumped by every model written into the map (1: the one loaded at start).
+    #[stat(desc = "model_seq of the in-BPF model in the map (gauge; 0: none)")]
+    pub bpf_model_seq: u64,
+    #[stat(desc = "In-BPF models written into the map (the first, then each SIGHUP swap)")]
+    pub bpf_model_installs: u64,
+    /// Malformed or unreadable files: the model in use kept deciding.
+    #[stat(desc = "In-BPF model replacements refused by the checks")]
+    pub bpf_model_refused: u64,
     /// One run predicts a batch.
     #[stat(desc = "Median latency of the last 8192 model runs, us (gauge; 0 before the first)")]
     pub inference_us_p50: f64,
@@ -232,8 +263,16 @@ impl Metrics {
             nr_deferred_preempts, nr_timer_preempts, nr_kthread_preempts, nr_slices_shortened,
             nr_burst_keyed, nr_select_no_idle, nr_dispatch_affine, nr_prev_kept, nr_wake_queued,
             nr_wake_stolen, nr_wake_balanced, nr_hint_shared, nr_hint_wake, nr_waits_short,
-            wait_ns_short, nr_waits_long, wait_ns_long,
+            wait_ns_short, nr_waits_long, wait_ns_long, nr_bpf_model_decisions,
+            nr_bpf_model_applied, nr_bpf_model_moved, nr_bpf_model_busy, nr_bpf_model_invalid,
+            bpf_model_seq_used,
         );
+        let chosen = bss
+            .nr_bpf_model_by_cpu
+            .iter()
+            .rposition(|n| *n > 0)
+            .map_or(0, |last| last + 1);
+        m.nr_bpf_model_by_cpu = bss.nr_bpf_model_by_cpu[..chosen].to_vec();
         m.nr_hint_wake_by_cpu =
             bss.nr_hint_wake_cpu[..wake_cpus.min(bss.nr_hint_wake_cpu.len())].to_vec();
         m.fallbacks = m.fallback_reasons();
@@ -277,7 +316,7 @@ impl Metrics {
     /// The change since `prev`: every counter minus its value in `prev`; the header and the
     /// gauges (tasks waiting, inference latency) as in `self`.
     pub fn delta(&self, prev: &Self) -> Self {
-        counter_delta!(self, prev;
+        let mut delta = counter_delta!(self, prev;
             fallbacks, nr_events, nr_ringbuf_drops, nr_events_fresh, nr_events_gap,
             nr_ringbuf_wakeups, nr_pred_applied, nr_pred_applied_select, nr_pred_moved,
             nr_pred_missing, nr_pred_stale, nr_pred_disallowed, nr_pred_busy, nr_pred_prev_idle,
@@ -289,8 +328,18 @@ impl Metrics {
             wait_ns_long, events_received, events_dropped_queue, inferences, tasks_predicted,
             inference_errors, inferences_over_budget, inference_pauses,
             inference_pauses_redundant, inferences_paused, predictions_written,
-            map_update_errors,
-        )
+            map_update_errors, nr_bpf_model_decisions, nr_bpf_model_applied, nr_bpf_model_moved,
+            nr_bpf_model_busy, nr_bpf_model_invalid, bpf_model_installs, bpf_model_refused,
+        );
+        delta.nr_bpf_model_by_cpu = self
+            .nr_bpf_model_by_cpu
+            .iter()
+            .enumerate()
+            .map(|(cpu, n)| {
+                n.saturating_sub(prev.nr_bpf_model_by_cpu.get(cpu).copied().unwrap_or(0))
+            })
+            .collect();
+        delta
     }
 
     /// Writes the metrics as three lines for `--stats` and `--monitor` (counters as they are:
@@ -352,11 +401,42 @@ impl Metrics {
             mean_us(true),
             mean_us(false),
         )?;
+        if self.mode == MODE_BPF_MODEL {
+            writeln!(w, "  {}", self.bpf_model_line())?;
+        }
         Ok(())
+    }
+
+    /// The in-BPF model's counters on one line (`--bpf-model`).
+    pub fn bpf_model_line(&self) -> String {
+        format!(
+            "bpf model seq {} (used {}; installs {}, refused {}) | decisions {} (applied {}, \
+             moved {}, busy {}) invalid {} | by cpu {:?}",
+            self.bpf_model_seq,
+            self.bpf_model_seq_used,
+            self.bpf_model_installs,
+            self.bpf_model_refused,
+            self.nr_bpf_model_decisions,
+            self.nr_bpf_model_applied,
+            self.nr_bpf_model_moved,
+            self.nr_bpf_model_busy,
+            self.nr_bpf_model_invalid,
+            self.nr_bpf_model_by_cpu,
+        )
     }
 
     /// One log line (scx_gru logs it every `--stats-interval`, cumulative counters).
     pub fn summary(&self) -> String {
+        let line = self.summary_common();
+        if self.mode == MODE_BPF_MODEL {
+            format!("{line} | {}", self.bpf_model_line())
+        } else {
+            line
+        }
+    }
+
+    /// [`Self::summary`] without the in-BPF model's part.
+    fn summary_common(&self) -> String {
         format!(
             "[{}] applied {} fallbacks {} (missing {} stale {} disallowed {} busy {} prev_idle {} paused {}) \
              pinned {} events {} (not sent: fresh {} gap {}; wakeups {}) ringbuf_drops {} \
@@ -479,7 +559,7 @@ mod tests {
     use super::*;
 
     /// The fields that are current values, not counters.
-    const GAUGES: [&str; 10] = [
+    const GAUGES: [&str; 12] = [
         "schema",
         "version",
         "mode",
@@ -490,12 +570,15 @@ mod tests {
         "nr_hint_wake_by_cpu",
         "inference_us_p50",
         "inference_us_p99",
+        "bpf_model_seq_used",
+        "bpf_model_seq",
     ];
 
     /// Metrics whose every number is `v`.
     fn all_numbers(v: u64) -> Metrics {
         let mut json = serde_json::to_value(Metrics {
             nr_hint_wake_by_cpu: vec![0, 0],
+            nr_bpf_model_by_cpu: vec![0, 0],
             ..Default::default()
         })
         .unwrap();
@@ -574,6 +657,50 @@ mod tests {
             (STATS_SCHEMA, STATS_VERSION, "model", "/m/gru.toml")
         );
         assert_eq!((m.uptime_s, m.fallbacks), (1.5, 46));
+    }
+
+    #[test]
+    fn the_bpf_model_counters_come_by_cpu_and_show_in_bpf_model_mode_only() {
+        // SAFETY: as above.
+        let mut bss: crate::bpf_skel::types::bss = unsafe { std::mem::zeroed() };
+        assert!(Metrics::from_bss(&bss, 0).nr_bpf_model_by_cpu.is_empty());
+        bss.nr_bpf_model_decisions = 7;
+        bss.nr_bpf_model_by_cpu[0] = 3;
+        bss.nr_bpf_model_by_cpu[2] = 4;
+        bss.bpf_model_seq_used = 2;
+        let m = Metrics::from_bss(&bss, 0);
+        assert_eq!(
+            m.nr_bpf_model_by_cpu,
+            vec![3, 0, 4],
+            "up to the last CPU chosen"
+        );
+        assert_eq!((m.nr_bpf_model_decisions, m.bpf_model_seq_used), (7, 2));
+        // A counter vector: its change by CPU, CPUs new since the previous request counted
+        // from 0.
+        let prev = Metrics {
+            nr_bpf_model_by_cpu: vec![1],
+            bpf_model_seq_used: 1,
+            ..Default::default()
+        };
+        let d = m.delta(&prev);
+        assert_eq!(d.nr_bpf_model_by_cpu, vec![2, 0, 4]);
+        assert_eq!(d.bpf_model_seq_used, 2, "a gauge");
+        let shown = |mode: &str| {
+            let m = m.clone().with_header(mode, "", 1.0);
+            let mut out = Vec::new();
+            m.format(&mut out).unwrap();
+            (String::from_utf8(out).unwrap(), m.summary())
+        };
+        let (text, line) = shown(MODE_BPF_MODEL);
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.contains("bpf model seq 0 (used 2;") && text.contains("by cpu [3, 0, 4]"),
+            "{text}"
+        );
+        assert!(line.contains("| bpf model seq 0 (used 2;"), "{line}");
+        let (text, line) = shown("model");
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(!line.contains("bpf model"), "{line}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The in-BPF placement model (issue 42): the fixed-point MLP file written by
 //! `train/train_mlp.py` (schema `asa.gru-mlp` v1), its checks, its map value for
-//! `src/bpf/mlp.bpf.h`, a Rust reference of the integer inference, and [`BpfMlp`], the host
-//! programs of `src/bpf/mlp_bench.bpf.c` run through `BPF_PROG_TEST_RUN`.
+//! `src/bpf/mlp.bpf.h`, a Rust reference of the integer inference, [`ModelSlots`] (how
+//! scx_gru's `--bpf-model` fills and swaps the model its `select_cpu` reads), and [`BpfMlp`],
+//! the host programs of `src/bpf/mlp_bench.bpf.c` run through `BPF_PROG_TEST_RUN`.
 //!
 //! Invariant: a model reaches a map only through [`MlpModel::load`] / [`MlpModel::check`]
 //! (schema, version, shape within the BPF bounds, every weight within
@@ -14,7 +15,7 @@ use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 use serde::{Deserialize, Serialize};
 
 use crate::mlp_bench_skel::{MlpBenchSkel, MlpBenchSkelBuilder};
@@ -40,6 +41,8 @@ pub const WEIGHT_MAX: i64 = mlp_intf::gru_mlp_consts_GRU_MLP_WEIGHT_MAX as i64;
 pub const ACT_MAX: i64 = mlp_intf::gru_mlp_consts_GRU_MLP_ACT_MAX as i64;
 /// Inputs the timed program cycles through.
 pub const BENCH_SLOTS: usize = mlp_intf::gru_mlp_consts_GRU_MLP_BENCH_SLOTS as usize;
+/// Model slots of a scheduler's model map (see [`ModelSlots`]).
+pub const SLOTS: u32 = mlp_intf::gru_mlp_consts_GRU_MLP_SLOTS;
 const PF_KTHREAD: u32 = 0x0020_0000;
 
 /// The model's raw input: the task state one decision reads (`struct gru_mlp_raw`).
@@ -176,6 +179,48 @@ impl MlpModel {
         Ok(())
     }
 
+    /// What the model is, for the log: `9-12-2 MLP, Q21.11`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}-{}-{} MLP, Q{}.{}",
+            self.n_in,
+            self.n_hidden,
+            self.n_out,
+            32 - self.frac_bits,
+            self.frac_bits
+        )
+    }
+
+    /// Whether the model fits a machine of `nr_cpus` CPUs: an error if it can pick CPUs the
+    /// machine lacks (`n_out > nr_cpus`), a warning (`Ok(Some)`) if it cannot pick some of
+    /// them (`n_out < nr_cpus`: it was trained on a smaller machine).
+    pub fn fit_cpus(&self, nr_cpus: usize) -> Result<Option<String>> {
+        ensure!(
+            self.n_out <= nr_cpus,
+            "the model picks among {} CPUs, this machine has {nr_cpus}",
+            self.n_out
+        );
+        Ok((self.n_out < nr_cpus).then(|| {
+            format!(
+                "the model picks among CPUs 0-{} only, this machine has {nr_cpus}: it was \
+                 trained on a smaller one",
+                self.n_out - 1
+            )
+        }))
+    }
+
+    /// A model of the same shape whose every decision is `cpu` (its output layer zero, its
+    /// output biases at the bounds): a replacement whose decisions a test knows.
+    pub fn always(&self, cpu: usize) -> Self {
+        assert!(cpu < self.n_out, "CPU {cpu} of a {}-CPU model", self.n_out);
+        let mut m = self.clone();
+        m.w2 = vec![vec![0; m.n_hidden]; m.n_out];
+        m.b2 = (0..m.n_out)
+            .map(|c| if c == cpu { WEIGHT_MAX } else { -WEIGHT_MAX })
+            .collect();
+        m
+    }
+
     /// The value of the BPF model map (`struct gru_mlp_model`), padding zeroed.
     pub fn map_value(&self, model_seq: u32) -> mlp_intf::gru_mlp_model {
         let mut v = mlp_intf::gru_mlp_model {
@@ -269,6 +314,74 @@ impl MlpModel {
             }
         }
         (x, logits, best)
+    }
+}
+
+/// The model a BPF program reads through `gru_mlp_active()` (`src/bpf/mlp.bpf.h`): a map of
+/// [`SLOTS`] models and a one-entry map naming the active one (0: none yet, else slot + 1).
+/// [`ModelSlots::install`] checks a model, writes it with the next `model_seq` into the slot
+/// not in use and only then names that slot: a decision reads the old model or the new one,
+/// never half of each (two installs within one decision, microseconds, would be needed for
+/// a decision to see the slot it reads rewritten). A model the checks refuse changes nothing.
+pub struct ModelSlots {
+    models: MapHandle,
+    active: MapHandle,
+    /// The active slot and its model's `model_seq`, once a model is installed.
+    current: Option<(u32, u32)>,
+}
+
+impl ModelSlots {
+    /// The slots in `models` (an array of [`SLOTS`] `struct gru_mlp_model`) and the active
+    /// map `active` (an array of one `u32`), both as the BPF program declares them.
+    pub fn new(models: MapHandle, active: MapHandle) -> Result<Self> {
+        ensure!(
+            models.value_size() as usize == std::mem::size_of::<mlp_intf::gru_mlp_model>()
+                && models.max_entries() == SLOTS,
+            "the model map holds {} values of {} bytes, expected {SLOTS} of {}",
+            models.max_entries(),
+            models.value_size(),
+            std::mem::size_of::<mlp_intf::gru_mlp_model>()
+        );
+        ensure!(
+            active.value_size() == 4 && active.max_entries() == 1,
+            "the active-model map is not one u32"
+        );
+        Ok(Self {
+            models,
+            active,
+            current: None,
+        })
+    }
+
+    /// Installs `model` (after [`MlpModel::check`]) as the next one; returns its `model_seq`
+    /// (1 for the first). On an error the model in use, if any, stays in use.
+    pub fn install(&mut self, model: &MlpModel) -> Result<u32> {
+        model.check()?;
+        let (slot, seq) = match self.current {
+            None => (0, 1),
+            Some((slot, seq)) => ((slot + 1) % SLOTS, seq.wrapping_add(1).max(1)),
+        };
+        self.models
+            .update(
+                &slot.to_ne_bytes(),
+                as_bytes(&model.map_value(seq)),
+                MapFlags::ANY,
+            )
+            .with_context(|| format!("write model slot {slot}"))?;
+        self.active
+            .update(
+                &0u32.to_ne_bytes(),
+                &(slot + 1).to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .context("name the active model slot")?;
+        self.current = Some((slot, seq));
+        Ok(seq)
+    }
+
+    /// The `model_seq` of the model in use (0: none yet).
+    pub fn seq(&self) -> u32 {
+        self.current.map_or(0, |(_, seq)| seq)
     }
 }
 
@@ -418,6 +531,28 @@ impl<'obj> BpfMlp<'obj> {
 
     /// One decision by the syscall program: (features, logits, CPU or -error).
     pub fn eval(&self, raw: &RawInput) -> Result<(Vec<i32>, Vec<i32>, i32)> {
+        let io = self.run_eval(raw, false)?;
+        Ok((io.features.to_vec(), io.logits.to_vec(), io.cpu))
+    }
+
+    /// The model slots `gru_mlp_eval_active` reads, as scx_gru's select_cpu reads its own.
+    pub fn slots(&self) -> Result<ModelSlots> {
+        ModelSlots::new(
+            MapHandle::try_from(&self.skel.maps.gru_mlp_slots).context("handle of the slots")?,
+            MapHandle::try_from(&self.skel.maps.gru_mlp_active_slot)
+                .context("handle of the active slot")?,
+        )
+    }
+
+    /// One decision on the active slot's model, as scx_gru's select_cpu decides: (CPU or
+    /// -error, the `model_seq` of the model used, 0 without one).
+    pub fn eval_active(&self, raw: &RawInput) -> Result<(i32, u32)> {
+        let io = self.run_eval(raw, true)?;
+        Ok((io.cpu, io.model_seq))
+    }
+
+    /// Runs `gru_mlp_eval` (or `gru_mlp_eval_active`) on `raw`.
+    fn run_eval(&self, raw: &RawInput, active: bool) -> Result<mlp_intf::gru_mlp_io> {
         // SAFETY: gru_mlp_io is plain integers; all-zero is a valid value.
         let mut io: mlp_intf::gru_mlp_io = unsafe { std::mem::zeroed() };
         io.raw = *raw;
@@ -432,12 +567,15 @@ impl<'obj> BpfMlp<'obj> {
             context_in: Some(ctx),
             ..Default::default()
         };
-        self.skel
-            .progs
-            .gru_mlp_eval
+        let program = if active {
+            &self.skel.progs.gru_mlp_eval_active
+        } else {
+            &self.skel.progs.gru_mlp_eval
+        };
+        program
             .test_run(input)
-            .context("BPF_PROG_TEST_RUN of gru_mlp_eval")?;
-        Ok((io.features.to_vec(), io.logits.to_vec(), io.cpu))
+            .context("BPF_PROG_TEST_RUN of the evaluation program")?;
+        Ok(io)
     }
 
     /// Writes the timed program's inputs (cycled through `BENCH_SLOTS` slots).
@@ -579,6 +717,31 @@ mod tests {
         let mut m = good;
         m.features.swap(0, 1);
         assert!(m.check().unwrap_err().to_string().contains("features"));
+    }
+
+    #[test]
+    fn a_model_fits_a_machine_with_at_least_its_cpus() {
+        let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
+        assert_eq!(model.describe(), "9-12-2 MLP, Q21.11");
+        assert_eq!(model.fit_cpus(2).unwrap(), None);
+        let warning = model.fit_cpus(4).unwrap().expect("a 2-CPU model on 4 CPUs");
+        assert!(warning.contains("CPUs 0-1 only"), "{warning}");
+        let err = model.fit_cpus(1).unwrap_err().to_string();
+        assert!(err.contains("among 2 CPUs, this machine has 1"), "{err}");
+    }
+
+    #[test]
+    fn an_always_model_passes_the_checks_and_always_picks_its_cpu() {
+        let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
+        let golden = Golden::load(&model_dir().join("mlp_golden.json")).unwrap();
+        for cpu in 0..model.n_out {
+            let always = model.always(cpu);
+            always.check().unwrap();
+            assert!(golden
+                .cases
+                .iter()
+                .all(|c| always.decide(&c.raw()).2 == cpu));
+        }
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The scheduler of the `scx_gru` binary (a module of src/main.rs, not of the library), in the
 //! shape of the scx schedulers: [`Scheduler::init`] loads the model, opens, configures, loads
-//! and attaches the BPF program and starts the stats server; [`Scheduler::run`] runs the event
-//! loop (GRU predictions, the stats file, the stats server's requests) until a signal or the
-//! BPF scheduler's exit, then detaches and reports the exit; dropping it detaches it if `run`
-//! did not.
+//! the BPF program, fills the in-BPF model's map (`--bpf-model`), attaches it and starts the
+//! stats server; [`Scheduler::run`] runs the event loop (GRU predictions, the stats file, the
+//! stats server's requests, the in-BPF model's swap on SIGHUP) until a signal or the BPF
+//! scheduler's exit, then detaches and reports the exit; dropping it detaches it if `run` did
+//! not.
 
 use std::cell::{Cell, RefCell};
 use std::mem::MaybeUninit;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +27,8 @@ use asa_gru_expert::follow_gate::{GateConfig, PlacementCounts};
 use asa_gru_expert::inference::{
     event_ring, poll_events, run_event_loop, InferenceConfig, Predictor, MAX_POLL_WAIT,
 };
-use asa_gru_expert::metrics::{self, Metrics, Waker};
+use asa_gru_expert::metrics::{self, Metrics, Waker, MODE_BPF_MODEL};
+use asa_gru_expert::mlp::{MlpModel, ModelSlots};
 use asa_gru_expert::model::{cached_ort_library, GruModel, DEFAULT_MODEL, DEFAULT_ORT_LIB};
 use asa_gru_expert::stats::UserCounters;
 
@@ -36,6 +38,8 @@ use crate::Opts;
 pub enum Mode {
     /// A model and its metadata path.
     Model(Box<GruModel>, PathBuf),
+    /// `--bpf-model`: the in-BPF model, checked, and its file.
+    BpfModel(Box<MlpModel>, PathBuf),
     /// No model: why.
     FallbackOnly(&'static str),
 }
@@ -56,8 +60,31 @@ fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<Path
         .or_else(|| Some(PathBuf::from(default)).filter(|p| p.exists()))
 }
 
+/// Reads and checks an in-BPF model file for a machine of `nr_cpus` CPUs (see
+/// [`MlpModel::load`], [`MlpModel::fit_cpus`]; a model for fewer CPUs is only warned about).
+fn load_bpf_model(path: &Path, nr_cpus: usize) -> Result<MlpModel> {
+    let model = MlpModel::load(path)?;
+    if let Some(why) = model
+        .fit_cpus(nr_cpus)
+        .with_context(|| format!("the model file {}", path.display()))?
+    {
+        warn!("in-BPF model {}: {why}", path.display());
+    }
+    Ok(model)
+}
+
 /// Loads the model the options name (or the installed one), or says why there is none.
+/// `--bpf-model` comes first: then no GRU is loaded.
 pub fn load_mode(opts: &Opts, nr_cpus: usize) -> Result<Mode> {
+    if let Some(path) = &opts.bpf_model {
+        let model = load_bpf_model(path, nr_cpus).context("load the in-BPF model (--bpf-model)")?;
+        info!(
+            "in-BPF model {} loaded: {}",
+            path.display(),
+            model.describe()
+        );
+        return Ok(Mode::BpfModel(Box::new(model), path.clone()));
+    }
     if opts.no_model {
         return Ok(Mode::FallbackOnly("--no-model"));
     }
@@ -115,6 +142,87 @@ fn wake_queues_supported() -> bool {
     }
 }
 
+/// `--bpf-model` at run time: the model slots of the BPF program, the file, and SIGHUP, which
+/// asks for the file to be read again.
+struct BpfModelSwap {
+    slots: RefCell<ModelSlots>,
+    path: PathBuf,
+    nr_cpus: usize,
+    /// Set by SIGHUP.
+    reload: Arc<AtomicBool>,
+    /// The SIGHUP action (unregistered on drop).
+    action: signal_hook::SigId,
+}
+
+impl BpfModelSwap {
+    /// Fills the BPF program's model map with `model` (model_seq 1) and installs the SIGHUP
+    /// action.
+    fn install(
+        skel: &BpfSkel<'_>,
+        model: &MlpModel,
+        path: PathBuf,
+        nr_cpus: usize,
+        counters: &UserCounters,
+    ) -> Result<Self> {
+        let mut slots = ModelSlots::new(
+            MapHandle::try_from(&skel.maps.bpf_models).context("handle of bpf_models")?,
+            MapHandle::try_from(&skel.maps.bpf_model_active)
+                .context("handle of bpf_model_active")?,
+        )?;
+        let seq = slots.install(model).context("fill the in-BPF model map")?;
+        counters
+            .bpf_model_seq
+            .store(u64::from(seq), Ordering::Relaxed);
+        counters.bpf_model_installs.fetch_add(1, Ordering::Relaxed);
+        let reload = Arc::new(AtomicBool::new(false));
+        let action = signal_hook::flag::register(libc::SIGHUP, reload.clone())
+            .context("install the SIGHUP action")?;
+        Ok(Self {
+            slots: RefCell::new(slots),
+            path,
+            nr_cpus,
+            reload,
+            action,
+        })
+    }
+
+    /// After a SIGHUP: reads and checks the file again and swaps the model in, or refuses it
+    /// (one log line; the model in use keeps deciding).
+    fn reload_if_asked(&self, counters: &UserCounters) {
+        if !self.reload.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let mut slots = self.slots.borrow_mut();
+        let old = slots.seq();
+        match load_bpf_model(&self.path, self.nr_cpus).and_then(|m| {
+            let seq = slots.install(&m)?;
+            Ok((m, seq))
+        }) {
+            Ok((model, seq)) => {
+                counters
+                    .bpf_model_seq
+                    .store(u64::from(seq), Ordering::Relaxed);
+                counters.bpf_model_installs.fetch_add(1, Ordering::Relaxed);
+                info!(
+                    "in-BPF model {} swapped in (SIGHUP): {}, model_seq {seq} replaces {old}",
+                    self.path.display(),
+                    model.describe()
+                );
+            }
+            Err(e) => {
+                counters.bpf_model_refused.fetch_add(1, Ordering::Relaxed);
+                warn!("in-BPF model replacement refused, model_seq {old} keeps deciding: {e:#}");
+            }
+        }
+    }
+}
+
+impl Drop for BpfModelSwap {
+    fn drop(&mut self) {
+        signal_hook::low_level::unregister(self.action);
+    }
+}
+
 /// scx_gru attached: the BPF program, the event loop's state and the stats it serves.
 pub struct Scheduler<'a> {
     opts: &'a Opts,
@@ -141,6 +249,8 @@ pub struct Scheduler<'a> {
     stats_server: Option<StatsServer<(), Metrics>>,
     /// The SIGUSR1 action that lets the stats server wake the loop (see [`loop_waker`]).
     wake_signal: Option<signal_hook::SigId>,
+    /// `--bpf-model`: the in-BPF model's slots and its swap on SIGHUP.
+    bpf_model: Option<BpfModelSwap>,
 }
 
 /// A [`Waker`] for the stats server that interrupts the calling thread's epoll wait (the event
@@ -171,6 +281,7 @@ impl<'a> Scheduler<'a> {
         let mode = load_mode(opts, nr_cpus)?;
         let (mode_name, model_path) = match &mode {
             Mode::Model(_, path) => ("model", Some(path.display().to_string())),
+            Mode::BpfModel(_, path) => (MODE_BPF_MODEL, Some(path.display().to_string())),
             Mode::FallbackOnly(why) => {
                 info!("fallback-only mode ({why}): every placement uses the default policy");
                 ("fallback-only", None)
@@ -207,6 +318,7 @@ impl<'a> Scheduler<'a> {
             rodata.event_gap_ns = opts.event_gap_ms * 1_000_000;
             rodata.event_refresh_ns = opts.event_refresh_ms * 1_000_000;
             rodata.send_events = matches!(mode, Mode::Model(..));
+            rodata.bpf_model = matches!(mode, Mode::BpfModel(..));
             rodata.apply_predictions = !opts.observe_only;
             rodata.usersched_always_first = opts.usersched_always_first;
             rodata.usersched_tgid = std::process::id();
@@ -229,6 +341,21 @@ impl<'a> Scheduler<'a> {
             rodata.wake_balance = opts.wake_balance;
         }
         let mut skel = scx_ops_load!(skel, gru_ops, uei)?;
+        let counters = Arc::new(UserCounters::default());
+        // The in-BPF model is in its map before the scheduler attaches: select_cpu has it from
+        // the first wake-up on.
+        let bpf_model = match &mode {
+            Mode::BpfModel(model, path) => {
+                let swap = BpfModelSwap::install(&skel, model, path.clone(), nr_cpus, &counters)?;
+                info!(
+                    "in-BPF model in the map (model_seq {}): select_cpu decides; SIGHUP re-reads {}",
+                    swap.slots.borrow().seq(),
+                    path.display()
+                );
+                Some(swap)
+            }
+            _ => None,
+        };
         let struct_ops = scx_ops_attach!(skel, gru_ops)?;
         info!(
             "scx_gru attached ({mode_name}); stats in {}",
@@ -236,7 +363,6 @@ impl<'a> Scheduler<'a> {
         );
         let attached_at = Instant::now();
 
-        let counters = Arc::new(UserCounters::default());
         // (the balance acts on the wake queues only: no per-CPU counts without them)
         let wake_cpus = if opts.wake_balance > 0 && wake_queues_on {
             nr_cpus
@@ -254,7 +380,7 @@ impl<'a> Scheduler<'a> {
                 )?));
                 (event_ring(&events, predictor.clone())?, Some(predictor))
             }
-            Mode::FallbackOnly(_) => {
+            Mode::FallbackOnly(_) | Mode::BpfModel(..) => {
                 let mut builder = RingBufferBuilder::new();
                 builder
                     .add(&events, |_: &[u8]| 0)
@@ -286,6 +412,7 @@ impl<'a> Scheduler<'a> {
             wake_cpus,
             stats_server,
             wake_signal: Some(wake_signal),
+            bpf_model,
         })
     }
 
@@ -370,10 +497,15 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Between two waits of the event loop: writes the stats file (and logs it) once
-    /// `next_stats` is past, then moves it on by `interval`, and serves the stats requests.
+    /// Between two waits of the event loop: swaps the in-BPF model after a SIGHUP, writes the
+    /// stats file (and logs it) once `next_stats` is past, then moves it on by `interval`, and
+    /// serves the stats requests.
     /// False once the BPF scheduler has exited.
     fn tick(&self, next_stats: &Cell<Instant>, interval: Duration) -> bool {
+        // (first: the stats written next show the model swapped in, or the refusal)
+        if let Some(swap) = &self.bpf_model {
+            swap.reload_if_asked(&self.counters);
+        }
         if Instant::now() >= next_stats.get() {
             self.write_stats(true);
             next_stats.set(next_stats.get() + interval);

@@ -87,6 +87,12 @@ pub struct UserCounters {
     pub map_update_errors: AtomicU64,
     /// Latencies of model runs.
     pub latency: Mutex<LatencyWindow>,
+    /// `--bpf-model`: the `model_seq` of the in-BPF model in the map (0: none).
+    pub bpf_model_seq: AtomicU64,
+    /// `--bpf-model`: models written into the map (the first included).
+    pub bpf_model_installs: AtomicU64,
+    /// `--bpf-model`: replacements refused by the checks (the model in use kept deciding).
+    pub bpf_model_refused: AtomicU64,
 }
 
 impl Default for UserCounters {
@@ -104,6 +110,9 @@ impl Default for UserCounters {
             predictions_written: AtomicU64::new(0),
             map_update_errors: AtomicU64::new(0),
             latency: Mutex::new(LatencyWindow::new(8192)),
+            bpf_model_seq: AtomicU64::new(0),
+            bpf_model_installs: AtomicU64::new(0),
+            bpf_model_refused: AtomicU64::new(0),
         }
     }
 }
@@ -124,6 +133,9 @@ impl UserCounters {
         metrics.inferences_paused = load(&self.inferences_paused);
         metrics.predictions_written = load(&self.predictions_written);
         metrics.map_update_errors = load(&self.map_update_errors);
+        metrics.bpf_model_seq = load(&self.bpf_model_seq);
+        metrics.bpf_model_installs = load(&self.bpf_model_installs);
+        metrics.bpf_model_refused = load(&self.bpf_model_refused);
         let latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
         let us = |q: f64| latency.quantile(q).map_or(0.0, |ns| ns as f64 / 1000.0);
         metrics.inference_us_p50 = us(0.50);
@@ -174,6 +186,8 @@ mod tests {
         counters.inferences.store(3, Ordering::Relaxed);
         counters.map_update_errors.store(2, Ordering::Relaxed);
         counters.events_received.store(7, Ordering::Relaxed);
+        counters.bpf_model_seq.store(2, Ordering::Relaxed);
+        counters.bpf_model_refused.store(1, Ordering::Relaxed);
         for ns in [10_000, 20_000, 30_000] {
             counters.latency.lock().unwrap().record(ns);
         }
@@ -190,5 +204,6 @@ mod tests {
             (metrics.inference_us_p50, metrics.inference_us_p99),
             (20.0, 30.0)
         );
+        assert_eq!((metrics.bpf_model_seq, metrics.bpf_model_refused), (2, 1));
     }
 }

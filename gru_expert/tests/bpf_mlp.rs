@@ -1,7 +1,8 @@
 //! The in-BPF model on the host kernel (BPF, no sched_ext needed): the BPF programs of
 //! `src/bpf/mlp_bench.bpf.c` must compute, bit for bit, the features, logits and CPU that
-//! `train/mlp_fixed.py` computed for the golden cases (`model/mlp_golden.json`), and must
-//! refuse a missing or malformed model.
+//! `train/mlp_fixed.py` computed for the golden cases (`model/mlp_golden.json`), must
+//! refuse a missing or malformed model, and must take a model swapped in through the two
+//! slots scx_gru's `--bpf-model` uses ([`ModelSlots`], `gru_mlp_active()`) at once.
 //!
 //! These tests need root and a kernel with BTF. Without them they print why and pass
 //! (skip); with them, any difference fails.
@@ -9,7 +10,9 @@
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 
-use asa_gru_expert::mlp::{bpf_available, BenchProg, BpfMlp, Golden, MlpModel, BENCH_SLOTS};
+use asa_gru_expert::mlp::{
+    bpf_available, BenchProg, BpfMlp, Golden, MlpModel, ModelSlots, BENCH_SLOTS, WEIGHT_MAX,
+};
 use asa_gru_expert::mlp_intf;
 
 fn model_dir() -> PathBuf {
@@ -97,4 +100,54 @@ fn bpf_model_refuses_a_missing_or_malformed_model_and_takes_a_new_one() {
     // A model update through the map takes effect at the next decision.
     bpf.set_model(&model, 2).unwrap();
     assert_eq!(bpf.eval(&case.raw()).unwrap().2, case.cpu as i32);
+}
+
+#[test]
+fn a_model_swapped_through_the_slots_decides_at_once_and_a_refused_one_changes_nothing() {
+    if bpf_or_skip(
+        "a_model_swapped_through_the_slots_decides_at_once_and_a_refused_one_changes_nothing",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
+    let golden = Golden::load(&model_dir().join("mlp_golden.json")).unwrap();
+    let mut open_object = MaybeUninit::uninit();
+    let bpf = BpfMlp::load(&mut open_object).unwrap();
+    let mut slots: ModelSlots = bpf.slots().unwrap();
+    let decisions = |bpf: &BpfMlp| -> Vec<(i32, u32)> {
+        golden
+            .cases
+            .iter()
+            .map(|c| bpf.eval_active(&c.raw()).unwrap())
+            .collect()
+    };
+    let want = |cpu: &dyn Fn(usize) -> usize, seq: u32| -> Vec<(i32, u32)> {
+        (0..golden.cases.len())
+            .map(|k| (cpu(k) as i32, seq))
+            .collect()
+    };
+    // Nothing installed yet: no model (scx_gru's select_cpu then uses the default policy).
+    let none = -(mlp_intf::gru_mlp_err_GRU_MLP_ERR_NO_MODEL as i32);
+    assert!(decisions(&bpf).iter().all(|d| *d == (none, 0)));
+    assert_eq!(slots.seq(), 0);
+    // The first model: the golden decisions, model_seq 1.
+    assert_eq!(slots.install(&model).unwrap(), 1);
+    let golden_cpu = |k: usize| golden.cases[k].cpu;
+    assert_eq!(decisions(&bpf), want(&golden_cpu, 1));
+    // A replacement that always picks the last CPU decides from the next decision on.
+    let last = model.n_out - 1;
+    assert_eq!(slots.install(&model.always(last)).unwrap(), 2);
+    assert_eq!(decisions(&bpf), want(&|_| last, 2));
+    // A malformed replacement is refused before it reaches a slot: model 2 keeps deciding.
+    let mut bad = model.clone();
+    bad.w1[0][0] = WEIGHT_MAX + 1;
+    let err = slots.install(&bad).unwrap_err().to_string();
+    assert!(err.contains("beyond"), "{err}");
+    assert_eq!(slots.seq(), 2);
+    assert_eq!(decisions(&bpf), want(&|_| last, 2));
+    // And back (into the first slot again): model_seq 3.
+    assert_eq!(slots.install(&model).unwrap(), 3);
+    assert_eq!(decisions(&bpf), want(&golden_cpu, 3));
 }

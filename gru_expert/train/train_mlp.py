@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gru_features as gf  # noqa: E402
 import mlp_fixed as mf  # noqa: E402
+from train_gru import Adam  # noqa: E402  (the GRU trainer's optimiser)
 
 
 class Mlp:
@@ -70,22 +71,6 @@ def mean_loss(model, x, y):
     m = logits.max(axis=1, keepdims=True)
     logp = logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
     return float(-np.mean(logp[np.arange(len(y)), y]))
-
-
-class Adam:
-    def __init__(self, params, lr, b1=0.9, b2=0.999, eps=1e-8):
-        self.lr, self.b1, self.b2, self.eps, self.t = lr, b1, b2, eps, 0
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
-
-    def step(self, params, grads):
-        self.t += 1
-        for k in params:
-            self.m[k] = self.b1 * self.m[k] + (1 - self.b1) * grads[k]
-            self.v[k] = self.b2 * self.v[k] + (1 - self.b2) * grads[k] ** 2
-            mh = self.m[k] / (1 - self.b1 ** self.t)
-            vh = self.v[k] / (1 - self.b2 ** self.t)
-            params[k] -= self.lr * mh / (np.sqrt(vh) + self.eps)
 
 
 def samples(rows):

@@ -16,9 +16,16 @@
  * single-CPU task and scx_gru's own threads. A full ring buffer drops the event
  * and counts the drop. While user space pauses the model (model_paused),
  * placements neither look up predictions nor send events.
+ *
+ * With bpf_model (--bpf-model, issue 42) select_cpu decides itself: the MLP of
+ * mlp.bpf.h on the waking task's state, from the active slot of bpf_models,
+ * with no user-space step and no event; a CPU it picks is followed when idle;
+ * without a valid model (gru_mlp_active()) the default policy places the task.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "mlp_intf.h"
+#include "mlp.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -197,6 +204,11 @@ const volatile u32 wake_balance = 0;
  */
 #define SHORT_BURST_NS (1000ULL * 1000)
 /* Size of struct gru_task_event as compiled here; user space checks it. */
+/*
+ * The in-BPF model decides in select_cpu (--bpf-model; send_events is then
+ * false: no GRU, no prediction, no event). See select_cpu_bpf_model().
+ */
+const volatile bool bpf_model = false;
 const volatile u32 event_size = sizeof(struct gru_task_event);
 const volatile u32 event_abi_version = GRU_EVENT_ABI_VERSION;
 
@@ -266,6 +278,14 @@ u64 nr_waits_short;
 u64 wait_ns_short;
 u64 nr_waits_long;
 u64 wait_ns_long;
+/* The in-BPF model (bpf_model), in select_cpu: */
+u64 nr_bpf_model_decisions;	/* wake-ups the model chose a CPU for */
+u64 nr_bpf_model_applied;	/*   ... placed on that CPU (idle, allowed) */
+u64 nr_bpf_model_moved;		/*   ... of which off the task's previous CPU */
+u64 nr_bpf_model_busy;		/*   ... not followed: the CPU busy, not allowed or absent */
+u64 nr_bpf_model_invalid;	/* wake-ups with no valid model: the default policy */
+u64 nr_bpf_model_by_cpu[GRU_MLP_MAX_CPUS];	/* decisions by the CPU chosen */
+u64 bpf_model_seq_used;		/* model_seq of the model of the last decision */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -296,6 +316,40 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } model_paused SEC(".maps");
+
+/*
+ * The in-BPF model (bpf_model): two slots written by user space (mlp::ModelSlots)
+ * and which one decides (0: none yet, else slot + 1); a replacement goes into
+ * the slot not in use before the active one is switched, so a decision never
+ * reads a half-written model.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GRU_MLP_SLOTS);
+	__type(key, u32);
+	__type(value, struct gru_mlp_model);
+} bpf_models SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} bpf_model_active SEC(".maps");
+
+/* One decision's input, features and logits (per CPU: off the BPF stack). */
+struct bpf_model_scratch {
+	struct gru_mlp_raw raw;
+	struct gru_mlp_vec x;
+	struct gru_mlp_logits logits;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct bpf_model_scratch);
+} bpf_model_scratch SEC(".maps");
 
 /* Per-task state kept by the program. */
 struct task_ctx {
@@ -807,6 +861,89 @@ static __always_inline bool is_usersched(struct task_struct *p)
 	return usersched_tgid && p->tgid == usersched_tgid;
 }
 
+/*
+ * The CPU the in-BPF model picks for @p, last on @prev_cpu (>= 0, counted in
+ * nr_bpf_model_decisions), or -1 without a valid model (counted in
+ * nr_bpf_model_invalid).
+ */
+static s32 bpf_model_cpu(struct task_struct *p, s32 prev_cpu)
+{
+	struct bpf_model_scratch *s;
+	struct gru_mlp_model *m;
+	struct task_ctx *tctx;
+	u32 zero = 0;
+	s32 cpu;
+
+	m = gru_mlp_active(&bpf_models, &bpf_model_active);
+	s = bpf_map_lookup_elem(&bpf_model_scratch, &zero);
+	if (!m || !s) {
+		stat_inc(&nr_bpf_model_invalid);
+		return -1;
+	}
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
+	s->raw.runtime_ns = p->se.sum_exec_runtime;
+	s->raw.nvcsw = p->nvcsw;
+	s->raw.nivcsw = p->nivcsw;
+	s->raw.switch_count = tctx ? tctx->switch_count : 0;
+	s->raw.prio = p->prio;
+	s->raw.nr_cpus_allowed = p->nr_cpus_allowed;
+	s->raw.flags = p->flags;
+	s->raw.prev_cpu = prev_cpu;
+	cpu = gru_mlp_decide(m, &s->raw, &s->x, &s->logits);
+	if (cpu < 0 || cpu >= GRU_MLP_MAX_CPUS) {
+		stat_inc(&nr_bpf_model_invalid);
+		return -1;
+	}
+	stat_inc(&nr_bpf_model_decisions);
+	stat_inc(&nr_bpf_model_by_cpu[cpu & (GRU_MLP_MAX_CPUS - 1)]);
+	if (bpf_model_seq_used != m->model_seq)
+		bpf_model_seq_used = m->model_seq;
+	return cpu;
+}
+
+/*
+ * select_cpu with the in-BPF model: with a CPU idle somewhere, the model picks
+ * one for @p and an idle, allowed pick gets @p on its local DSQ (the model
+ * decides, an idle previous CPU included); otherwise the default policy: an
+ * idle previous CPU keeps @p, else the kernel's selection. No event: nothing
+ * in user space takes part.
+ */
+static s32 select_cpu_bpf_model(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	bool is_idle = false;
+	s32 cpu;
+
+	/* No CPU idle: nothing to place now; enqueue queues the task. */
+	if (!any_cpu_idle()) {
+		stat_inc(&nr_select_no_idle);
+		return prev_cpu;
+	}
+	cpu = bpf_model_cpu(p, prev_cpu);
+	if (cpu >= 0) {
+		if (cpu < scx_bpf_nr_cpu_ids() && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		    scx_bpf_test_and_clear_cpu_idle(cpu)) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
+			stat_inc(&nr_bpf_model_applied);
+			if (cpu != prev_cpu)
+				stat_inc(&nr_bpf_model_moved);
+			return cpu;
+		}
+		stat_inc(&nr_bpf_model_busy);
+	}
+	if (bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr) &&
+	    scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
+		stat_inc(&nr_direct_idle);
+		return prev_cpu;
+	}
+	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	if (is_idle) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_slice(), 0);
+		stat_inc(&nr_direct_idle);
+	}
+	return cpu;
+}
+
 s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	enum pred_miss miss;
@@ -826,6 +963,9 @@ s32 BPF_STRUCT_OPS(gru_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		}
 		return cpu;
 	}
+
+	if (bpf_model)
+		return select_cpu_bpf_model(p, prev_cpu, wake_flags);
 
 	/*
 	 * The thesis's select_cpu: an idle previous CPU keeps the task (warm

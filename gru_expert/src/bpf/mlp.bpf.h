@@ -31,6 +31,26 @@ static __always_inline int gru_mlp_check(const struct gru_mlp_model *m)
 	return 0;
 }
 
+/*
+ * The model a decision may use (the "model ready" check): the slot of @models (an array map
+ * of GRU_MLP_SLOTS struct gru_mlp_model) that @active (an array map of one u32: 0 no model,
+ * else slot + 1) names, if gru_mlp_check() accepts it; else NULL.
+ */
+static __always_inline struct gru_mlp_model *gru_mlp_active(void *models, void *active)
+{
+	struct gru_mlp_model *m;
+	u32 zero = 0, slot, *a;
+
+	a = bpf_map_lookup_elem(active, &zero);
+	if (!a || !*a || *a > GRU_MLP_SLOTS)
+		return NULL;
+	slot = *a - 1;
+	m = bpf_map_lookup_elem(models, &slot);
+	if (gru_mlp_check(m))
+		return NULL;
+	return m;
+}
+
 /* Index of the most significant set bit of v (v >= 1). */
 static __always_inline u32 gru_mlp_msb64(u64 v)
 {

@@ -41,6 +41,12 @@ enum gru_mlp_consts {
 	GRU_MLP_ALLOWED_MAX	= 4096,
 	/* Inputs the timed benchmark program cycles through. */
 	GRU_MLP_BENCH_SLOTS	= 64,
+	/*
+	 * Model slots of a scheduler's model map: user space writes a replacement into the
+	 * slot not in use, then names it in the active map (0: none; else slot + 1), so a
+	 * decision never reads a half-written model.
+	 */
+	GRU_MLP_SLOTS		= 2,
 };
 
 /* Errors of gru_mlp_check() / gru_mlp_decide() (returned negated). */
@@ -84,7 +90,7 @@ struct gru_mlp_io {
 	s32 features[GRU_MLP_MAX_IN];
 	s32 logits[GRU_MLP_MAX_CPUS];
 	s32 cpu;		/* the decision, or -enum gru_mlp_err */
-	u32 pad;
+	u32 model_seq;		/* gru_mlp_eval_active: the model_seq of the model used (0: none) */
 };
 
 #endif /* __GRU_MLP_INTF_H */
