@@ -75,6 +75,18 @@ impl Job {
         self.0.id()
     }
 
+    /// Waits up to 5 s until the job's process runs `comm` (its shell has exec'd it), so that
+    /// no task of the job is still to come.
+    fn running(self, comm: &str) -> Job {
+        let path = format!("/proc/{}/comm", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(&path).unwrap_or_default().trim() != comm {
+            assert!(Instant::now() < deadline, "the job never ran {comm}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self
+    }
+
     fn key(&self) -> AppKey {
         AppKey::of_process(self.pid()).unwrap()
     }
@@ -115,8 +127,9 @@ fn an_applications_hint_reaches_its_tasks_and_only_them() {
     let fs = Bpffs::mount();
     let mut hints = load(&fs.pin());
     assert!(fs.pin().exists(), "the task-hint map is pinned");
-    let job = Job::start("sleep 30");
-    let other = Job::start("sleep 30");
+    // Each job one task (the shell execs sleep): a second walk then finds nothing new.
+    let job = Job::start("exec sleep 30").running("sleep");
+    let other = Job::start("exec sleep 30").running("sleep");
     hints.set(&BTreeMap::from([(job.key(), 3)])).unwrap();
     let totals = hints.apply().unwrap();
     println!("apply walk: {totals:?}");
