@@ -11,6 +11,7 @@
 #   classifier/lab/collect-vm.sh OUT_DIR        (BIN=target/release, REPS, DURATION, TIMEOUT)
 #
 # Other loads: PROBES=office LOADS=archive_extract,zstd_compress,... NOPROBE=0
+#   CPUS (default ASA_LAB_CPUS, else 2), MEMORY (MiB, default 2048): the guest's shape.
 #   WORK_DISK (default `scenarios`, empty: none): the persistent work disk of lab/vm-run.sh.
 #   ROOTFS=$(target/release/asa scenario packages all) (the no-probe part knows only idle and
 #   xz_compress; ROOTFS = the packages the loads need, `all` shares the image of the full run).
@@ -27,6 +28,7 @@ NOPROBE=${NOPROBE:-1}
 ROOTFS=${ROOTFS:-xz-utils}
 EXPERTS=${EXPERTS:-eevdf,bpfland}
 MEMORY=${MEMORY:-2048}
+CPUS=${CPUS:-${ASA_LAB_CPUS:-2}}
 for b in asa asa-lab; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p asa-agent -p asa-lab" >&2; exit 1; }
 done
@@ -57,7 +59,7 @@ start=\$(date +%s)
 asa scenario run all --file /tmp/scenarios.toml --experts $EXPERTS --order by-expert \\
   --reps $REPS --duration $DURATION --settle 3 --cooldown 2 --keep-going --work-dir \$W \\
   --out /tmp/sc --record-features \$D/probe --record-interval-ms 1000 \\
-  --machine-note "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB"
+  --machine-note "lab VM: qemu TCG (thread=single), $CPUS vCPUs, $MEMORY MiB"
 echo "ASA-COLLECT: scenario runs exited \$? after \$((\$(date +%s) - start)) s"
 # No probe: the bare loads. A text corpus like the catalogue's (8 MiB of real text).
 i=0; while [ \$i -lt 400 ]; do cat /usr/share/common-licenses/*; i=\$((i+1)); done | head -c 8388608 > \$W/noprobe-corpus.txt
@@ -86,7 +88,7 @@ kill -INT \$P; sleep 3
   echo 'feature_schema = "asa.features"'
   # The version the recorder writes: the scenario runner's manifest names it.
   grep '^feature_schema_version' \$D/probe/manifest.toml || echo 'feature_schema_version = MISSING'
-  echo 'machine = "lab VM: qemu TCG (thread=single), 2 vCPUs, $MEMORY MiB; no foreground probe"'
+  echo 'machine = "lab VM: qemu TCG (thread=single), $CPUS vCPUs, $MEMORY MiB; no foreground probe"'
   for f in \$D/noprobe/*.parquet; do
     b=\$(basename \$f .parquet); load=\${b%%-*}; rest=\${b#*-}; expert=\${rest%%-*}
     printf '[[run]]\nname = "noprobe-%s"\nfile = "%s"\nlabel = "%s"\nscenario = "noprobe-%s"\nexpert = "%s"\n\n' \$b \$(basename \$f) \$load \$load \$expert
@@ -104,7 +106,7 @@ started=$(date +%s)
 set +e
 GUEST_EXPERTS=$(echo "$EXPERTS" | tr , '\n' | grep -v '^eevdf$' | paste -sd, -)
 WORK_DISK=${WORK_DISK-scenarios}
-"$BIN/asa-lab" run --asa "$BIN/asa" --expert "$GUEST_EXPERTS" --rootfs "$ROOTFS" --memory "$MEMORY" --timeout "$TIMEOUT" \
+"$BIN/asa-lab" run --asa "$BIN/asa" ${GUEST_EXPERTS:+--expert "$GUEST_EXPERTS"} --rootfs "$ROOTFS" --memory "$MEMORY" --cpus "$CPUS" --timeout "$TIMEOUT" \
   ${WORK_DISK:+--work-disk "$WORK_DISK"} \
   --script "$GUEST" --out "$OUT/guest" 2> "$OUT/console.log"
 rc=$?

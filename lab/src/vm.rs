@@ -492,6 +492,43 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// The lab's one-VM-at-a-time rule: an exclusive `flock` on `lab/vm.lock` in the project
+/// cache, held while a VM runs. The machines have two cores, so a second VM beside a
+/// measurement would change its numbers; a second `boot` waits (and says so) instead. The lock
+/// dies with its process, so a killed run never leaves it held.
+struct VmLock {
+    _file: std::fs::File,
+}
+
+impl VmLock {
+    fn acquire() -> Result<Self> {
+        let dir = asa_experts::cache_dir().join("lab");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the lab cache {}", dir.display()))?;
+        let path = dir.join("vm.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening the lab's VM lock {}", path.display()))?;
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            info!(
+                "another lab VM is running (lock {}): waiting for it, one VM at a time",
+                path.display()
+            );
+            // SAFETY: as above; blocks until the other VM's process releases it.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("locking {}", path.display()));
+            }
+        }
+        Ok(Self { _file: file })
+    }
+}
+
 /// Boot `kernel` with `initramfs`, wait for the guest to power off and collect its output.
 pub fn boot(
     kernel: &Kernel,
@@ -587,6 +624,8 @@ pub fn boot(
             Ok(())
         });
     }
+    // Held until the VM is gone (dropped when this function returns).
+    let _one_vm = VmLock::acquire()?;
     debug!("starting {cmd:?}");
     let t0 = Instant::now();
     let mut child = cmd.spawn().context("starting qemu")?;

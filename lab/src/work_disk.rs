@@ -48,7 +48,9 @@ pub fn path_for(cache: &Path, name: &str, rootfs: &Path) -> Result<PathBuf> {
         .join(format!("{name}-{stem}.{LABEL}.ext4")))
 }
 
-/// Opens (creating it empty when missing) and locks the work disk at `path`.
+/// Opens (creating it empty when missing) and locks the work disk at `path`, waiting while
+/// another VM's process holds it. Taken before the lab's VM lock (`vm::boot`), always in that
+/// order, so two runs never hold one lock each and wait for the other.
 pub fn acquire(path: &Path) -> Result<WorkDisk> {
     if !path.exists() {
         create(path)?;
@@ -61,13 +63,19 @@ pub fn acquire(path: &Path) -> Result<WorkDisk> {
     // SAFETY: flock on an open descriptor we own; no memory is passed.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            bail!(
-                "work disk {} is in use by another lab VM: one VM per work disk (wait for it, or give this run another work disk name)",
-                path.display()
-            );
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("locking work disk {}", path.display()));
         }
-        return Err(err).with_context(|| format!("locking work disk {}", path.display()));
+        // Its VM runs; the lab runs one VM at a time, so this one would wait for it anyway.
+        info!(
+            "work disk {} is in use by another lab VM: waiting for it (one VM per work disk)",
+            path.display()
+        );
+        // SAFETY: as above; blocks until the other VM's process releases the disk.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("locking work disk {}", path.display()));
+        }
     }
     Ok(WorkDisk {
         path: path.to_owned(),
@@ -118,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_disk_is_a_labelled_sparse_ext4_and_locked_while_held() {
+    fn a_new_disk_is_a_labelled_sparse_ext4_and_a_second_holder_waits_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w/disk.ext4");
         let held = acquire(&path).unwrap();
@@ -132,9 +140,23 @@ mod tests {
             "sparse: {} blocks",
             meta.blocks()
         );
-        let second = acquire(&path).unwrap_err().to_string();
-        assert!(second.contains("in use by another lab VM"), "{second}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let second = acquire(&path);
+                tx.send(()).unwrap();
+                second
+            })
+        };
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "a second holder waits while the first holds the disk"
+        );
         drop(held);
-        acquire(&path).expect("free again once the first holder is gone");
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the second holder gets the disk once the first is gone");
+        waiter.join().unwrap().unwrap();
     }
 }
