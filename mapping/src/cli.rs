@@ -25,10 +25,12 @@ pub enum Stage {
     Overhead,
     /// Run `asa run` on the catalogue and refine the table.
     Live,
-    /// Per-application mode: run every scenario under `layered` (ASA's default layer plan),
-    /// candidate policies (one class's slice changed) and whole-machine experts, with each
-    /// application in its labelled class's layer, and write the table's `[[layer]]` rows (the
-    /// policy per application class) and class rows (layered vs. the whole-machine experts).
+    /// Per-application mode: run every scenario under `layered` (ASA's default layer plan) and
+    /// whole-machine experts, and candidate policies (one class's slice changed) where their
+    /// class has an application, with each application in its labelled class's layer, and
+    /// write the table's `[[layer]]` rows (the policy per application class) and class rows
+    /// (layered vs. the whole-machine experts); each results file counts as one boot, and a
+    /// verdict needs 2 boots or more.
     Layers,
 }
 
@@ -41,8 +43,11 @@ pub struct CalibrateArgs {
     /// Folder of this calibration: raw results (resumable), report and table.
     #[arg(long)]
     pub dir: PathBuf,
-    /// Build the table from these scenario result files instead of running scenarios.
-    #[arg(long, value_delimiter = ',')]
+    /// Build the table from these scenario result files (results.json) instead of running
+    /// scenarios: comma-separated or the flag repeated, all of one machine (default: none,
+    /// measure). Stage layers counts each file as one boot and needs 2 or more for a verdict
+    /// across boots; with one, its rows say they rest on one boot.
+    #[arg(long, value_delimiter = ',', value_name = "RESULTS.json,...")]
     pub from_results: Vec<PathBuf>,
     /// Scenarios to run (`all` = every single-phase scenario of the catalogue).
     #[arg(long, default_value = "all")]
@@ -66,7 +71,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
     pub layer_classes: Vec<String>,
     /// Stage layers: the time slices (µs) to try: one candidate per class and slice that
-    /// differs from the class's default slice, named layered-<class>-<ms>ms.
+    /// differs from the class's default slice, named layered-<class>-<ms>ms, run only in the
+    /// scenarios with an application of its class (every scenario for `other`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -316,6 +322,7 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
         noise_floor: args.noise_floor,
         scheme: args.classes,
         min_gain: args.min_gain,
+        across_boots: false,
     };
     let proto = calibrate::prototype(&sets, machine, now_utc(), &opts)?;
     std::fs::create_dir_all(&args.dir)
@@ -683,6 +690,7 @@ pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
         noise_floor: args.noise_floor,
         scheme: args.classes,
         min_gain: args.min_gain,
+        across_boots: false,
     };
     let refined = calibrate::prototype(&sets, machine.clone(), now_utc(), &opts)?;
     let table = calibrate::refine_with(refined.table.clone(), &start_table, &machine);
@@ -814,6 +822,7 @@ pub(crate) fn plan(
         hold: times.hold,
         cooldown: times.cooldown,
         work_dir: args.run.work_dir(),
+        skip: Default::default(),
     };
     Ok((plan, text))
 }

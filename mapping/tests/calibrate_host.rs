@@ -85,6 +85,7 @@ fn plan(scenarios: &[&str], reps: u32, work: &std::path::Path) -> CalibrationPla
         hold: Duration::ZERO,
         cooldown: Duration::from_millis(100),
         work_dir: work.to_owned(),
+        skip: Default::default(),
     }
 }
 

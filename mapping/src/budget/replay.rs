@@ -258,6 +258,7 @@ pub fn replay(source: &ResultSet, opts: &ReplayOptions) -> Result<ReplaySummary>
         noise_floor: opts.noise_floor,
         scheme: opts.scheme,
         min_gain: opts.min_gain,
+        across_boots: false,
     };
     let Some(exhaustive) = table_of(std::slice::from_ref(source), &proto_opts)? else {
         bail!("the result set holds no valid run: nothing to replay");

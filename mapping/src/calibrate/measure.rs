@@ -1,6 +1,7 @@
 //! Measuring on this machine: the calibration plan, its results folder (checked, resumable),
 //! the fixed plan ([`run_or_resume`]) and the budgeted one ([`run_budgeted`]).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,35 @@ pub struct CalibrationPlan {
     pub cooldown: Duration,
     /// Inputs of the loads.
     pub work_dir: PathBuf,
+    /// Per scenario, experts of `experts` it does not run because their runs there cannot
+    /// change a verdict (stage layers: a candidate for a class the scenario has no application
+    /// of). Empty: every scenario runs every expert.
+    pub skip: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl CalibrationPlan {
+    /// The experts `scenario` runs: `experts` without its `skip` entries, in their order.
+    pub fn experts_for(&self, scenario: &str) -> Vec<String> {
+        let skip = self.skip.get(scenario);
+        self.experts
+            .iter()
+            .filter(|e| skip.is_none_or(|s| !s.contains(*e)))
+            .cloned()
+            .collect()
+    }
+
+    /// The runs the plan makes: every scenario's experts × repetitions.
+    pub fn total_runs(&self) -> usize {
+        self.scenarios
+            .iter()
+            .map(|s| self.experts_for(s).len() * self.reps as usize)
+            .sum()
+    }
+
+    /// The runs `skip` saves against running every expert in every scenario.
+    pub fn saved_runs(&self) -> usize {
+        self.scenarios.len() * self.experts.len() * self.reps as usize - self.total_runs()
+    }
 }
 
 /// File of the raw results inside a calibration folder.
@@ -46,9 +76,21 @@ pub fn results_path(dir: &Path) -> PathBuf {
     dir.join("results.json")
 }
 
+/// True when `result` holds a run (or a skipped run) of every (expert, repetition) the plan
+/// makes in its scenario ([`CalibrationPlan::experts_for`]); runs beyond those (a folder
+/// measured before a `skip` existed) do not make it incomplete.
 pub(super) fn complete(result: &ScenarioResult, plan: &CalibrationPlan) -> bool {
+    let done: BTreeSet<(&str, u32)> = result
+        .runs
+        .iter()
+        .map(|r| (r.expert.as_str(), r.rep))
+        .chain(result.skipped.iter().map(|s| (s.expert.as_str(), s.rep)))
+        .collect();
     result.error.is_none()
-        && result.runs.len() + result.skipped.len() == plan.reps as usize * plan.experts.len()
+        && plan
+            .experts_for(&result.scenario)
+            .iter()
+            .all(|e| (0..plan.reps).all(|rep| done.contains(&(e.as_str(), rep))))
 }
 
 /// Refuses a result set (read from `path`) measured with other options than `plan`'s: its
@@ -143,11 +185,16 @@ pub fn run_or_resume_observed(
         catalogue.scenario(name)?;
     }
     info!(
-        "calibrating {} scenario(s) × {} expert(s) × {} rep(s) into {}",
+        "calibrating {} scenario(s) × {} expert(s) × {} rep(s) into {}: {} run(s){}",
         plan.scenarios.len(),
         plan.experts.len(),
         plan.reps,
-        dir.display()
+        dir.display(),
+        plan.total_runs(),
+        match plan.saved_runs() {
+            0 => String::new(),
+            n => format!(", {n} fewer than every expert in every scenario"),
+        }
     );
     let (path, mut set) = open_results(dir, catalogue_text, plan, switcher)?;
     // Only a budgeted calibration saves a scenario before all its runs are made.
@@ -163,7 +210,7 @@ pub fn run_or_resume_observed(
             path.display(),
             partial.scenario,
             partial.runs.len() + partial.skipped.len(),
-            plan.reps as usize * plan.experts.len()
+            plan.reps as usize * plan.experts_for(&partial.scenario).len()
         );
     }
     // The stored options win (work unit above all); only the input folder may move.
@@ -189,6 +236,7 @@ pub fn run_or_resume_observed(
         // Each scenario starts at another expert (and the agent's modes), so none always
         // runs first after the scenario's set-up or last.
         options.rotation = i;
+        options.experts = plan.experts_for(name);
         let result = match run_scenario_observed(&catalogue, spec, switcher, &options, observer) {
             Ok(r) => r,
             Err(e) => {

@@ -13,6 +13,8 @@
 //! - `scores.rs`: each run's score out of result sets, grouped into workload classes;
 //! - `ranking.rs`: cell statistics, the noise floor, when two cells differ, centring by
 //!   scenario, the ranking of a class's experts and the stay expert;
+//! - `boots.rs`: an expert against its reference paired within each boot (result set), for
+//!   verdicts across boots;
 //! - `measure.rs`: the plan and its results folder, the fixed and the budgeted calibration;
 //! - `report.rs`: the prototype's markdown report.
 
@@ -26,11 +28,13 @@ use crate::{
     MAPPING_VERSION,
 };
 
+mod boots;
 mod measure;
 mod ranking;
 mod report;
 mod scores;
 
+pub use boots::*;
 pub use measure::*;
 pub use ranking::*;
 pub use report::*;
@@ -75,6 +79,11 @@ pub struct PrototypeOptions {
     /// every other expert is below the best beyond the noise or cannot gain this much over it
     /// is recorded as settled ([`crate::budget`]).
     pub min_gain: f64,
+    /// Compare across boots (each result set one boot, [`boot_pairs`]): the best expert must
+    /// also beat the stay expert by more than 2 standard errors of their per-boot paired
+    /// differences when both ran in 2 boots or more, and every row records its boots. False:
+    /// the runs of every set pooled, no boots recorded (stages prototype and live).
+    pub across_boots: bool,
 }
 
 impl Default for PrototypeOptions {
@@ -84,6 +93,7 @@ impl Default for PrototypeOptions {
             noise_floor: None,
             scheme: ClassScheme::ProbeLoad,
             min_gain: crate::budget::DEFAULT_MIN_GAIN,
+            across_boots: false,
         }
     }
 }
@@ -126,6 +136,10 @@ pub struct ClassEvidence {
     pub settled: bool,
     /// The experts still undecided against the best (empty when settled).
     pub undecided: Vec<String>,
+    /// With [`PrototypeOptions::across_boots`]: the best expert other than the stay expert
+    /// against the stay expert, paired within each boot (None otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boots: Option<BootPairs>,
 }
 
 /// How the noise floor was obtained.
@@ -202,11 +216,46 @@ pub fn prototype(
     for (class, data, cells) in classes {
         let Ranking {
             cells,
-            ordered,
+            mut ordered,
             gain,
-            threshold,
-            kept_stay,
+            mut threshold,
+            mut kept_stay,
         } = rank(cells, &stay, noise.floor);
+        let boots = opts
+            .across_boots
+            .then(|| {
+                let challenger = cells.iter().find(|c| c.expert != stay)?;
+                let units: Vec<BootUnit> = data
+                    .boots
+                    .iter()
+                    .copied()
+                    .zip(data.per_scenario.iter().cloned())
+                    .collect();
+                Some(boot_pairs(&units, &challenger.expert, &stay))
+            })
+            .flatten();
+        // The best expert beat the stay expert within the pooled runs: it must also beat the
+        // spread between boots (or, never run in a boot with it, stays behind it). Where it
+        // does not, more boots could change the row: it is not settled.
+        let mut overruled = false;
+        if let (Some(pairs), Some(g), false) = (&boots, gain, kept_stay) {
+            if cells[0].expert != stay {
+                threshold = across_boots_threshold(threshold, pairs);
+                if pairs.boots() == 0 {
+                    threshold = threshold.max(g);
+                }
+                if g <= threshold {
+                    kept_stay = true;
+                    overruled = true;
+                    let at = ordered
+                        .iter()
+                        .position(|c| c.expert == stay)
+                        .expect("a cell");
+                    let moved = ordered.remove(at);
+                    ordered.insert(0, moved);
+                }
+            }
+        }
         let chosen = ordered[0].expert.clone();
         let margin = ordered[1..]
             .iter()
@@ -214,18 +263,24 @@ pub fn prototype(
             .max_by(f64::total_cmp)
             .map(|runner_up| ordered[0].mean - runner_up);
         let state = class_state(&data.runs, &rules);
-        let undecided: Vec<String> = state
+        let mut undecided: Vec<String> = state
             .comparisons
             .iter()
             .filter(|c| !matches!(c.standing, Standing::Below | Standing::WithinMinGain))
             .map(|c| c.challenger.clone())
             .collect();
+        // The best expert against the stay expert is what the boots left open.
+        if overruled && !undecided.contains(&stay) {
+            undecided.push(stay.clone());
+        }
+        let settled = state.settled() && !overruled;
         table_classes.push(ClassMapping {
             name: class.clone(),
             ranked: ranked_rows(&ordered),
             noise: if kept_stay { threshold } else { 0.0 },
             margin,
-            settled: Some(state.settled()),
+            settled: Some(settled),
+            boots: boots.as_ref().map(BootPairs::boots),
         });
         evidence.push(ClassEvidence {
             class,
@@ -236,8 +291,9 @@ pub fn prototype(
             chosen,
             kept_stay,
             margin,
-            settled: state.settled(),
+            settled,
             undecided,
+            boots,
         });
     }
     let mut table = MappingTable {
@@ -353,6 +409,51 @@ mod tests {
         assert!(markdown(&proto, &[set]).contains(" | yes | "));
     }
 
+    /// Boot 1: `good` answers in 40 ms, the stay expert in 250; boot 2: `good` 110, the stay
+    /// expert 100. Pooled, `good` leads beyond the runs' spread; compared across boots, its
+    /// per-boot differences (far above, a little below) spread wider than its lead: the stay
+    /// expert stays, the row labelled with its 2 boots.
+    #[test]
+    fn a_class_row_better_in_one_boot_and_worse_in_another_is_not_a_verdict() {
+        let sets = [
+            measured(&[("good", 40.0), ("stay", 250.0)], 2),
+            measured(&[("good", 110.0), ("stay", 100.0)], 2),
+        ];
+        let pooled = PrototypeOptions {
+            stay: Some("stay".into()),
+            noise_floor: Some(0.01),
+            ..PrototypeOptions::default()
+        };
+        let proto = prototype(&sets, test_machine(), String::new(), &pooled).unwrap();
+        assert_eq!(proto.table.classes[0].ranked[0].expert, "good");
+        assert_eq!(proto.table.classes[0].boots, None);
+        let across = PrototypeOptions {
+            across_boots: true,
+            ..pooled
+        };
+        let proto = prototype(&sets, test_machine(), String::new(), &across).unwrap();
+        let row = &proto.table.classes[0];
+        assert_eq!(row.ranked[0].expert, "stay");
+        assert_eq!(row.boots, Some(2));
+        assert_eq!(row.settled, Some(false));
+        let e = &proto.evidence[0];
+        assert!(
+            e.kept_stay && e.gain_over_stay.unwrap() <= e.threshold,
+            "{e:?}"
+        );
+        assert!(e.undecided.contains(&"stay".to_string()), "{e:?}");
+        let report = markdown(&proto, &sets);
+        assert!(
+            report.contains(": 2 boots, good − stay per boot"),
+            "{report}"
+        );
+        // One boot: ranked as before, labelled as one boot.
+        let proto = prototype(&sets[..1], test_machine(), String::new(), &across).unwrap();
+        assert_eq!(proto.table.classes[0].ranked[0].expert, "good");
+        assert_eq!(proto.table.classes[0].boots, Some(1));
+        assert!(markdown(&proto, &sets[..1]).contains("rests on one boot"));
+    }
+
     /// Two experts 1 ms apart in a plan of 2 repetitions: the runs cannot tell them apart, so
     /// the class is open, the runner-up undecided.
     #[test]
@@ -418,12 +519,47 @@ mod tests {
             hold: o.hold,
             cooldown: o.cooldown,
             work_dir: o.work_dir.clone(),
+            skip: Default::default(),
         };
         let err = run_or_resume(dir.path(), &set.catalogue_toml, &plan, &mut NoSwitcher)
             .unwrap_err()
             .to_string();
         assert!(err.contains("S20 has 3 of its 8 runs"), "{err}");
         assert!(err.contains("continue it with --budget"), "{err}");
+    }
+
+    /// A plan that skips `bad` in S20: a scenario holding `good`'s runs alone is complete, so
+    /// a resumed calibration runs nothing (NoSwitcher panics on a run); one measured before the
+    /// skip (every expert's runs) is complete too.
+    #[test]
+    fn a_scenario_is_complete_with_every_planned_run_and_skipped_experts_are_not_awaited() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = measured(&[("good", 40.0), ("bad", 250.0)], 2);
+        let o = &full.options;
+        let plan = CalibrationPlan {
+            scenarios: vec![SCENARIO.into()],
+            experts: o.experts.clone(),
+            reps: o.reps,
+            duration: o.duration,
+            min_phase: o.min_phase,
+            settle: o.settle,
+            hold: o.hold,
+            cooldown: o.cooldown,
+            work_dir: o.work_dir.clone(),
+            skip: [(SCENARIO.to_string(), ["bad".to_string()].into())].into(),
+        };
+        assert_eq!(plan.experts_for(SCENARIO), ["good"]);
+        assert_eq!((plan.total_runs(), plan.saved_runs()), (2, 2));
+        let mut only_good = full.clone();
+        only_good.scenarios[0].runs.retain(|r| r.expert == "good");
+        assert!(measure::complete(&only_good.scenarios[0], &plan));
+        assert!(measure::complete(&full.scenarios[0], &plan));
+        let mut one_rep = only_good.clone();
+        one_rep.scenarios[0].runs.retain(|r| r.rep == 0);
+        assert!(!measure::complete(&one_rep.scenarios[0], &plan));
+        only_good.save(&results_path(dir.path())).unwrap();
+        let set = run_or_resume(dir.path(), &full.catalogue_toml, &plan, &mut NoSwitcher).unwrap();
+        assert_eq!(set.scenarios[0].runs.len(), 2);
     }
 
     fn cell(expert: &str, mean: f64, spread: f64, runs: u32) -> CellStats {
@@ -625,6 +761,7 @@ mod tests {
             noise: 0.0,
             margin: None,
             settled: None,
+            boots: None,
         }
     }
 
@@ -690,6 +827,7 @@ mod tests {
                 noise: r.threshold,
                 margin: None,
                 settled: None,
+                boots: None,
             }],
             switches: Vec::new(),
             layers: Vec::new(),

@@ -245,6 +245,7 @@ pub fn stay_expert<'a>(
                 noise: 0.0,
                 margin: None,
                 settled: None,
+                boots: None,
             })
             .collect(),
         switches: Vec::new(),

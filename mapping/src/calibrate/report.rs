@@ -80,6 +80,51 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
                 .join(", ")
         ));
     }
+    let boots: Vec<String> = proto
+        .evidence
+        .iter()
+        .filter_map(|e| {
+            let pairs = e.boots.as_ref()?;
+            let Some(challenger) = e.cells.iter().find(|c| c.expert != proto.stay) else {
+                return Some(format!("- {}: one expert, nothing compared", e.class));
+            };
+            let diffs: Vec<String> = pairs
+                .per_boot
+                .iter()
+                .map(|(boot, d)| format!("boot {} {d:+.3}", boot + 1))
+                .collect();
+            Some(match pairs.boots() {
+                0 => format!(
+                    "- {}: {} and {} never ran in the same boot and scenario: {} stays",
+                    e.class, challenger.expert, proto.stay, proto.stay
+                ),
+                1 => format!(
+                    "- {}: rests on one boot ({} − {}: {}): no verdict across boots",
+                    e.class,
+                    challenger.expert,
+                    proto.stay,
+                    diffs.join(", ")
+                ),
+                n => format!(
+                    "- {}: {n} boots, {} − {} per boot: {}; 2 standard errors {:.3}",
+                    e.class,
+                    challenger.expert,
+                    proto.stay,
+                    diffs.join(", "),
+                    pairs.two_standard_errors().unwrap_or(0.0)
+                ),
+            })
+        })
+        .collect();
+    if !boots.is_empty() {
+        out.push_str(
+            "\nAcross boots (each results file one boot; with 2 boots or more the best expert \
+             must also beat the stay expert by more than 2 standard errors of their \
+             differences paired within each boot, and the threshold above includes them):\n\n",
+        );
+        out.push_str(&boots.join("\n"));
+        out.push('\n');
+    }
     let mut chosen: BTreeMap<&str, usize> = BTreeMap::new();
     for e in &proto.evidence {
         *chosen.entry(e.chosen.as_str()).or_default() += 1;

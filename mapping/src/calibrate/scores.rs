@@ -18,6 +18,8 @@ pub(super) struct ClassData {
     pub(super) scenarios: Vec<String>,
     /// Per scenario, every scored run as (expert, score).
     pub(super) per_scenario: Vec<Vec<(String, f64)>>,
+    /// Per entry of `per_scenario`, its boot: the index of its result set.
+    pub(super) boots: Vec<usize>,
     /// The runs by unit (result set, scenario, repetition), for the comparisons of
     /// [`crate::budget`].
     pub(super) runs: ClassRuns,
@@ -142,6 +144,7 @@ pub(super) fn collect_scores(
     for (class, scenarios) in grouped {
         let mut names: Vec<String> = Vec::new();
         let mut per_scenario = Vec::new();
+        let mut boots = Vec::new();
         let mut units: Vec<(usize, u32, String)> = Vec::new();
         let mut experts: Vec<String> = Vec::new();
         for (set, scenario, runs) in &scenarios {
@@ -153,6 +156,7 @@ pub(super) fn collect_scores(
                     .filter_map(|(e, _, x)| Some((e.clone(), (*x)?)))
                     .collect::<Vec<_>>(),
             );
+            boots.push(*set);
             let reps = sets[*set].options.reps.max(1);
             let most = runs.iter().map(|(_, r, _)| r + 1).max().unwrap_or(0);
             for rep in 0..reps.max(most) {
@@ -181,6 +185,7 @@ pub(super) fn collect_scores(
             ClassData {
                 scenarios: names,
                 per_scenario,
+                boots,
                 runs: class_runs,
             },
         );

@@ -212,6 +212,31 @@ pub fn candidate_catalogue(
     Ok(text)
 }
 
+/// Per scenario of `scenarios`, the candidates that need not run there: those changing a class
+/// the scenario has no application of. A layer row scores a class's candidates only on the
+/// scenarios with an application of the class ([`super::layer_rows`]), so their runs elsewhere
+/// could not change a row. A candidate of [`OTHER_LAYER`] runs everywhere (its layer holds every
+/// task no class claims, in every run). Scenarios with nothing to skip are absent.
+pub fn candidate_skips(
+    catalogue: &ScenarioCatalogue,
+    scenarios: &[String],
+    candidates: &[Candidate],
+) -> Result<BTreeMap<String, BTreeSet<String>>> {
+    let mut out = BTreeMap::new();
+    for name in scenarios {
+        let classes = scenario_classes(catalogue, catalogue.scenario(name)?)?;
+        let skip: BTreeSet<String> = candidates
+            .iter()
+            .filter(|c| c.class != OTHER_LAYER && !classes.contains(&c.class))
+            .map(|c| c.name.clone())
+            .collect();
+        if !skip.is_empty() {
+            out.insert(name.clone(), skip);
+        }
+    }
+    Ok(out)
+}
+
 /// Refuses options that would give no candidate: no slice at all.
 pub fn check_slices(slices_us: &[u64]) -> Result<()> {
     if slices_us.is_empty() {
@@ -338,6 +363,37 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("\"nope\""), "{e}");
+    }
+
+    /// S20 (web + network transfer) has no cpu_batch application, S1 (game + archive
+    /// extraction) has one: the 2 ms cpu_batch candidate runs in S1 only, the network one in
+    /// S20 only, the `other` one in both.
+    #[test]
+    fn a_cpu_batch_candidate_is_not_run_in_a_scenario_without_a_cpu_batch_application() {
+        let catalogue = ScenarioCatalogue::builtin().unwrap();
+        let plan = asa_layers::default_plan();
+        let scenarios = classes(&["S1", "S20"]);
+        assert!(
+            scenario_classes(&catalogue, catalogue.scenario("S1").unwrap())
+                .unwrap()
+                .contains("cpu_batch")
+        );
+        let cands =
+            candidates(&plan, &classes(&["cpu_batch", "network", "other"]), &[2000]).unwrap();
+        let skip = candidate_skips(&catalogue, &scenarios, &cands).unwrap();
+        assert_eq!(
+            skip,
+            BTreeMap::from([
+                (
+                    "S1".to_string(),
+                    BTreeSet::from(["layered-network-2ms".to_string()])
+                ),
+                (
+                    "S20".to_string(),
+                    BTreeSet::from(["layered-cpu_batch-2ms".to_string()])
+                ),
+            ])
+        );
     }
 
     /// The built-in scenarios' probes are interactive and their loads cpu_batch, io_bound or

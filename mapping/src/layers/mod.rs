@@ -13,6 +13,12 @@
 //! class rows (stage prototype on those runs), so the table says per load whether the layers
 //! or one expert serve it better.
 //!
+//! Each results file is one boot (the runner records no boot identity). Runs within a boot
+//! agree far more closely than runs of different boots, so with runs from 2 boots or more a
+//! candidate must also beat `layered` beyond the spread of their per-boot paired differences
+//! ([`crate::calibrate::boot_pairs`]); a row from one boot carries `boots = 1`: no verdict
+//! across boots.
+//!
 //! One job per file: `candidates.rs` the candidates and their catalogue; `rows.rs` the rows
 //! from scored runs; `report.rs` their section of `DIR/calibration.md`; `stage.rs` the command
 //! (measure or read runs, write the table and report).

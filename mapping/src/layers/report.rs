@@ -1,9 +1,9 @@
 //! The layer rows' report: the section of `DIR/calibration.md` that says, per row, which arms
-//! were compared on which scenarios, their scores, the threshold and the choice.
+//! were compared on which scenarios and boots, their scores, the threshold and the choice.
 //!
 //! Invariant: it reports the [`LayerCalibration`] it is given, nothing recomputed.
 
-use super::{LayerCalibration, LAYERED};
+use super::{LayerCalibration, LayerEvidence, LAYERED};
 use asa_layers::{LayerPolicy, OTHER_LAYER};
 
 /// A policy in a few words: `open, 5000 µs slice, preempt, weight 100`.
@@ -17,6 +17,38 @@ pub fn describe_policy(p: &LayerPolicy) -> String {
     )
 }
 
+/// What a row's comparison rests on: its boots and, with a challenger, the per-boot
+/// differences challenger − `layered`.
+pub fn boots_line(e: &LayerEvidence) -> String {
+    let Some(challenger) = &e.challenger else {
+        return format!("Boots: {} (no candidate ran: nothing compared).", e.boots);
+    };
+    let diffs: Vec<String> = e
+        .pairs
+        .per_boot
+        .iter()
+        .map(|(boot, d)| format!("boot {} {d:+.3}", boot + 1))
+        .collect();
+    match e.boots {
+        0 => format!(
+            "Boots: 0 — {challenger} and {LAYERED} never ran in the same boot and scenario: \
+             their difference cannot be told from the boots' offsets, so {LAYERED} stays."
+        ),
+        1 => format!(
+            "Boots: 1 — rests on one boot ({challenger} − {LAYERED}: {}): no verdict across \
+             boots.",
+            diffs.join(", ")
+        ),
+        n => format!(
+            "Boots: {n} — {challenger} − {LAYERED} per boot: {}; spread {:.3}, 2 standard \
+             errors {:.3}.",
+            diffs.join(", "),
+            e.pairs.spread().unwrap_or(0.0),
+            e.pairs.two_standard_errors().unwrap_or(0.0)
+        ),
+    }
+}
+
 /// The layer rows' section of `DIR/calibration.md`: the rule, then per row its scenarios,
 /// arms (policy, score ± spread, runs), threshold and choice.
 pub fn markdown(cal: &LayerCalibration) -> String {
@@ -24,16 +56,28 @@ pub fn markdown(cal: &LayerCalibration) -> String {
     out.push_str(&format!(
         "Noise floor: {:.3} ({}). A layer keeps the default plan's policy ({LAYERED}) unless a \
          candidate's mean score over the scenarios with an application of the class (every \
-         scenario for `{OTHER_LAYER}`), centred by scenario, beats {LAYERED}'s by more than \
-         max(noise floor, 2 standard errors of the difference). Margin: the chosen arm's mean \
-         minus the best other mean.\n",
-        cal.noise.floor, cal.noise.source
+         scenario for `{OTHER_LAYER}`), centred by (boot, scenario), beats {LAYERED}'s by more than \
+         max(noise floor, 2 standard errors of the difference) and, with runs of both in 2 \
+         boots or more, by more than 2 standard errors of their differences paired within each \
+         boot (each results file is one boot; a boot offset moves every arm alike). Margin: \
+         the chosen arm's mean minus the best other mean.\n\nBoots: {}{}.\n",
+        cal.noise.floor,
+        cal.noise.source,
+        cal.boots,
+        if cal.boots < 2 {
+            " — every row rests on one boot's runs, whose spread misses what moves between \
+             boots: no row is a verdict across boots; calibrate in another boot and pass both \
+             results files (--from-results a.json,b.json)"
+        } else {
+            ""
+        }
     ));
     for (e, row) in cal.evidence.iter().zip(&cal.rows) {
         out.push_str(&format!(
-            "\n## Layer {}\n\nScenarios: {}.\n\n| arm | policy | score | spread | runs |\n|---|---|---:|---:|---:|\n",
+            "\n## Layer {}\n\nScenarios: {}.\n\n{}\n\n| arm | policy | score | spread | runs |\n|---|---|---:|---:|---:|\n",
             e.class,
-            e.scenarios.join(", ")
+            e.scenarios.join(", "),
+            boots_line(e)
         ));
         for arm in &e.arms {
             let cell = e.cells.iter().find(|c| c.expert == arm.expert);
@@ -66,8 +110,14 @@ pub fn markdown(cal: &LayerCalibration) -> String {
             )
         } else {
             format!(
-                "{:+.3} over {LAYERED}, beyond the threshold {:.3}",
-                e.gain, e.threshold
+                "{:+.3} over {LAYERED}, beyond the threshold {:.3}{}",
+                e.gain,
+                e.threshold,
+                if e.boots < 2 {
+                    " of one boot (no verdict across boots)"
+                } else {
+                    ""
+                }
             )
         };
         out.push_str(&format!(

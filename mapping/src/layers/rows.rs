@@ -4,7 +4,9 @@
 //!
 //! Invariant: a row's policy is the default plan's unless a candidate's mean score beats
 //! `layered`'s by more than max(noise floor, 2 standard errors of the difference), the rule
-//! stage prototype ranks experts by ([`crate::calibrate::rank`]).
+//! stage prototype ranks experts by ([`crate::calibrate::rank`]), and, with runs from 2 boots
+//! or more, by more than 2 standard errors of its per-boot differences to `layered`
+//! ([`crate::calibrate::boot_pairs`]); a row from one boot says so (`boots = 1`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,8 +18,9 @@ use asa_scenarios::runner::ResultSet;
 use super::candidates::{plan_classes, plan_policy, scenario_classes};
 use super::LAYERED;
 use crate::calibrate::{
-    cell_stats, centred_by_scenario, noise_estimate, rank, scored_runs, stored_catalogue,
-    CellStats, NoiseEstimate, Ranking,
+    across_boots_threshold, boot_pairs, cell_stats, centred_by_scenario, difference_threshold,
+    noise_estimate, rank, scored_runs, stored_catalogue, BootPairs, BootUnit, CellStats,
+    NoiseEstimate,
 };
 use crate::{LayerRow, RankedExpert};
 
@@ -26,6 +29,8 @@ use crate::{LayerRow, RankedExpert};
 pub struct ScenarioRuns {
     /// Scenario name.
     pub scenario: String,
+    /// The boot it was measured in: the index of its result set (one results file per boot).
+    pub boot: usize,
     /// The app classes of its probe and loads ([`super::scenario_classes`]).
     pub classes: BTreeSet<String>,
     /// Every valid run's (expert, UX score), all experts' runs scored together.
@@ -54,7 +59,16 @@ pub struct LayerEvidence {
     pub arms: Vec<LayerArm>,
     /// Best mean minus `layered`'s.
     pub gain: f64,
-    /// What the gain had to exceed: max(noise floor, 2 standard errors of best − layered).
+    /// The best-scoring arm other than `layered` (None when no candidate ran).
+    pub challenger: Option<String>,
+    /// The challenger against `layered`, paired within each boot.
+    pub pairs: BootPairs,
+    /// The boots the row rests on: those of `pairs`, or with no challenger those holding
+    /// runs of `layered`.
+    pub boots: u32,
+    /// What a gain over `layered` had to exceed: max(noise floor, 2 standard errors of
+    /// challenger − layered) and, with 2 boots or more, 2 standard errors of the per-boot
+    /// differences.
     pub threshold: f64,
     /// True when a better-scoring candidate was within the threshold, so `layered` stays.
     pub kept_default: bool,
@@ -71,6 +85,8 @@ pub struct LayerCalibration {
     pub evidence: Vec<LayerEvidence>,
     /// The noise floor used.
     pub noise: NoiseEstimate,
+    /// The boots (result sets) the scenarios came from.
+    pub boots: u32,
 }
 
 /// True for an expert that is a variant of the layer plan (`layered` with policies of its own):
@@ -122,8 +138,8 @@ pub fn varied_classes(catalogue: &Catalogue, plan: &LayerPlan) -> Vec<String> {
 }
 
 /// Every scenario result of `sets` with its scored runs (its runs scored together, as
-/// stage prototype scores them) and its application classes from the catalogue stored with
-/// the set; failed results and results without a valid run go to `left_out` with the reason.
+/// stage prototype scores them), its boot (the set's index: each set is one boot) and its
+/// application classes from the catalogue stored with the set; failed results and results without a valid run go to `left_out` with the reason.
 pub fn scenario_runs(
     sets: &[ResultSet],
     left_out: &mut Vec<(String, String)>,
@@ -147,6 +163,7 @@ pub fn scenario_runs(
             }
             out.push(ScenarioRuns {
                 scenario: result.scenario.clone(),
+                boot: i,
                 classes: scenario_classes(&catalogue, spec)?,
                 runs,
             });
@@ -191,13 +208,16 @@ pub fn layer_noise(
 /// * arms: [`arms`] — `layered` (`plan`'s policy) and the candidates changing that class only;
 /// * scenarios: those with an application of the class ([`ScenarioRuns::classes`]); every
 ///   scenario for [`OTHER_LAYER`], whose layer holds every unclassified task in every run;
-/// * scores: each arm's runs in those scenarios, centred by scenario
+/// * scores: each arm's runs in those scenarios, centred by (boot, scenario)
 ///   ([`centred_by_scenario`]), as a cell (mean, sample spread, runs: [`cell_stats`]);
-/// * ranking: [`rank`] with `layered` as the stay expert and the noise floor of
-///   [`layer_noise`] (`noise_floor`, else measured);
-/// * row: `policy` = the first arm's policy, `ranked` = the ranked cells, `noise` = the
-///   threshold the best arm's gain over `layered` was held to (max(floor, 2 standard errors);
-///   at least the floor), `margin` = first mean − best other mean (none with one arm).
+/// * ranking: by mean, except that `layered` stays first unless the best arm beats it by more
+///   than the threshold: max(noise floor, 2 standard errors of the difference) — the noise
+///   floor of [`layer_noise`] (`noise_floor`, else measured) — and, with runs of both in 2
+///   boots or more, 2 standard errors of their per-boot paired differences ([`boot_pairs`]);
+/// * row: `policy` = the first arm's policy, `ranked` = the ranked cells, `noise` = that
+///   threshold for the best other arm (at least the floor), `margin` = first mean − best other
+///   mean (none with one arm), `boots` = the boots the comparison rests on (1: one boot's
+///   runs, no verdict across boots).
 ///
 /// A class whose scenarios hold no scored run of `layered` is an error naming the class.
 pub fn layer_rows(
@@ -221,7 +241,7 @@ pub fn layer_rows(
     for (class, arms) in per_class {
         let names: BTreeSet<&str> = arms.iter().map(|a| a.expert.as_str()).collect();
         let mut used: Vec<String> = Vec::new();
-        let mut per_scenario: Vec<Vec<(String, f64)>> = Vec::new();
+        let mut units: Vec<BootUnit> = Vec::new();
         for s in scenarios {
             if class != OTHER_LAYER && !s.classes.contains(class) {
                 continue;
@@ -238,9 +258,9 @@ pub fn layer_rows(
             if !used.contains(&s.scenario) {
                 used.push(s.scenario.clone());
             }
-            per_scenario.push(runs);
+            units.push((s.boot, runs));
         }
-        if !per_scenario.iter().flatten().any(|(e, _)| e == LAYERED) {
+        if !units.iter().flat_map(|(_, r)| r).any(|(e, _)| e == LAYERED) {
             bail!(
                 "layer class {class:?}: no scored run of {LAYERED} (the default plan) in {}: a \
                  class's candidates are compared with {LAYERED} on the same scenarios; measure \
@@ -252,17 +272,59 @@ pub fn layer_rows(
                 }
             );
         }
+        let per_scenario: Vec<Vec<(String, f64)>> =
+            units.iter().map(|(_, runs)| runs.clone()).collect();
         let cells: Vec<CellStats> = centred_by_scenario(&per_scenario)
             .iter()
             .map(|(e, xs)| cell_stats(e, xs))
             .collect();
-        let Ranking {
-            cells,
-            ordered,
-            gain,
-            threshold,
-            kept_stay,
-        } = rank(cells, LAYERED, noise.floor);
+        // Sorted by mean, best first (ties by name).
+        let cells = rank(cells, LAYERED, noise.floor).cells;
+        let default = cells
+            .iter()
+            .find(|c| c.expert == LAYERED)
+            .expect("layered has runs here");
+        let challenger = cells.iter().find(|c| c.expert != LAYERED);
+        let (pairs, threshold) = match challenger {
+            Some(c) => {
+                let pairs = boot_pairs(&units, &c.expert, LAYERED);
+                let within = difference_threshold(c, default, noise.floor);
+                let threshold = across_boots_threshold(within, &pairs);
+                (pairs, threshold)
+            }
+            None => (
+                BootPairs {
+                    per_boot: Vec::new(),
+                },
+                noise.floor,
+            ),
+        };
+        let boots = match challenger {
+            Some(_) => pairs.boots(),
+            None => units
+                .iter()
+                .map(|(boot, _)| *boot)
+                .collect::<BTreeSet<_>>()
+                .len() as u32,
+        };
+        let gain = cells[0].mean - default.mean;
+        // A challenger that never ran in a boot with `layered` differs from it by the boots'
+        // offsets as much as by its policy: the default stays, the gain counted as noise.
+        let threshold = if challenger.is_some() && boots == 0 {
+            threshold.max(gain)
+        } else {
+            threshold
+        };
+        let kept_default = cells[0].expert != LAYERED && gain <= threshold;
+        let mut ordered = cells.clone();
+        if kept_default {
+            let at = ordered
+                .iter()
+                .position(|c| c.expert == LAYERED)
+                .expect("a cell");
+            let moved = ordered.remove(at);
+            ordered.insert(0, moved);
+        }
         let first = &ordered[0];
         let policy = arms
             .iter()
@@ -288,22 +350,31 @@ pub fn layer_rows(
                 .collect(),
             noise: threshold,
             margin,
+            boots,
         });
         evidence.push(LayerEvidence {
             class: class.clone(),
             scenarios: used,
             chosen: first.expert.clone(),
+            challenger: challenger.map(|c| c.expert.clone()),
             cells,
             arms,
-            gain: gain.expect("layered has a cell"),
+            gain,
+            pairs,
+            boots,
             threshold,
-            kept_default: kept_stay,
+            kept_default,
         });
     }
     Ok(LayerCalibration {
         rows,
         evidence,
         noise,
+        boots: scenarios
+            .iter()
+            .map(|s| s.boot)
+            .collect::<BTreeSet<_>>()
+            .len() as u32,
     })
 }
 
@@ -347,7 +418,13 @@ mod tests {
 
     /// A scenario with `classes` and runs (expert, score).
     fn scenario(name: &str, classes: &[&str], runs: &[(&str, f64)]) -> ScenarioRuns {
+        in_boot(0, name, classes, runs)
+    }
+
+    /// A scenario measured in boot `boot` (its result set's index).
+    fn in_boot(boot: usize, name: &str, classes: &[&str], runs: &[(&str, f64)]) -> ScenarioRuns {
         ScenarioRuns {
+            boot,
             scenario: name.into(),
             classes: classes.iter().map(|c| c.to_string()).collect(),
             runs: runs.iter().map(|(e, x)| (e.to_string(), *x)).collect(),
@@ -508,6 +585,144 @@ mod tests {
             e.contains("\"interactive\"") && e.contains("any scenario"),
             "{e}"
         );
+    }
+
+    /// Two runs per arm and scenario in boot `boot`: layered at `base`, the cpu_batch 5 ms
+    /// candidate `diff` above it (each pair of runs ±0.005 apart).
+    fn batch_boot(boot: usize, base: f64, diff: f64) -> Vec<ScenarioRuns> {
+        ["S1", "S10"]
+            .iter()
+            .map(|name| {
+                in_boot(
+                    boot,
+                    name,
+                    &["interactive", "cpu_batch"],
+                    &[
+                        ("layered", base - 0.005),
+                        ("layered", base + 0.005),
+                        ("layered-cpu_batch-5ms", base + diff - 0.005),
+                        ("layered-cpu_batch-5ms", base + diff + 0.005),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    /// Boot 1: the candidate 0.10 above layered (the runs agree within 0.01: within that boot
+    /// alone a clear win); boot 2, 0.25 higher for every arm: 0.05 below. The per-boot
+    /// differences (+0.10, −0.05) spread 0.106, 2 standard errors 0.150 > the mean gain 0.025:
+    /// layered stays, labelled with 2 boots.
+    #[test]
+    fn a_candidate_better_in_one_boot_and_worse_in_another_is_not_a_verdict() {
+        let one = batch_boot(0, 0.40, 0.10);
+        let alone = rows(&one, &["cpu_batch"], 0.03).unwrap();
+        assert_eq!(alone.rows[0].ranked[0].expert, "layered-cpu_batch-5ms");
+        let both = [one, batch_boot(1, 0.65, -0.05)].concat();
+        let cal = rows(&both, &["cpu_batch"], 0.03).unwrap();
+        let row = &cal.rows[0];
+        assert_eq!(row.ranked[0].expert, LAYERED);
+        assert_eq!(
+            row.policy,
+            plan_policy(&asa_layers::default_plan(), "cpu_batch").unwrap()
+        );
+        assert_eq!(row.boots, 2);
+        assert!((row.noise - 0.15).abs() < 1e-9, "{row:?}");
+        let e = &cal.evidence[0];
+        assert!(e.kept_default && (e.gain - 0.025).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.pairs.per_boot.len(), 2);
+        assert_eq!(cal.boots, 2);
+        let report = markdown(&cal);
+        assert!(
+            report.contains(
+                "Boots: 2 — layered-cpu_batch-5ms − layered per boot: boot 1 +0.100, boot 2 -0.050"
+            ),
+            "{report}"
+        );
+        crate::MappingTable::parse(
+            &crate::MappingTable {
+                layers: cal.rows.clone(),
+                ..crate::MappingTable::builtin_default().unwrap()
+            }
+            .to_toml()
+            .unwrap(),
+            "t",
+        )
+        .unwrap();
+    }
+
+    /// The candidate 0.10 and 0.12 above layered in two boots whose levels differ by 0.25:
+    /// the boot offset cancels in the pairs and the gain is a verdict.
+    #[test]
+    fn a_candidate_better_in_every_boot_beyond_their_spread_is_a_verdict() {
+        let s = [batch_boot(0, 0.40, 0.10), batch_boot(1, 0.65, 0.12)].concat();
+        let cal = rows(&s, &["cpu_batch"], 0.03).unwrap();
+        let row = &cal.rows[0];
+        assert_eq!(row.ranked[0].expert, "layered-cpu_batch-5ms");
+        assert_eq!(row.policy.slice_us, 5000);
+        assert_eq!(row.boots, 2);
+        // 2 standard errors of (0.10, 0.12): 0.02, below the floor.
+        assert!((row.noise - 0.03).abs() < 1e-9, "{row:?}");
+        assert!(!cal.evidence[0].kept_default);
+    }
+
+    /// One boot: the within-boot rule still ranks (the candidate leads beyond its runs'
+    /// spread), and the row and the report say it rests on one boot.
+    #[test]
+    fn one_boot_is_labelled_as_one_boot() {
+        let cal = rows(&batch_boot(0, 0.40, 0.10), &["cpu_batch"], 0.03).unwrap();
+        let row = &cal.rows[0];
+        assert_eq!(row.ranked[0].expert, "layered-cpu_batch-5ms");
+        assert_eq!(row.boots, 1);
+        assert_eq!(cal.boots, 1);
+        let report = markdown(&cal);
+        assert!(report.contains("Boots: 1 — rests on one boot"), "{report}");
+        assert!(
+            report.contains("no row is a verdict across boots"),
+            "{report}"
+        );
+        let table = crate::MappingTable {
+            layers: cal.rows.clone(),
+            ..crate::MappingTable::builtin_default().unwrap()
+        };
+        assert!(table.render().contains("one boot"), "{}", table.render());
+    }
+
+    /// The candidate ran only in boot 2, layered only in boot 1: the candidate's lead could be
+    /// the boots' offset, so layered stays and the row rests on no boot.
+    #[test]
+    fn a_candidate_never_run_in_a_boot_with_the_default_does_not_replace_it() {
+        let s = [
+            in_boot(
+                0,
+                "S1",
+                &["cpu_batch"],
+                &[("layered", 0.40), ("layered", 0.41)],
+            ),
+            in_boot(
+                1,
+                "S1",
+                &["cpu_batch"],
+                &[
+                    ("layered-cpu_batch-5ms", 0.70),
+                    ("layered-cpu_batch-5ms", 0.71),
+                ],
+            ),
+        ];
+        let cal = rows(&s, &["cpu_batch"], 0.03).unwrap();
+        let row = &cal.rows[0];
+        assert_eq!(row.ranked[0].expert, LAYERED);
+        assert_eq!(row.boots, 0);
+        assert!(markdown(&cal).contains("never ran in the same boot"));
+        crate::MappingTable::parse(
+            &crate::MappingTable {
+                layers: cal.rows.clone(),
+                ..crate::MappingTable::builtin_default().unwrap()
+            }
+            .to_toml()
+            .unwrap(),
+            "t",
+        )
+        .unwrap();
     }
 
     /// The measured floor is the median spread of the (scenario, arm) cells run twice;

@@ -13,8 +13,9 @@ use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 
 use super::{
-    candidate_catalogue, candidates, check_slices, default_classes, is_plan_variant, layer_rows,
-    markdown, scenario_runs, varied_classes, without_variants, LAYERED,
+    candidate_catalogue, candidate_skips, candidates, check_slices, default_classes,
+    is_plan_variant, layer_rows, markdown, scenario_runs, varied_classes, without_variants,
+    LAYERED,
 };
 use crate::calibrate::{self, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
@@ -44,6 +45,7 @@ pub(crate) fn layers_stage(args: &CalibrateArgs, hints: Option<ObserverFactory>)
         noise_floor: args.noise_floor,
         scheme: args.classes,
         min_gain: args.min_gain,
+        across_boots: true,
     };
     let (table, report) = layers_table(&sets, &catalogue, &plan, &classes, &opts, cli::now_utc())?;
     std::fs::create_dir_all(&args.dir)
@@ -78,14 +80,23 @@ fn whole_machine_experts(args: &CalibrateArgs) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Measures: writes `DIR/candidates.toml`, runs every selected scenario under `layered`, the
-/// candidates and the whole-machine experts with the hints of `hints` (resumable into
-/// `DIR/results.json`).
-fn measure(
-    args: &CalibrateArgs,
-    plan: &LayerPlan,
-    hints: Option<ObserverFactory>,
-) -> Result<(Vec<ResultSet>, Catalogue, Vec<String>)> {
+/// What stage layers measures: the calibration plan (every selected scenario under `layered`,
+/// the candidates where their class has an application, the whole-machine experts), its
+/// scenario catalogue text, the candidate catalogue (text and parsed), the classes and their
+/// candidates.
+struct MeasuringPlan {
+    plan: calibrate::CalibrationPlan,
+    scenarios_text: String,
+    catalogue_text: String,
+    catalogue: Catalogue,
+    classes: Vec<String>,
+    candidates: Vec<super::Candidate>,
+}
+
+/// The measuring plan of `args` (checks options only: no kernel, nothing written). A
+/// candidate runs only in the scenarios with an application of its class (every scenario for
+/// `other`): elsewhere its runs could not change its row ([`super::candidate_skips`]).
+fn measuring_plan(args: &CalibrateArgs, plan: &LayerPlan) -> Result<MeasuringPlan> {
     check_slices(&args.layer_slices_us)?;
     let whole = whole_machine_experts(args)?;
     let (mut cal_plan, text) = cli::plan(args, Vec::new(), cli::catalogue_text(args)?)?;
@@ -112,6 +123,55 @@ fn measure(
         .chain(cands.iter().map(|c| c.name.clone()))
         .chain(whole)
         .collect();
+    cal_plan.skip = candidate_skips(&scenarios, &cal_plan.scenarios, &cands)?;
+    Ok(MeasuringPlan {
+        plan: cal_plan,
+        scenarios_text: text,
+        catalogue_text,
+        catalogue,
+        classes,
+        candidates: cands,
+    })
+}
+
+/// The plan in a few lines, for the console: classes, candidates with the scenarios each runs
+/// in, and the runs saved by running candidates only where their class is.
+fn describe_plan(m: &MeasuringPlan) -> String {
+    let p = &m.plan;
+    let mut out = format!(
+        "stage layers: classes {}; {} candidate(s); {} run(s) ({} scenario(s), {} rep(s))",
+        m.classes.join(", "),
+        m.candidates.len(),
+        p.total_runs(),
+        p.scenarios.len(),
+        p.reps
+    );
+    let saved = p.saved_runs();
+    if saved > 0 {
+        out.push_str(&format!(
+            ", {saved} saved: a candidate runs only where its class has an application"
+        ));
+    }
+    for c in &m.candidates {
+        let where_: Vec<&str> = p
+            .scenarios
+            .iter()
+            .filter(|s| p.experts_for(s).contains(&c.name))
+            .map(String::as_str)
+            .collect();
+        out.push_str(&format!("\n  {}: {}", c.name, where_.join(",")));
+    }
+    out
+}
+
+/// Measures: writes `DIR/candidates.toml`, runs the [`measuring_plan`] with the hints of
+/// `hints` (resumable into `DIR/results.json`).
+fn measure(
+    args: &CalibrateArgs,
+    plan: &LayerPlan,
+    hints: Option<ObserverFactory>,
+) -> Result<(Vec<ResultSet>, Catalogue, Vec<String>)> {
+    let m = measuring_plan(args, plan)?;
     let hints = hints.context(
         "stage layers runs the applications in their labelled classes' layers with the agent's \
          hint writer: run it as `asa calibrate --stage layers`, or pass --from-results",
@@ -123,7 +183,7 @@ fn measure(
     if calibrate::results_path(&args.dir).exists() && path.exists() {
         let written = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        if written != catalogue_text {
+        if written != m.catalogue_text {
             bail!(
                 "{} holds other candidates than these options give (--layer-classes, \
                  --layer-slices-us, --layer-experts, --scenarios): rerun with the options \
@@ -132,32 +192,23 @@ fn measure(
             );
         }
     }
-    cli::write(&path, &catalogue_text)?;
-    log::info!(
-        "stage layers: classes {}; {} candidate(s): {}",
-        classes.join(", "),
-        cands.len(),
-        cands
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let mut observer = hints(&catalogue);
-    let mut switcher = SupervisorSwitcher::system_with(catalogue.clone())
+    cli::write(&path, &m.catalogue_text)?;
+    log::info!("{}", describe_plan(&m));
+    let mut observer = hints(&m.catalogue);
+    let mut switcher = SupervisorSwitcher::system_with(m.catalogue.clone())
         .context("starting the expert supervisor")?;
     let set = calibrate::run_or_resume_observed(
         &args.dir,
-        &text,
-        &cal_plan,
+        &m.scenarios_text,
+        &m.plan,
         &mut switcher,
         observer.as_mut(),
     )?;
-    Ok((vec![set], catalogue, classes))
+    Ok((vec![set], m.catalogue, m.classes))
 }
 
-/// Recorded runs (`--from-results`) and the candidate catalogue they were measured with,
-/// `DIR/candidates.toml`; the classes are `--layer-classes`, else every class a candidate of
+/// Recorded runs (`--from-results`: one results file per boot, all measured on one machine)
+/// and the candidate catalogue they were measured with, `DIR/candidates.toml`; the classes are `--layer-classes`, else every class a candidate of
 /// the catalogue changes alone.
 fn recorded(
     args: &CalibrateArgs,
@@ -175,6 +226,15 @@ fn recorded(
     }
     let catalogue = Catalogue::load(&path)?;
     let sets = cli::load_results(&args.from_results)?;
+    log::info!(
+        "stage layers from {} results file(s), each one boot{}",
+        sets.len(),
+        if sets.len() < 2 {
+            ": the rows rest on one boot (no verdict across boots)"
+        } else {
+            ""
+        }
+    );
     let classes = if args.layer_classes.is_empty() {
         varied_classes(&catalogue, plan)
     } else {
@@ -191,9 +251,10 @@ fn recorded(
 }
 
 /// The table of stage layers and its report from result sets measured with `catalogue`'s
-/// candidates: class rows from the runs of every expert but the candidates (stage
-/// prototype's rows, with `opts`), and one layer row per class of `classes` ([`layer_rows`],
-/// the noise floor `opts.noise_floor` or measured). The table passes the checks a loaded one
+/// candidates (each set one boot): class rows from the runs of every expert but the
+/// candidates (stage prototype's rows, with `opts`, always compared across boots), and one
+/// layer row per class of `classes` ([`layer_rows`], the noise floor `opts.noise_floor` or
+/// measured). The table passes the checks a loaded one
 /// gets and lays over `plan`.
 pub fn layers_table(
     sets: &[ResultSet],
@@ -211,7 +272,11 @@ pub fn layers_table(
     let cal = layer_rows(&scenarios, catalogue, plan, classes, opts.noise_floor)?;
     let (whole, stands_for) = calibrated_plan_runs(sets, catalogue, plan, &cal.rows);
     let machine = crate::machine_fingerprint(&first.machine, &Catalogue::builtin());
-    let proto = calibrate::prototype(&whole, machine, created, opts)?;
+    let opts = PrototypeOptions {
+        across_boots: true,
+        ..opts.clone()
+    };
+    let proto = calibrate::prototype(&whole, machine, created, &opts)?;
     let mut table = proto.table.clone();
     table.source = "layers".into();
     table.layers = cal.rows.clone();
@@ -232,6 +297,8 @@ pub fn layers_table(
 /// The runs the class rows rank `layered` by: those of the arm that ran the calibrated plan
 /// (the default plan with `rows` laid over it), renamed `layered` (what the agent's `layered`
 /// will run), beside the whole-machine experts' runs; the other plan arms' runs are left out.
+/// In a scenario that arm did not run (a candidate runs only where its class has an
+/// application, so there it would have run the default plan), `layered`'s runs stand for it.
 /// When the rows change no layer, that arm is `layered` itself; when no measured arm ran
 /// exactly the calibrated plan (rows change two layers or more, each measured alone), the
 /// default plan's runs stand in and the returned note says so.
@@ -268,7 +335,7 @@ pub fn calibrated_plan_runs(
             ),
         );
     };
-    let keep = |name: &str| name == arm || catalogue.get(name).is_none_or(|e| !e.layer_plan);
+    let whole_machine = |name: &str| catalogue.get(name).is_none_or(|e| !e.layer_plan);
     let rename = |name: &mut String| {
         if *name == arm {
             *name = LAYERED.to_string();
@@ -278,9 +345,17 @@ pub fn calibrated_plan_runs(
         .iter()
         .map(|set| {
             let mut set = set.clone();
-            set.options.experts.retain(|e| keep(e));
+            set.options
+                .experts
+                .retain(|e| *e == arm || whole_machine(e));
             set.options.experts.iter_mut().for_each(rename);
             for result in &mut set.scenarios {
+                // Where the arm did not run (its changed layers have no application there, so
+                // it would run the default plan), `layered`'s runs stand for it.
+                let ran = result.runs.iter().any(|r| r.expert == arm)
+                    || result.skipped.iter().any(|r| r.expert == arm);
+                let plan_arm = if ran { arm.as_str() } else { LAYERED };
+                let keep = |name: &str| name == plan_arm || whole_machine(name);
                 result.runs.retain(|r| keep(&r.expert));
                 result.runs.iter_mut().for_each(|r| rename(&mut r.expert));
                 result.skipped.retain(|r| keep(&r.expert));
@@ -412,6 +487,7 @@ mod tests {
             ranked: Vec::new(),
             noise: 0.0,
             margin: None,
+            boots: 1,
         }
     }
 
@@ -455,6 +531,180 @@ mod tests {
         let (sets, _) = calibrated_plan_runs(&[set], &cat, &plan, &one);
         assert_eq!(sets[0].options.experts, [LAYERED, "cosmos"]);
         assert_eq!(runs_of(&sets).len(), 2);
+    }
+
+    /// S20 measured in two boots (files) with the network candidate 210 ms faster in both: the
+    /// row rests on 2 boots; one file alone gives a row of one boot.
+    #[test]
+    fn two_results_files_are_two_boots_in_the_rows() {
+        let classes: Vec<String> = ["network"].iter().map(|c| c.to_string()).collect();
+        let arms = |layered: f64| {
+            measured(&[
+                (LAYERED, layered),
+                ("layered-network-2ms", layered - 210.0),
+                ("cosmos", 60.0),
+            ])
+        };
+        let sets = [arms(250.0), arms(270.0)];
+        let table = |sets: &[ResultSet]| {
+            layers_table(
+                sets,
+                &catalogue(&classes),
+                &asa_layers::default_plan(),
+                &classes,
+                &PrototypeOptions::default(),
+                "2026-11-30T00:00:00Z".into(),
+            )
+            .unwrap()
+        };
+        let (two, report) = table(&sets);
+        let row = two.layer("network").unwrap();
+        assert_eq!(
+            (row.boots, row.ranked[0].expert.as_str()),
+            (2, "layered-network-2ms")
+        );
+        assert!(report.contains("Boots: 2."), "{report}");
+        let (one, report) = table(&sets[..1]);
+        assert_eq!(one.layer("network").unwrap().boots, 1);
+        assert!(
+            report.contains("Boots: 1 — every row rests on one boot"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn from_results_takes_several_files_comma_separated_or_repeated() {
+        let a = args(&["--dir", "d", "--from-results", "a.json,b.json"]);
+        assert_eq!(a.from_results, [PathBuf::from("a.json"), "b.json".into()]);
+        let a = args(&[
+            "--dir",
+            "d",
+            "--from-results",
+            "a.json",
+            "--from-results",
+            "b.json",
+        ]);
+        assert_eq!(a.from_results, [PathBuf::from("a.json"), "b.json".into()]);
+    }
+
+    /// S1 (game + archive extraction: cpu_batch) and S20 (web + network transfer: network):
+    /// each class's candidates run only where the class is, `other`'s, `layered` and cosmos
+    /// everywhere; 2 candidates × 1 scenario × 2 reps saved, and the plan says so.
+    #[test]
+    fn the_measuring_plan_runs_a_candidate_only_where_its_class_has_an_application() {
+        let a = args(&[
+            "--dir",
+            "d",
+            "--scenarios",
+            "S1,S20",
+            "--layer-classes",
+            "cpu_batch,network,other",
+            "--layer-slices-us",
+            "2000",
+        ]);
+        let m = measuring_plan(&a, &asa_layers::default_plan()).unwrap();
+        let p = &m.plan;
+        assert_eq!(
+            p.experts,
+            [
+                LAYERED,
+                "layered-cpu_batch-2ms",
+                "layered-network-2ms",
+                "layered-other-2ms",
+                "cosmos"
+            ]
+        );
+        assert_eq!(
+            p.experts_for("S1"),
+            [
+                LAYERED,
+                "layered-cpu_batch-2ms",
+                "layered-other-2ms",
+                "cosmos"
+            ]
+        );
+        assert_eq!(
+            p.experts_for("S20"),
+            [
+                LAYERED,
+                "layered-network-2ms",
+                "layered-other-2ms",
+                "cosmos"
+            ]
+        );
+        assert_eq!((p.total_runs(), p.saved_runs()), (16, 4));
+        let text = describe_plan(&m);
+        assert!(
+            text.contains("16 run(s)") && text.contains("4 saved"),
+            "{text}"
+        );
+        assert!(text.contains("layered-cpu_batch-2ms: S1\n"), "{text}");
+        assert!(text.contains("layered-other-2ms: S1,S20"), "{text}");
+    }
+
+    /// The cpu_batch candidate ran S1 only (S20 has no cpu_batch application): the class rows'
+    /// `layered` is its runs in S1 and the default plan's in S20, where the candidate's plan
+    /// would have run the same.
+    #[test]
+    fn layered_stands_for_the_calibrated_plan_where_its_arm_did_not_run() {
+        let classes: Vec<String> = ["cpu_batch"].iter().map(|c| c.to_string()).collect();
+        let cands = candidates(&asa_layers::default_plan(), &classes, &[5000]).unwrap();
+        let text = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["cosmos".into()],
+            &cands,
+        )
+        .unwrap();
+        let cat = Catalogue::parse(&text, "candidates.toml").unwrap();
+        let mut set = measured(&[(LAYERED, 250.0), ("cosmos", 60.0)]);
+        let mut s1 = set.scenarios[0].clone();
+        s1.scenario = "S1".into();
+        s1.runs
+            .iter_mut()
+            .filter(|r| r.expert == LAYERED)
+            .for_each(|r| {
+                r.expert = "layered-cpu_batch-5ms".into();
+                r.pinned = r.expert.clone();
+            });
+        s1.runs.extend(
+            set.scenarios[0]
+                .runs
+                .iter()
+                .filter(|r| r.expert == LAYERED)
+                .cloned(),
+        );
+        set.scenarios.push(s1);
+        let (sets, note) = calibrated_plan_runs(
+            &[set],
+            &cat,
+            &asa_layers::default_plan(),
+            &[row("cpu_batch", 5000)],
+        );
+        assert!(note.contains("`layered-cpu_batch-5ms` ran it"), "{note}");
+        for result in &sets[0].scenarios {
+            let layered = result.runs.iter().filter(|r| r.expert == LAYERED).count();
+            assert_eq!(
+                (result.scenario.as_str(), layered),
+                (result.scenario.as_str(), 4)
+            );
+            assert!(result
+                .runs
+                .iter()
+                .all(|r| r.expert == LAYERED || r.expert == "cosmos"));
+        }
+        let pinned = |i: usize| -> Vec<&str> {
+            let runs = &sets[0].scenarios[i].runs;
+            runs.iter()
+                .filter(|r| r.expert == LAYERED)
+                .map(|r| r.pinned.as_str())
+                .collect()
+        };
+        assert_eq!(pinned(0), [LAYERED; 4], "S20: the default plan's runs");
+        assert_eq!(
+            pinned(1),
+            ["layered-cpu_batch-5ms"; 4],
+            "S1: the candidate's runs"
+        );
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub struct LayerRow {
     /// The first candidate's score minus the best of the others (absent with one candidate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub margin: Option<f64>,
+    /// The boots (VM runs or machine boots, one results file each) the comparison rests on:
+    /// with 2 or more, `noise` includes the spread between boots and the first candidate is a
+    /// verdict; with 1, the row rests on one boot's runs, whose spread misses what moves
+    /// between boots. 0: not recorded (a table written before boots were counted).
+    #[serde(default)]
+    pub boots: u32,
 }
 
 /// Checks the layer rows' format: one row per class, at least one candidate each, finite
@@ -150,6 +156,11 @@ impl MappingTable {
             if let Some(m) = row.margin {
                 notes.push(format!("margin {m:+.3}"));
             }
+            match row.boots {
+                0 => {}
+                1 => notes.push("one boot".to_string()),
+                n => notes.push(format!("{n} boots")),
+            }
             let notes = if notes.is_empty() {
                 String::new()
             } else {
@@ -196,6 +207,7 @@ ranked = [
 ]
 noise = 0.03
 margin = 0.07
+boots = 2
 "#;
 
     #[test]
@@ -229,6 +241,22 @@ margin = 0.07
         let again = MappingTable::parse(&t.to_toml().unwrap(), "again").unwrap();
         assert_eq!(again.layers, t.layers);
         assert!(t.render().contains("layered-cpu_batch-5ms 0.620±0.020 (6)"));
+        assert!(
+            t.render().contains("margin +0.070, 2 boots"),
+            "{}",
+            t.render()
+        );
+    }
+
+    /// Tables written before boots were counted parse, with 0 (not recorded), and say nothing
+    /// about boots; a row of one boot says so.
+    #[test]
+    fn a_row_without_a_boot_count_parses_as_not_recorded_and_one_boot_is_labelled() {
+        let t = table(&CPU_BATCH_5MS.replace("boots = 2\n", "")).unwrap();
+        assert_eq!(t.layers[0].boots, 0);
+        assert!(!t.render().contains("boot"), "{}", t.render());
+        let t = table(&CPU_BATCH_5MS.replace("boots = 2", "boots = 1")).unwrap();
+        assert!(t.render().contains("one boot"), "{}", t.render());
     }
 
     #[test]

@@ -178,6 +178,12 @@ pub struct ClassMapping {
     /// plan or the budget ran out). Absent where it was not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled: Option<bool>,
+    /// The boots (VM runs or machine boots, one results file each) the row's comparison rests
+    /// on, where calibration compared across boots (stage layers): with 2 or more the noise
+    /// includes the spread between boots; 1 means one boot's runs, no verdict across boots.
+    /// Absent where boots were not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boots: Option<u32>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -209,6 +215,11 @@ impl ClassMapping {
             Some(false) => ", open: more runs could change it",
             None => "",
         });
+        match self.boots {
+            Some(1) => out.push_str(", one boot"),
+            Some(n) if n > 1 => out.push_str(&format!(", {n} boots")),
+            _ => {}
+        }
         out
     }
 }
@@ -599,6 +610,11 @@ impl MappingTable {
                 Some(false) => notes.push("open".to_string()),
                 None => {}
             }
+            match class.boots {
+                Some(1) => notes.push("one boot".to_string()),
+                Some(n) if n > 1 => notes.push(format!("{n} boots")),
+                _ => {}
+            }
             let noise = if notes.is_empty() {
                 String::new()
             } else {
@@ -754,9 +770,34 @@ ranked = [{ expert = "eevdf", score = 0.5, spread = 0.0, runs = 0 }]
         );
         let alone = t.class("audio+disk_io").unwrap();
         assert_eq!(alone.confidence(), "eevdf first, the only expert measured");
+        assert_eq!(row.boots, None);
         let bad = text.replace("margin = 0.2", "margin = nan");
         let err = MappingTable::parse(&bad, "t").unwrap_err().to_string();
         assert!(err.contains("margin must be finite"), "{err}");
+    }
+
+    /// A row calibrated across boots says on how many; tables without `boots` parse as before.
+    #[test]
+    fn a_class_row_of_one_boot_is_labelled_as_one_boot() {
+        let text = table(TWO_CLASSES).replace(
+            "name = \"game+kernel_build\"\n",
+            "name = \"game+kernel_build\"\nmargin = 0.2\nboots = 1\n",
+        );
+        let t = MappingTable::parse(&text, "t").unwrap();
+        let row = t.class("game+kernel_build").unwrap();
+        assert_eq!(row.boots, Some(1));
+        assert_eq!(
+            row.confidence(),
+            "bpfland first, +0.200 over eevdf, one boot"
+        );
+        assert!(
+            t.render().contains("(margin +0.200, one boot)"),
+            "{}",
+            t.render()
+        );
+        assert_eq!(MappingTable::parse(&t.to_toml().unwrap(), "t").unwrap(), t);
+        let two = MappingTable::parse(&text.replace("boots = 1", "boots = 3"), "t").unwrap();
+        assert!(two.render().contains("3 boots"), "{}", two.render());
     }
 
     #[test]
