@@ -322,7 +322,7 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
         noise_floor: args.noise_floor,
         scheme: args.classes,
         min_gain: args.min_gain,
-        across_boots: false,
+        across_boots: calibrate::across_boots_for(&sets),
     };
     let proto = calibrate::prototype(&sets, machine, now_utc(), &opts)?;
     std::fs::create_dir_all(&args.dir)
@@ -690,7 +690,7 @@ pub fn live_report(args: &CalibrateArgs, set: &ResultSet) -> Result<()> {
         noise_floor: args.noise_floor,
         scheme: args.classes,
         min_gain: args.min_gain,
-        across_boots: false,
+        across_boots: calibrate::across_boots_for(&sets),
     };
     let refined = calibrate::prototype(&sets, machine.clone(), now_utc(), &opts)?;
     let table = calibrate::refine_with(refined.table.clone(), &start_table, &machine);
@@ -859,5 +859,57 @@ mod tests {
             panic!("not a run")
         };
         assert_eq!(args.run, run.run);
+    }
+
+    /// Stage prototype from a folder resumed after a reboot (repetition 0 in one boot, 1 in
+    /// the next) compares its rows across boots and labels them with their boots; from runs of
+    /// one boot the rows are as before boots were counted.
+    #[test]
+    fn the_prototype_stage_compares_across_boots_when_its_runs_span_two() {
+        use crate::budget::run::fixture::{empty_set, record, SCENARIO};
+        use asa_scenarios::runner::ScenarioResult;
+
+        let dir = tempfile::tempdir().unwrap();
+        let row_boots = |ids: [&str; 2]| {
+            let mut set = empty_set(&["eevdf", "cosmos"], 2);
+            set.scenarios.push(ScenarioResult {
+                scenario: SCENARIO.into(),
+                title: "Web Browsing & Network Transfer".into(),
+                probe: "web".into(),
+                runs: (0..2u32)
+                    .flat_map(|rep| {
+                        [("eevdf", 250.0), ("cosmos", 40.0)].map(|(e, ms)| (e, rep, ms))
+                    })
+                    .map(|(e, rep, ms)| {
+                        let mut run = record(e, rep, ms);
+                        run.boot_id = Some(ids[rep as usize].to_string());
+                        run
+                    })
+                    .collect(),
+                error: None,
+                skipped: Vec::new(),
+            });
+            let results = dir.path().join("results.json");
+            set.save(&results).unwrap();
+            let out = dir.path().join("cal");
+            let args = Cli::try_parse_from([
+                "calibrate",
+                "--dir",
+                out.to_str().unwrap(),
+                "--from-results",
+                results.to_str().unwrap(),
+                "--experts",
+                "eevdf,cosmos",
+                "--stay",
+                "eevdf",
+            ])
+            .unwrap()
+            .calibrate;
+            prototype_stage(&args).unwrap();
+            let table = MappingTable::load(&out.join("mapping.toml")).unwrap();
+            table.classes[0].boots
+        };
+        assert_eq!(row_boots(["boot-a", "boot-b"]), Some(2));
+        assert_eq!(row_boots(["boot-a", "boot-a"]), None);
     }
 }

@@ -1009,6 +1009,7 @@ mod scoring_tests {
             load_start: None,
             probe_tgid: 0,
             probe_app_class: "interactive".into(),
+            boot_id: None,
         }
     }
 

@@ -160,6 +160,21 @@ impl ExpertSwitcher for CurrentSchedulerOnly {
     }
 }
 
+/// Where the kernel publishes its boot id, a random UUID drawn at every boot.
+pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// This boot's id ([`BOOT_ID_PATH`]); `None` when it cannot be read (no procfs, another OS).
+pub fn boot_id() -> Option<String> {
+    parse_boot_id(&std::fs::read_to_string(BOOT_ID_PATH).ok()?)
+}
+
+/// The boot id in the text of [`BOOT_ID_PATH`] (trimmed; `None` when empty).
+fn parse_boot_id(text: &str) -> Option<String> {
+    Some(text.trim())
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+}
+
 /// When the machine booted (ms since the epoch), from /proc/stat's `btime`.
 fn boot_unix_ms(proc_stat: &str) -> Option<u64> {
     proc_stat
@@ -290,6 +305,12 @@ pub struct RunRecord {
     /// The probe's application class (its `app_class`; empty in older results).
     #[serde(default)]
     pub probe_app_class: String,
+    /// The kernel's boot id when the run was made (`/proc/sys/kernel/random/boot_id`,
+    /// [`boot_id`]): runs with the same id ran in one boot, and a results file resumed after
+    /// a reboot holds runs of two. `None`: unknown (not readable, or results written before
+    /// it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// A run that did not happen because its expert could not be pinned.
@@ -834,6 +855,7 @@ fn measure(
         load_start: Some(load_start),
         probe_tgid: std::process::id(),
         probe_app_class: probe.app_class.clone(),
+        boot_id: boot_id(),
     })
 }
 
@@ -953,6 +975,55 @@ mod tests {
         std::fs::write(&path, v1.replace("\"version\":1", "\"version\":3")).unwrap();
         let err = super::ResultSet::load(&path).unwrap_err().to_string();
         assert!(err.contains("version 3") && err.contains("1 to 2"), "{err}");
+    }
+
+    /// A run records its boot id; a file written before that reads with the boot unknown, and
+    /// the id survives a save and a load (a resumed set keeps every run's own boot).
+    #[test]
+    fn each_run_keeps_its_boot_id_and_older_runs_read_as_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.json");
+        let old = r#"{"schema":"asa.scenario-results","version":2,"created_unix_ms":5,
+            "machine":{"hostname":"h","kernel":"k","cpus":2,"cpu_model":"m"},
+            "options":{"experts":["eevdf"],"reps":2,"duration":{"secs":20,"nanos":0},
+              "settle":{"secs":2,"nanos":0},"work_dir":"/w",
+              "work_unit":{"iterations_per_ms":1000.0}},
+            "catalogue_toml":"",
+            "scenarios":[{"scenario":"S1","title":"t","probe":"game","error":null,
+              "runs":[{"expert":"eevdf","rep":0,"pinned":"eevdf","started_unix_ms":9,
+                "probe":{"kind":"game","elapsed_s":1.0,"summary":{},"samples":{}},
+                "phases":[],"valid":true}]}]}"#;
+        std::fs::write(&path, old).unwrap();
+        let mut set = super::ResultSet::load(&path).unwrap();
+        assert_eq!(set.scenarios[0].runs[0].boot_id, None);
+        // Resumed after a reboot: the second repetition ran in another boot.
+        let mut second = set.scenarios[0].runs[0].clone();
+        second.rep = 1;
+        second.boot_id = Some("b2".into());
+        set.scenarios[0].runs.push(second);
+        set.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches("\"boot_id\"").count(), 1, "{text}");
+        let back = super::ResultSet::load(&path).unwrap();
+        let ids: Vec<Option<&str>> = back.scenarios[0]
+            .runs
+            .iter()
+            .map(|r| r.boot_id.as_deref())
+            .collect();
+        assert_eq!(ids, [None, Some("b2")]);
+    }
+
+    #[test]
+    fn the_boot_id_is_the_kernels_trimmed_uuid() {
+        assert_eq!(
+            super::parse_boot_id("403d662f-173a-4cd4-9e61-cd7dc3213e27\n").as_deref(),
+            Some("403d662f-173a-4cd4-9e61-cd7dc3213e27")
+        );
+        assert_eq!(super::parse_boot_id(" \n"), None);
+        // On Linux it is there, and the same for every run of this boot.
+        let id = super::boot_id().expect("Linux publishes a boot id");
+        assert_eq!(id.len(), 36, "{id}");
+        assert_eq!(super::boot_id(), Some(id));
     }
 
     #[test]

@@ -511,6 +511,7 @@ pub(crate) mod fixture {
             load_start: None,
             probe_tgid: 0,
             probe_app_class: "interactive".into(),
+            boot_id: None,
         }
     }
 

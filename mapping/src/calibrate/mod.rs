@@ -13,8 +13,8 @@
 //! - `scores.rs`: each run's score out of result sets, grouped into workload classes;
 //! - `ranking.rs`: cell statistics, the noise floor, when two cells differ, centring by
 //!   scenario, the ranking of a class's experts and the stay expert;
-//! - `boots.rs`: an expert against its reference paired within each boot (result set), for
-//!   verdicts across boots;
+//! - `boots.rs`: each run's boot (its recorded boot id, else its results file) and an expert
+//!   against its reference paired within each boot, for verdicts across boots;
 //! - `measure.rs`: the plan and its results folder, the fixed and the budgeted calibration;
 //! - `report.rs`: the prototype's markdown report.
 
@@ -79,10 +79,12 @@ pub struct PrototypeOptions {
     /// every other expert is below the best beyond the noise or cannot gain this much over it
     /// is recorded as settled ([`crate::budget`]).
     pub min_gain: f64,
-    /// Compare across boots (each result set one boot, [`boot_pairs`]): the best expert must
-    /// also beat the stay expert by more than 2 standard errors of their per-boot paired
-    /// differences when both ran in 2 boots or more, and every row records its boots. False:
-    /// the runs of every set pooled, no boots recorded (stages prototype and live).
+    /// Compare across boots (each run's boot from its boot id, else its results file:
+    /// [`BootKey`], [`boot_pairs`]): the best expert must also beat the stay expert by more
+    /// than 2 standard errors of their per-boot paired differences when both ran in 2 boots or
+    /// more, and every row records its boots. False: the runs pooled, no boots recorded. Stage
+    /// layers always compares across boots; stages prototype and live do when their runs span
+    /// 2 boots or more ([`across_boots_for`]).
     pub across_boots: bool,
 }
 
@@ -166,6 +168,8 @@ pub struct Prototype {
     pub left_out: Vec<(String, String)>,
     /// The `--min-gain` the classes were settled against.
     pub min_gain: f64,
+    /// The boots the scored runs were made in, by their number in [`BootPairs::per_boot`].
+    pub boots: BootNumbers,
 }
 
 /// Builds the prototype table from result sets measured on the machine `machine` describes.
@@ -176,7 +180,8 @@ pub fn prototype(
     opts: &PrototypeOptions,
 ) -> Result<Prototype> {
     let mut left_out = Vec::new();
-    let classes = collect_scores(sets, opts.scheme, &mut left_out)?;
+    let mut boot_numbers = BootNumbers::default();
+    let classes = collect_scores(sets, opts.scheme, &mut boot_numbers, &mut left_out)?;
     if classes.is_empty() {
         bail!("no scenario run could be scored: nothing to calibrate from");
     }
@@ -317,6 +322,7 @@ pub fn prototype(
         stay,
         left_out,
         min_gain: opts.min_gain,
+        boots: boot_numbers,
     })
 }
 

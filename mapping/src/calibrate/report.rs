@@ -117,11 +117,13 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
         })
         .collect();
     if !boots.is_empty() {
-        out.push_str(
-            "\nAcross boots (each results file one boot; with 2 boots or more the best expert \
-             must also beat the stay expert by more than 2 standard errors of their \
-             differences paired within each boot, and the threshold above includes them):\n\n",
-        );
+        out.push_str(&format!(
+            "\nAcross boots (a run's boot is the boot id recorded with it, else its results \
+             file; {}. With 2 boots or more the best expert must also beat the stay expert by \
+             more than 2 standard errors of their differences paired within each boot, and the \
+             threshold above includes them):\n\n",
+            proto.boots.legend()
+        ));
         out.push_str(&boots.join("\n"));
         out.push('\n');
     }

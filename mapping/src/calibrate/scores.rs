@@ -8,7 +8,7 @@ use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::report::score_scenario;
 use asa_scenarios::runner::{ResultSet, ScenarioResult};
 
-use super::ClassScheme;
+use super::{runs_by_boot, BootNumbers, BootUnit, ClassScheme};
 use crate::budget::ClassRuns;
 
 /// One class's runs from result sets.
@@ -16,9 +16,10 @@ use crate::budget::ClassRuns;
 pub(super) struct ClassData {
     /// Scenarios pooled into it.
     pub(super) scenarios: Vec<String>,
-    /// Per scenario, every scored run as (expert, score).
+    /// Per scenario and boot (a scenario result whose runs span two boots gives two entries),
+    /// every scored run as (expert, score).
     pub(super) per_scenario: Vec<Vec<(String, f64)>>,
-    /// Per entry of `per_scenario`, its boot: the index of its result set.
+    /// Per entry of `per_scenario`, its boot ([`BootNumbers`]).
     pub(super) boots: Vec<usize>,
     /// The runs by unit (result set, scenario, repetition), for the comparisons of
     /// [`crate::budget`].
@@ -103,13 +104,21 @@ pub(super) fn with_builtin_app_classes(text: &str) -> Option<String> {
     changed.then(|| toml::to_string(&doc).ok()).flatten()
 }
 
+/// Every class's runs out of `sets`, each run's boot numbered by `boots` in file order.
 pub(super) fn collect_scores(
     sets: &[ResultSet],
     scheme: ClassScheme,
+    boots: &mut BootNumbers,
     left_out: &mut Vec<(String, String)>,
 ) -> Result<BTreeMap<String, ClassData>> {
-    // class → its scenarios with, per scenario, the set it came from and its scored runs.
-    type Scenario = (usize, String, Vec<(String, u32, Option<f64>)>);
+    // class → its scenarios with, per scenario, the set it came from, its scored runs and
+    // those runs by boot.
+    type Scenario = (
+        usize,
+        String,
+        Vec<(String, u32, Option<f64>)>,
+        Vec<BootUnit>,
+    );
     let mut grouped: BTreeMap<String, Vec<Scenario>> = BTreeMap::new();
     for (i, set) in sets.iter().enumerate() {
         let catalogue = stored_catalogue(set, &format!("result set {i}"))
@@ -134,29 +143,28 @@ pub(super) fn collect_scores(
                 continue;
             }
             let class = scheme.class_of(&result.probe, &phases[0].load);
+            let by_boot = runs_by_boot(i, result, &runs, boots);
             grouped
                 .entry(class)
                 .or_default()
-                .push((i, result.scenario.clone(), runs));
+                .push((i, result.scenario.clone(), runs, by_boot));
         }
     }
     let mut classes = BTreeMap::new();
     for (class, scenarios) in grouped {
         let mut names: Vec<String> = Vec::new();
         let mut per_scenario = Vec::new();
-        let mut boots = Vec::new();
+        let mut unit_boots = Vec::new();
         let mut units: Vec<(usize, u32, String)> = Vec::new();
         let mut experts: Vec<String> = Vec::new();
-        for (set, scenario, runs) in &scenarios {
+        for (set, scenario, runs, by_boot) in &scenarios {
             if !names.contains(scenario) {
                 names.push(scenario.clone());
             }
-            per_scenario.push(
-                runs.iter()
-                    .filter_map(|(e, _, x)| Some((e.clone(), (*x)?)))
-                    .collect::<Vec<_>>(),
-            );
-            boots.push(*set);
+            for (boot, scored) in by_boot {
+                per_scenario.push(scored.clone());
+                unit_boots.push(*boot);
+            }
             let reps = sets[*set].options.reps.max(1);
             let most = runs.iter().map(|(_, r, _)| r + 1).max().unwrap_or(0);
             for rep in 0..reps.max(most) {
@@ -171,7 +179,7 @@ pub(super) fn collect_scores(
         units.sort();
         units.dedup();
         let mut class_runs = ClassRuns::new(&class, units.len(), &experts);
-        for (set, scenario, runs) in &scenarios {
+        for (set, scenario, runs, _) in &scenarios {
             for (e, rep, x) in runs {
                 let key = (*set, *rep, scenario.clone());
                 let unit = units
@@ -185,7 +193,7 @@ pub(super) fn collect_scores(
             ClassData {
                 scenarios: names,
                 per_scenario,
-                boots,
+                boots: unit_boots,
                 runs: class_runs,
             },
         );

@@ -13,8 +13,9 @@
 //! class rows (stage prototype on those runs), so the table says per load whether the layers
 //! or one expert serve it better.
 //!
-//! Each results file is one boot (the runner records no boot identity). Runs within a boot
-//! agree far more closely than runs of different boots, so with runs from 2 boots or more a
+//! A run's boot is the kernel boot id the runner recorded with it (runs without one: their
+//! results file stands for one boot; [`crate::calibrate::BootKey`]). Runs within a boot agree
+//! far more closely than runs of different boots, so with runs from 2 boots or more a
 //! candidate must also beat `layered` beyond the spread of their per-boot paired differences
 //! ([`crate::calibrate::boot_pairs`]); a row from one boot carries `boots = 1`: no verdict
 //! across boots.

@@ -59,17 +59,23 @@ pub fn markdown(cal: &LayerCalibration) -> String {
          scenario for `{OTHER_LAYER}`), centred by (boot, scenario), beats {LAYERED}'s by more than \
          max(noise floor, 2 standard errors of the difference) and, with runs of both in 2 \
          boots or more, by more than 2 standard errors of their differences paired within each \
-         boot (each results file is one boot; a boot offset moves every arm alike). Margin: \
-         the chosen arm's mean minus the best other mean.\n\nBoots: {}{}.\n",
+         boot (a run's boot is the boot id recorded with it, else its results file; a boot \
+         offset moves every arm alike). Margin: the chosen arm's mean minus the best other \
+         mean.\n\nBoots: {}{}.{}\n",
         cal.noise.floor,
         cal.noise.source,
         cal.boots,
         if cal.boots < 2 {
             " — every row rests on one boot's runs, whose spread misses what moves between \
-             boots: no row is a verdict across boots; calibrate in another boot and pass both \
-             results files (--from-results a.json,b.json)"
+             boots: no row is a verdict across boots; calibrate again after a reboot (into \
+             another --dir) and pass both results files (--from-results a.json,b.json)"
         } else {
             ""
+        },
+        if cal.boot_numbers.keys().is_empty() {
+            String::new()
+        } else {
+            format!(" Which boot is which: {}.", cal.boot_numbers.legend())
         }
     ));
     for (e, row) in cal.evidence.iter().zip(&cal.rows) {

@@ -19,8 +19,8 @@ use super::candidates::{plan_classes, plan_policy, scenario_classes};
 use super::LAYERED;
 use crate::calibrate::{
     across_boots_threshold, boot_pairs, cell_stats, centred_by_scenario, difference_threshold,
-    noise_estimate, rank, scored_runs, stored_catalogue, BootPairs, BootUnit, CellStats,
-    NoiseEstimate,
+    noise_estimate, rank, runs_by_boot, scored_runs, stored_catalogue, BootNumbers, BootPairs,
+    BootUnit, CellStats, NoiseEstimate,
 };
 use crate::{LayerRow, RankedExpert};
 
@@ -29,11 +29,13 @@ use crate::{LayerRow, RankedExpert};
 pub struct ScenarioRuns {
     /// Scenario name.
     pub scenario: String,
-    /// The boot it was measured in: the index of its result set (one results file per boot).
+    /// The boot its runs were made in ([`BootNumbers`]: the runs' boot id, else their results
+    /// file); a scenario result whose runs span two boots gives one entry per boot.
     pub boot: usize,
     /// The app classes of its probe and loads ([`super::scenario_classes`]).
     pub classes: BTreeSet<String>,
-    /// Every valid run's (expert, UX score), all experts' runs scored together.
+    /// Every valid run's (expert, UX score) of that boot, all the result's runs scored
+    /// together.
     pub runs: Vec<(String, f64)>,
 }
 
@@ -85,8 +87,10 @@ pub struct LayerCalibration {
     pub evidence: Vec<LayerEvidence>,
     /// The noise floor used.
     pub noise: NoiseEstimate,
-    /// The boots (result sets) the scenarios came from.
+    /// The boots the scenarios' runs came from.
     pub boots: u32,
+    /// What each boot number stands for (its boot id or results file).
+    pub boot_numbers: BootNumbers,
 }
 
 /// True for an expert that is a variant of the layer plan (`layered` with policies of its own):
@@ -138,10 +142,13 @@ pub fn varied_classes(catalogue: &Catalogue, plan: &LayerPlan) -> Vec<String> {
 }
 
 /// Every scenario result of `sets` with its scored runs (its runs scored together, as
-/// stage prototype scores them), its boot (the set's index: each set is one boot) and its
-/// application classes from the catalogue stored with the set; failed results and results without a valid run go to `left_out` with the reason.
+/// stage prototype scores them), split by boot (the runs' boot id, else their results file,
+/// numbered by `boots` in file order: [`runs_by_boot`]), and its application classes from the
+/// catalogue stored with the set; failed results and results without a valid run go to
+/// `left_out` with the reason.
 pub fn scenario_runs(
     sets: &[ResultSet],
+    boots: &mut BootNumbers,
     left_out: &mut Vec<(String, String)>,
 ) -> Result<Vec<ScenarioRuns>> {
     let mut out = Vec::new();
@@ -153,20 +160,18 @@ pub fn scenario_runs(
                 continue;
             }
             let spec = catalogue.scenario(&result.scenario)?;
-            let runs: Vec<(String, f64)> = scored_runs(&catalogue, result)?
-                .into_iter()
-                .filter_map(|(expert, _, score)| Some((expert, score?)))
-                .collect();
-            if runs.is_empty() {
+            let by_boot = runs_by_boot(i, result, &scored_runs(&catalogue, result)?, boots);
+            if by_boot.is_empty() {
                 left_out.push((result.scenario.clone(), "no valid run".into()));
                 continue;
             }
-            out.push(ScenarioRuns {
+            let classes = scenario_classes(&catalogue, spec)?;
+            out.extend(by_boot.into_iter().map(|(boot, runs)| ScenarioRuns {
                 scenario: result.scenario.clone(),
-                boot: i,
-                classes: scenario_classes(&catalogue, spec)?,
+                boot,
+                classes: classes.clone(),
                 runs,
-            });
+            }));
         }
     }
     Ok(out)
@@ -203,7 +208,8 @@ pub fn layer_noise(
     noise_estimate(&spreads, "(scenario, layer-plan expert) cells")
 }
 
-/// One row per class of `classes` from `scenarios` measured with `catalogue`'s candidates:
+/// One row per class of `classes` from `scenarios` measured with `catalogue`'s candidates
+/// (their boots numbered by `boots`, kept for the report):
 ///
 /// * arms: [`arms`] — `layered` (`plan`'s policy) and the candidates changing that class only;
 /// * scenarios: those with an application of the class ([`ScenarioRuns::classes`]); every
@@ -222,6 +228,7 @@ pub fn layer_noise(
 /// A class whose scenarios hold no scored run of `layered` is an error naming the class.
 pub fn layer_rows(
     scenarios: &[ScenarioRuns],
+    boots: &BootNumbers,
     catalogue: &Catalogue,
     plan: &LayerPlan,
     classes: &[String],
@@ -375,6 +382,7 @@ pub fn layer_rows(
             .map(|s| s.boot)
             .collect::<BTreeSet<_>>()
             .len() as u32,
+        boot_numbers: boots.clone(),
     })
 }
 
@@ -421,7 +429,7 @@ mod tests {
         in_boot(0, name, classes, runs)
     }
 
-    /// A scenario measured in boot `boot` (its result set's index).
+    /// A scenario measured in boot `boot` (its number, as [`BootNumbers`] gives them).
     fn in_boot(boot: usize, name: &str, classes: &[&str], runs: &[(&str, f64)]) -> ScenarioRuns {
         ScenarioRuns {
             boot,
@@ -435,6 +443,7 @@ mod tests {
         let classes: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
         layer_rows(
             scenarios,
+            &BootNumbers::default(),
             &catalogue(),
             &asa_layers::default_plan(),
             &classes,

@@ -207,7 +207,7 @@ fn measure(
     Ok((vec![set], m.catalogue, m.classes))
 }
 
-/// Recorded runs (`--from-results`: one results file per boot, all measured on one machine)
+/// Recorded runs (`--from-results`: results files of one machine, from one boot or several)
 /// and the candidate catalogue they were measured with, `DIR/candidates.toml`; the classes are `--layer-classes`, else every class a candidate of
 /// the catalogue changes alone.
 fn recorded(
@@ -226,10 +226,11 @@ fn recorded(
     }
     let catalogue = Catalogue::load(&path)?;
     let sets = cli::load_results(&args.from_results)?;
+    let boots = calibrate::boots_spanned(&sets);
     log::info!(
-        "stage layers from {} results file(s), each one boot{}",
+        "stage layers from {} results file(s), runs from {boots} boot(s){}",
         sets.len(),
-        if sets.len() < 2 {
+        if boots < 2 {
             ": the rows rest on one boot (no verdict across boots)"
         } else {
             ""
@@ -251,11 +252,11 @@ fn recorded(
 }
 
 /// The table of stage layers and its report from result sets measured with `catalogue`'s
-/// candidates (each set one boot): class rows from the runs of every expert but the
-/// candidates (stage prototype's rows, with `opts`, always compared across boots), and one
-/// layer row per class of `classes` ([`layer_rows`], the noise floor `opts.noise_floor` or
-/// measured). The table passes the checks a loaded one
-/// gets and lays over `plan`.
+/// candidates (each run's boot its boot id, else its results file): class rows from the runs
+/// of every expert but the candidates (stage prototype's rows, with `opts`, always compared
+/// across boots), and one layer row per class of `classes` ([`layer_rows`], the noise floor
+/// `opts.noise_floor` or measured). The table passes the checks a loaded one gets and lays
+/// over `plan`.
 pub fn layers_table(
     sets: &[ResultSet],
     catalogue: &Catalogue,
@@ -268,8 +269,16 @@ pub fn layers_table(
         bail!("no result set: nothing to calibrate from");
     };
     let mut left_out = Vec::new();
-    let scenarios = scenario_runs(sets, &mut left_out)?;
-    let cal = layer_rows(&scenarios, catalogue, plan, classes, opts.noise_floor)?;
+    let mut boots = calibrate::BootNumbers::default();
+    let scenarios = scenario_runs(sets, &mut boots, &mut left_out)?;
+    let cal = layer_rows(
+        &scenarios,
+        &boots,
+        catalogue,
+        plan,
+        classes,
+        opts.noise_floor,
+    )?;
     let (whole, stands_for) = calibrated_plan_runs(sets, catalogue, plan, &cal.rows);
     let machine = crate::machine_fingerprint(&first.machine, &Catalogue::builtin());
     let opts = PrototypeOptions {
@@ -570,6 +579,46 @@ mod tests {
             report.contains("Boots: 1 — every row rests on one boot"),
             "{report}"
         );
+    }
+
+    /// Each run's boot is its boot id: S20's layer row from one folder resumed after a reboot
+    /// (repetitions 0–1 in one boot, 2–3 in the next) rests on 2 boots, the report naming
+    /// them; the same runs as two files of one boot rest on 1.
+    #[test]
+    fn a_layer_row_counts_the_boots_of_its_runs_not_its_files() {
+        let classes: Vec<String> = ["network"].iter().map(|c| c.to_string()).collect();
+        let booted = |ids: [&str; 4]| {
+            let mut set = measured(&[
+                (LAYERED, 250.0),
+                ("layered-network-2ms", 40.0),
+                ("cosmos", 60.0),
+            ]);
+            for run in &mut set.scenarios[0].runs {
+                run.boot_id = Some(ids[run.rep as usize].to_string());
+            }
+            set
+        };
+        let table = |sets: &[ResultSet]| {
+            layers_table(
+                sets,
+                &catalogue(&classes),
+                &asa_layers::default_plan(),
+                &classes,
+                &PrototypeOptions::default(),
+                "2026-11-30T00:00:00Z".into(),
+            )
+            .unwrap()
+        };
+        let resumed = booted(["aaaaaaaa-1", "aaaaaaaa-1", "bbbbbbbb-2", "bbbbbbbb-2"]);
+        let (t, report) = table(&[resumed]);
+        assert_eq!(t.layer("network").unwrap().boots, 2);
+        assert!(
+            report.contains("boot 1: boot id aaaaaaaa; boot 2: boot id bbbbbbbb"),
+            "{report}"
+        );
+        let one_boot = || booted(["aaaaaaaa-1"; 4]);
+        let (t, _) = table(&[one_boot(), one_boot()]);
+        assert_eq!(t.layer("network").unwrap().boots, 1);
     }
 
     #[test]

@@ -38,10 +38,11 @@ pub struct LayerRow {
     /// The first candidate's score minus the best of the others (absent with one candidate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub margin: Option<f64>,
-    /// The boots (VM runs or machine boots, one results file each) the comparison rests on:
-    /// with 2 or more, `noise` includes the spread between boots and the first candidate is a
-    /// verdict; with 1, the row rests on one boot's runs, whose spread misses what moves
-    /// between boots. 0: not recorded (a table written before boots were counted).
+    /// The boots (VM runs or machine boots: the runs' recorded boot ids, else one per results
+    /// file) the comparison rests on: with 2 or more, `noise` includes the spread between
+    /// boots and the first candidate is a verdict; with 1, the row rests on one boot's runs,
+    /// whose spread misses what moves between boots. 0: not recorded (a table written before
+    /// boots were counted).
     #[serde(default)]
     pub boots: u32,
 }

@@ -178,10 +178,11 @@ pub struct ClassMapping {
     /// plan or the budget ran out). Absent where it was not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled: Option<bool>,
-    /// The boots (VM runs or machine boots, one results file each) the row's comparison rests
-    /// on, where calibration compared across boots (stage layers): with 2 or more the noise
-    /// includes the spread between boots; 1 means one boot's runs, no verdict across boots.
-    /// Absent where boots were not counted.
+    /// The boots (VM runs or machine boots: the runs' recorded boot ids, else one per results
+    /// file) the row's comparison rests on, where calibration compared across boots (stage
+    /// layers always; stages prototype and live when their runs span 2 boots or more): with 2
+    /// or more the noise includes the spread between boots; 1 means one boot's runs, no
+    /// verdict across boots. Absent where boots were not counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boots: Option<u32>,
 }
