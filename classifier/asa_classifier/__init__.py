@@ -7,6 +7,7 @@ See classifier/README.md. Modules:
 - voting: Algorithm 1 of the ASA paper (time-weighted probability voting), as in Rust;
 - report: accuracy, per-class precision/recall, confusion matrix, raw and after voting;
 - export: one ONNX file with the three models and the soft vote, plus metadata.
+- evaluate: an exported model's accuracy on recorded ticks (`asa calibrate --retrain`).
 - apps, train_apps: the per-application class model (issue 40): labelled application rows,
   training with scenarios held out, the same export.
 """

@@ -1,7 +1,7 @@
 """Train, evaluate on held-out runs, export.
 
     python -m asa_classifier.train --manifest DATA/manifest.toml [--manifest MORE/manifest.toml] \
-        --feature-schema ../agent/feature_schema.toml [--feature-schema-version V] --out OUT \
+        [--manifests-from LIST] --feature-schema ../agent/feature_schema.toml [--feature-schema-version V] --out OUT \
         [--heldout-fraction 0.25] [--seed 0] \
         [--classes label|load] [--members xgboost,random_forest,svm] [--svm-max-ticks N] [--other-splits K] \
         [--older-as-missing] [--heldout-from MANIFEST]
@@ -11,6 +11,11 @@
 missing (NaN) on every tick (`compare` measures whether that helps); `--heldout-from` then
 draws the held-out runs from the newest recordings only (among the --manifest), so the
 accuracy is measured on ticks with every feature, as the agent sees them.
+`--manifests-from LIST` adds the manifests a list file names (one a line, relative to the
+list's folder, `#` comments): `models/lab/recordings.txt` is the lab model's recordings, which
+`asa calibrate --retrain` trains on with the machine's own. A run name found both in a
+`--heldout-from` manifest and in a training-only one keeps its name in the former and is
+qualified with its manifest's folder in the latter (`DIR/S1-eevdf-r1`).
 
 Writes OUT/classifier.onnx (trained on the training runs only, so the report describes it),
 OUT/report.md and OUT/report.json (held-out runs: raw and voted metrics, the split, the
@@ -65,16 +70,49 @@ def export_checked(ensemble: Ensemble, schema: FeatureSchema, path: Path, x: np.
     return diff
 
 
+def read_manifest_list(path: Path) -> list[Path]:
+    """The manifests a list file names: one a line, relative to the list's folder; blank lines
+    and `#` comments are skipped. A listed manifest that does not exist is an error."""
+    manifests = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        manifest = (Path(path).parent / line).resolve()
+        if not manifest.is_file():
+            raise ValueError(f"{path}:{number}: {line} does not exist ({manifest})")
+        manifests.append(manifest)
+    if not manifests:
+        raise ValueError(f"{path}: lists no manifest")
+    return manifests
+
+
+def qualify_training_only(manifests: list[Path], loaded: list, heldout_from: list[Path]) -> None:
+    """Run names must be unique over the merged manifests. A training-only manifest's run named
+    like a run of a `heldout_from` manifest (a machine's calibration records `S1-eevdf-r1`, and
+    so did the lab's scenario recording) is renamed `<its manifest's folder>/<name>`, so the
+    held-out runs keep the names their own manifest gives them."""
+    held = {r.name for path, data in zip(manifests, loaded) if path in heldout_from for r in data.runs}
+    for path, data in zip(manifests, loaded):
+        if path not in heldout_from:
+            for r in data.runs:
+                if r.name in held:
+                    r.name = f"{path.parent}/{r.name}"
+
+
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
         small: bool = False, members: tuple[str, ...] = MEMBERS, class_set: str = "label",
         svm_max_ticks: int | None = None, other_splits: int = 0, older_as_missing: bool = False,
         heldout_from: list[Path] | None = None, ignore: tuple[str, ...] = ()) -> dict:
     ignored = ignored_columns(schema, ignore)
     manifests = [manifest] if isinstance(manifest, (str, Path)) else list(manifest)
+    if len(set(manifests)) != len(manifests):
+        raise ValueError(f"a manifest is given twice: {', '.join(map(str, manifests))}")
     loaded = [load_manifest(m, schema, older_as_missing) for m in manifests]
     if heldout_from:
         if any(h not in manifests for h in heldout_from):
             raise ValueError(f"--heldout-from {', '.join(map(str, heldout_from))}: not all among the manifests")
+        qualify_training_only(manifests, loaded, heldout_from)
         for path, data in zip(manifests, loaded):
             if path not in heldout_from:
                 for r in data.runs:
@@ -190,8 +228,11 @@ def per_run(probabilities: np.ndarray, y_true: np.ndarray, runs: list[str], clas
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", type=Path, required=True, action="append",
+    parser.add_argument("--manifest", type=Path, action="append", default=[],
                         help="a dataset manifest; repeat to merge several")
+    parser.add_argument("--manifests-from", type=Path, action="append", default=[], metavar="LIST",
+                        help="a file listing manifests, one a line, relative to its folder (e.g. "
+                             "models/lab/recordings.txt, the lab model's recordings); repeatable")
     parser.add_argument("--feature-schema", type=Path, required=True)
     parser.add_argument("--feature-schema-version", type=int, default=None,
                         help="train on the features of this older schema version (default: the file's version)")
@@ -213,10 +254,13 @@ def main(argv=None) -> None:
     parser.add_argument("--ignore-features", default="",
                         help="comma-separated features the model must not use (zeroed in training, masked in the model)")
     args = parser.parse_args(argv)
+    manifests = [m for listed in args.manifests_from for m in read_manifest_list(listed)] + args.manifest
+    if not manifests:
+        parser.error("give the recordings with --manifest or --manifests-from")
     schema = FeatureSchema.load(args.feature_schema)
     if args.feature_schema_version is not None:
         schema = schema.as_of(args.feature_schema_version)
-    result = run(args.manifest, schema, args.out, args.heldout_fraction, args.seed,
+    result = run(manifests, schema, args.out, args.heldout_fraction, args.seed,
                  members=tuple(m for m in args.members.split(",") if m), class_set=args.classes,
                  svm_max_ticks=args.svm_max_ticks, other_splits=args.other_splits,
                  older_as_missing=args.older_as_missing, heldout_from=args.heldout_from,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
-use asa_scenarios::runner::{ResultSet, SupervisorSwitcher};
+use asa_scenarios::runner::{NoObserver, ResultSet, RunObserver, SupervisorSwitcher};
 use asa_scenarios::ScenarioRunOptions;
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -14,6 +14,7 @@ use crate::budget::run::BudgetOptions;
 use crate::calibrate::{self, CalibrationPlan, ClassScheme, PrototypeOptions};
 use crate::live;
 use crate::overhead::{self, MidRunSwitcher};
+use crate::retrain;
 use crate::MappingTable;
 
 /// Calibration stages (ASA paper §4.3).
@@ -141,9 +142,25 @@ pub struct CalibrateArgs {
     /// Stage overhead: the switches to measure, FROM>TO, comma-separated.
     #[arg(long, default_value = "eevdf>bpfland,bpfland>eevdf")]
     pub pairs: String,
-    /// Stage live: the classifier model `asa run` uses (default: its own default).
+    /// Stage live: the classifier model `asa run` uses (default: its own default). With
+    /// --retrain: the model the retrained one is compared with (default: the lab model,
+    /// models/lab/classifier.onnx of --classifier).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Stage prototype: also record this machine's perception features during every run
+    /// (`asa record` beside it, into DIR/features/, resumable with the runs), then train the
+    /// load classifier on the recordings the lab model was trained on plus this machine's
+    /// (a quarter of this machine's runs held out) into DIR/model/classifier.onnx, and say in
+    /// calibration.md whether the shipped model holds here or the retrained one is needed.
+    /// Needs --classes load and the project's Python environment (classifier/setup.sh), checked
+    /// before any run (default: off).
+    #[arg(long)]
+    pub retrain: bool,
+    /// With --retrain: the project's classifier folder, with its Python environment (.venv),
+    /// the lab model and the list of its recordings (default: classifier/ of the source tree
+    /// this asa was built from).
+    #[arg(long, value_name = "DIR", requires = "retrain")]
+    pub classifier: Option<PathBuf>,
     /// Stage live: libonnxruntime.so for `asa run` (default: its own default).
     #[arg(long)]
     pub onnxruntime: Option<PathBuf>,
@@ -254,6 +271,12 @@ pub fn calibrate_command_with(
             args.min_gain
         );
     }
+    if args.retrain && (args.stage != Stage::Prototype || args.replay.is_some()) {
+        bail!(
+            "--retrain records the features of stage prototype's runs: use it without --stage \
+             and --replay"
+        );
+    }
     if args.stage != Stage::Prototype && (args.budget.is_some() || args.replay.is_some()) {
         bail!(
             "--budget and --replay choose the runs of stage prototype: leave out --stage {}",
@@ -281,10 +304,21 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
              budget would have chosen from recorded runs, use --replay"
         );
     }
+    // Before any run: hours of runs must not end in a trainer that cannot start.
+    let trainer = retrainer(args)?;
     let mut budget_note = None;
     let sets = if args.from_results.is_empty() {
         need_sched_ext()?;
         let plan = plan(args, args.experts.clone(), catalogue_text(args)?)?;
+        let mut recorder = match &trainer {
+            Some(_) => Some(retrain::recorder(&args.dir)?),
+            None => None,
+        };
+        let mut no_observer = NoObserver;
+        let observer: &mut dyn RunObserver = match recorder.as_mut() {
+            Some(r) => r,
+            None => &mut no_observer,
+        };
         let mut switcher =
             SupervisorSwitcher::system().context("starting the expert supervisor")?;
         match args.budget {
@@ -295,22 +329,24 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
                     noise_floor: args.noise_floor,
                     experts: args.experts.clone(),
                 };
-                let (set, report) = calibrate::run_budgeted(
+                let (set, report) = calibrate::run_budgeted_observed(
                     &args.dir,
                     &plan.1,
                     &plan.0,
                     args.classes,
                     &opts,
                     &mut switcher,
+                    observer,
                 )?;
                 budget_note = Some(crate::budget::run::describe(&report));
                 vec![set]
             }
-            None => vec![calibrate::run_or_resume(
+            None => vec![calibrate::run_or_resume_observed(
                 &args.dir,
                 &plan.1,
                 &plan.0,
                 &mut switcher,
+                observer,
             )?],
         }
     } else {
@@ -342,7 +378,62 @@ fn prototype_stage(args: &CalibrateArgs) -> Result<()> {
         table_path.display(),
         args.dir.join("calibration.md").display()
     );
+    if let Some(trainer) = &trainer {
+        let measured = sets
+            .iter()
+            .flat_map(|s| &s.scenarios)
+            .map(|r| r.runs.len())
+            .sum();
+        let shipped = match &args.model {
+            Some(m) => {
+                std::path::absolute(m).with_context(|| format!("resolving {}", m.display()))?
+            }
+            None => trainer.shipped_model(),
+        };
+        let retrained = retrain::retrain(trainer, &args.dir, &shipped, measured)?;
+        let section = retrain::markdown(&retrained, &table_path);
+        report.push_str(&section);
+        write(&args.dir.join("calibration.md"), &report)?;
+        print!("{section}");
+    }
     Ok(())
+}
+
+/// With `--retrain` (stage prototype, measuring): the project's trainer, checked (a missing
+/// Python environment says to run classifier/setup.sh); `None` without it.
+fn retrainer(args: &CalibrateArgs) -> Result<Option<retrain::Trainer>> {
+    if !args.retrain {
+        return Ok(None);
+    }
+    if !args.from_results.is_empty() {
+        bail!(
+            "--retrain records this machine's features while the calibration's runs happen, \
+             and --from-results makes no run: leave out one of them"
+        );
+    }
+    if args.classes != ClassScheme::Load {
+        bail!(
+            "--retrain trains a model of the load classes (the lab model's), and `asa run` needs \
+             a table of the model's classes: add --classes load"
+        );
+    }
+    let classifier = args
+        .classifier
+        .clone()
+        .unwrap_or_else(retrain::source_tree_classifier);
+    let trainer = retrain::Trainer::check(&classifier)?;
+    let shipped = args
+        .model
+        .clone()
+        .unwrap_or_else(|| trainer.shipped_model());
+    if !shipped.is_file() {
+        bail!(
+            "--retrain compares the retrained model with {}, which is missing: give the model to \
+             compare with as --model",
+            shipped.display()
+        );
+    }
+    Ok(Some(trainer))
 }
 
 /// `asa calibrate --replay RESULTS.json`: the budgeted calibration replayed over recorded runs
@@ -859,6 +950,82 @@ mod tests {
             panic!("not a run")
         };
         assert_eq!(args.run, run.run);
+    }
+
+    /// `--retrain` checks the project's trainer before anything else: a machine without the
+    /// Python environment learns it at once, not after hours of runs, and nothing is measured
+    /// or recorded (on a kernel without sched_ext the trainer's error still comes first).
+    #[test]
+    fn retrain_without_the_trainer_is_refused_before_any_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cal");
+        let classifier = tmp.path().join("classifier");
+        std::fs::create_dir_all(&classifier).unwrap();
+        let args = Cli::try_parse_from([
+            "calibrate",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--classes",
+            "load",
+            "--retrain",
+            "--classifier",
+            classifier.to_str().unwrap(),
+        ])
+        .unwrap()
+        .calibrate;
+        let err = format!("{:#}", calibrate_command(&args).unwrap_err());
+        assert!(err.contains(".venv/bin/python is missing"), "{err}");
+        assert!(err.contains("setup.sh"), "{err}");
+        assert!(!dir.exists(), "nothing measured or recorded");
+    }
+
+    /// `--retrain` records stage prototype's runs: with no runs to record (--from-results) or
+    /// another stage it is refused, as is a table of other classes than the model's (it trains
+    /// the load classes), and `--classifier` means nothing without it.
+    #[test]
+    fn retrain_needs_runs_of_stage_prototype() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec![
+                "calibrate",
+                "--dir",
+                "cal",
+                "--classes",
+                "load",
+                "--retrain",
+            ];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|c| c.calibrate)
+        };
+        let err = calibrate_command(&parse(&["--from-results", "r.json"]).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--from-results makes no run"), "{err}");
+        let err = calibrate_command(&parse(&["--stage", "live"]).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stage prototype"), "{err}");
+        let probe_load = Cli::try_parse_from(["calibrate", "--dir", "cal", "--retrain"])
+            .unwrap()
+            .calibrate;
+        let err = calibrate_command(&probe_load).unwrap_err().to_string();
+        assert!(err.contains("add --classes load"), "{err}");
+        assert!(Cli::try_parse_from(["calibrate", "--dir", "cal", "--classifier", "c"]).is_err());
+        let args = Cli::try_parse_from(["calibrate", "--dir", "cal"])
+            .unwrap()
+            .calibrate;
+        assert!(!args.retrain && args.classifier.is_none());
+    }
+
+    /// `--help` says what `--retrain` does, what it needs and its default.
+    #[test]
+    fn the_help_says_what_retrain_does_and_its_default() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        let at = help.find("--retrain").unwrap();
+        let text: String = help[at..].split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains("DIR/model/classifier.onnx"), "{text}");
+        assert!(text.contains("classifier/setup.sh"), "{text}");
+        assert!(text.contains("(default: off)"), "{text}");
     }
 
     /// Stage prototype from a folder resumed after a reboot (repetition 0 in one boot, 1 in

@@ -2,7 +2,8 @@
 //! scenario scores ([`calibrate`]; with a time budget, [`budget`] spends the runs where a
 //! class's ranking is still open), stage 2 measures what a switch costs ([`overhead`]), stage 3
 //! runs the real agent against the static experts ([`live`]); stage layers writes the table's
-//! per-application layer rows ([`layers`]); [`cli`] is `asa calibrate` and
+//! per-application layer rows ([`layers`]); [`retrain`] trains the load classifier on this
+//! machine's recorded ticks (`--retrain`); [`cli`] is `asa calibrate` and
 //! `asa mapping`. The table itself (format, checks) is the `asa-mapping-table` crate,
 //! re-exported here.
 
@@ -14,6 +15,7 @@ pub mod cli;
 pub mod layers;
 pub mod live;
 pub mod overhead;
+pub mod retrain;
 
 /// The fingerprint of the machine a scenario result set was measured on, with the versions of
 /// the catalogue's experts (`eevdf` is the kernel itself; our own experts carry the workspace

@@ -435,3 +435,75 @@ fn report_only_without_results_says_what_to_do() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// Counts what a run observer hears (`--retrain`'s feature recorder in the real calibration).
+#[derive(Default)]
+struct Heard {
+    started: Vec<(String, String, u32)>,
+    finished: usize,
+}
+
+impl asa_scenarios::runner::RunObserver for Heard {
+    fn run_starting(
+        &mut self,
+        scenario: &asa_scenarios::catalogue::ScenarioSpec,
+        expert: &str,
+        rep: u32,
+    ) -> Result<()> {
+        self.started
+            .push((scenario.name.clone(), expert.to_string(), rep));
+        Ok(())
+    }
+    fn run_finished(
+        &mut self,
+        _: &asa_scenarios::catalogue::ScenarioSpec,
+        record: Option<&asa_scenarios::runner::RunRecord>,
+    ) -> Result<()> {
+        assert!(record.is_some(), "a run failed");
+        self.finished += 1;
+        Ok(())
+    }
+}
+
+/// `--retrain` records every run of a budgeted calibration as of a fixed one: the observer hears
+/// each run the result set holds begin and end, once.
+#[test]
+fn the_budgeted_calibration_tells_the_observer_of_every_run() {
+    let _turn = one_at_a_time();
+    let _ = env_logger::builder().is_test(true).try_init();
+    let text = calibration_catalogue_text();
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut heard = Heard::default();
+    let opts = asa_mapping::budget::run::BudgetOptions {
+        budget: None,
+        min_gain: asa_mapping::budget::DEFAULT_MIN_GAIN,
+        noise_floor: None,
+        experts: vec!["eevdf".into(), "hog".into()],
+    };
+    let (set, _) = calibrate::run_budgeted_observed(
+        dir.path(),
+        &text,
+        &plan(&["CAL-GAME"], 2, work.path()),
+        calibrate::ClassScheme::Load,
+        &opts,
+        &mut HogSwitcher::default(),
+        &mut heard,
+    )
+    .unwrap();
+    let mut runs: Vec<(String, String, u32)> = set
+        .scenarios
+        .iter()
+        .flat_map(|s| {
+            s.runs
+                .iter()
+                .map(move |r| (s.scenario.clone(), r.expert.clone(), r.rep))
+        })
+        .collect();
+    // The warm-up: every expert twice.
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    heard.started.sort();
+    runs.sort();
+    assert_eq!(heard.started, runs);
+    assert_eq!(heard.finished, 4);
+}

@@ -306,6 +306,7 @@ pub(super) fn open_results(
 pub(super) struct SystemRunner<'a> {
     catalogue: &'a ScenarioCatalogue,
     switcher: &'a mut dyn ExpertSwitcher,
+    observer: &'a mut dyn RunObserver,
     options: RunOptions,
     prepared: Vec<String>,
     started: Instant,
@@ -325,7 +326,7 @@ impl Runner for SystemRunner<'_> {
             &self.options,
             expert,
             rep,
-            &mut NoObserver,
+            self.observer,
         )
     }
 
@@ -355,6 +356,27 @@ pub fn run_budgeted(
     scheme: ClassScheme,
     opts: &BudgetOptions,
     switcher: &mut dyn ExpertSwitcher,
+) -> Result<(ResultSet, BudgetReport)> {
+    run_budgeted_observed(
+        dir,
+        catalogue_text,
+        plan,
+        scheme,
+        opts,
+        switcher,
+        &mut NoObserver,
+    )
+}
+
+/// [`run_budgeted`] with `observer` told of every run (`--retrain`: the feature recorder).
+pub fn run_budgeted_observed(
+    dir: &Path,
+    catalogue_text: &str,
+    plan: &CalibrationPlan,
+    scheme: ClassScheme,
+    opts: &BudgetOptions,
+    switcher: &mut dyn ExpertSwitcher,
+    observer: &mut dyn RunObserver,
 ) -> Result<(ResultSet, BudgetReport)> {
     let catalogue = ScenarioCatalogue::parse(catalogue_text, "scenario catalogue")?;
     let (classes, left_out) = planned_classes(&catalogue, &plan.scenarios, plan.reps, scheme)?;
@@ -388,6 +410,7 @@ pub fn run_budgeted(
         let mut runner = SystemRunner {
             catalogue: &catalogue,
             switcher: &mut *switcher,
+            observer,
             options,
             prepared: Vec::new(),
             started: Instant::now(),
