@@ -461,10 +461,10 @@ mod tests {
 
     /// The experiment catalogue of layer-plan variants (`experts/layer-variants.toml`): it
     /// loads; `eevdf`, `cosmos` and `layered` are the built-in entries unchanged; every other
-    /// entry is `layered` with policies of its own, each giving scx_layered another plan with
-    /// the default plan's classes and hints.
+    /// entry is `layered` with policies or scx_layered options of its own, its plan the default
+    /// plan's classes and hints.
     #[test]
-    fn layer_variants_differ_from_the_default_plan_in_their_policies_only() {
+    fn layer_variants_differ_from_layered_in_their_policies_or_options_only() {
         let variants = Catalogue::parse(
             include_str!("../layer-variants.toml"),
             "layer-variants.toml",
@@ -479,7 +479,11 @@ mod tests {
                 assert_eq!(e, base, "{} differs from the built-in entry", e.name);
                 continue;
             }
-            assert!(e.layer_plan && !e.layer_policies.is_empty(), "{}", e.name);
+            assert!(
+                e.layer_plan && (!e.layer_policies.is_empty() || e.args.len() > layered.args.len()),
+                "{} needs policies or options of its own",
+                e.name
+            );
             assert_eq!(
                 (&e.crate_name, &e.version, &e.binary, &e.ops_prefix),
                 (
@@ -497,8 +501,8 @@ mod tests {
                 &plan.to_scx_layered_config().to_string()
             );
             assert!(
-                plans.insert(e.args.last().unwrap().clone()),
-                "{} repeats another variant's plan",
+                plans.insert(e.args.join(" ")),
+                "{} repeats another variant's options and plan",
                 e.name
             );
         }

@@ -951,23 +951,31 @@ mod tests {
         );
     }
 
-    /// A version 1 file (before the hold and the load-start records) still reads, with a hold
-    /// of 0 and no load-start records; an unknown version is refused.
-    #[test]
-    fn a_version_1_results_file_reads_with_no_hold() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("results.json");
-        let v1 = r#"{"schema":"asa.scenario-results","version":1,"created_unix_ms":5,
+    /// A results file of an older `version` (no hold, no load starts, no boot ids): one S1 run
+    /// under EEVDF, `reps` repetitions planned.
+    fn old_results_json(version: u32, reps: u32) -> String {
+        r#"{"schema":"asa.scenario-results","version":VERSION,"created_unix_ms":5,
             "machine":{"hostname":"h","kernel":"k","cpus":2,"cpu_model":"m"},
-            "options":{"experts":["eevdf"],"reps":1,"duration":{"secs":20,"nanos":0},
+            "options":{"experts":["eevdf"],"reps":REPS,"duration":{"secs":20,"nanos":0},
               "settle":{"secs":2,"nanos":0},"work_dir":"/w",
               "work_unit":{"iterations_per_ms":1000.0}},
             "catalogue_toml":"",
             "scenarios":[{"scenario":"S1","title":"t","probe":"game","error":null,
               "runs":[{"expert":"eevdf","rep":0,"pinned":"eevdf","started_unix_ms":9,
                 "probe":{"kind":"game","elapsed_s":1.0,"summary":{},"samples":{}},
-                "phases":[],"valid":true}]}]}"#;
-        std::fs::write(&path, v1).unwrap();
+                "phases":[],"valid":true}]}]}"#
+            .replace("VERSION", &version.to_string())
+            .replace("REPS", &reps.to_string())
+    }
+
+    /// A version 1 file (before the hold and the load-start records) still reads, with a hold
+    /// of 0 and no load-start records; an unknown version is refused.
+    #[test]
+    fn a_version_1_results_file_reads_with_no_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.json");
+        let v1 = old_results_json(1, 1);
+        std::fs::write(&path, &v1).unwrap();
         let set = super::ResultSet::load(&path).unwrap();
         assert_eq!(set.version, 1);
         assert_eq!(set.options.hold, Duration::ZERO);
@@ -983,17 +991,8 @@ mod tests {
     fn each_run_keeps_its_boot_id_and_older_runs_read_as_unknown() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.json");
-        let old = r#"{"schema":"asa.scenario-results","version":2,"created_unix_ms":5,
-            "machine":{"hostname":"h","kernel":"k","cpus":2,"cpu_model":"m"},
-            "options":{"experts":["eevdf"],"reps":2,"duration":{"secs":20,"nanos":0},
-              "settle":{"secs":2,"nanos":0},"work_dir":"/w",
-              "work_unit":{"iterations_per_ms":1000.0}},
-            "catalogue_toml":"",
-            "scenarios":[{"scenario":"S1","title":"t","probe":"game","error":null,
-              "runs":[{"expert":"eevdf","rep":0,"pinned":"eevdf","started_unix_ms":9,
-                "probe":{"kind":"game","elapsed_s":1.0,"summary":{},"samples":{}},
-                "phases":[],"valid":true}]}]}"#;
-        std::fs::write(&path, old).unwrap();
+        let old = old_results_json(2, 2);
+        std::fs::write(&path, &old).unwrap();
         let mut set = super::ResultSet::load(&path).unwrap();
         assert_eq!(set.scenarios[0].runs[0].boot_id, None);
         // Resumed after a reboot: the second repetition ran in another boot.

@@ -11,6 +11,7 @@ MODULES = (
     'anchor_drift',
     'dio_per_cpu',
     'kthread_waits',
+    'layered_cost',
     'merge_results',
     'noise_floor',
     'per_app_eval',

@@ -506,16 +506,13 @@ mod tests {
         }
     }
 
-    /// A budgeted calibration leaves scenarios with some of their runs; the fixed plan would
-    /// measure them again whole, throwing those runs away, so it refuses and says what to do.
-    #[test]
-    fn a_fixed_plan_refuses_a_folder_with_a_budgeted_calibrations_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut set = measured(&[("good", 40.0), ("bad", 250.0)], 4);
-        set.scenarios[0].runs.truncate(3);
-        set.save(&results_path(dir.path())).unwrap();
+    /// The plan that measured `set` (its scenario S20 and options), skipping `skip`.
+    fn plan_of(
+        set: &ResultSet,
+        skip: BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) -> CalibrationPlan {
         let o = &set.options;
-        let plan = CalibrationPlan {
+        CalibrationPlan {
             scenarios: vec![SCENARIO.into()],
             experts: o.experts.clone(),
             reps: o.reps,
@@ -525,8 +522,19 @@ mod tests {
             hold: o.hold,
             cooldown: o.cooldown,
             work_dir: o.work_dir.clone(),
-            skip: Default::default(),
-        };
+            skip,
+        }
+    }
+
+    /// A budgeted calibration leaves scenarios with some of their runs; the fixed plan would
+    /// measure them again whole, throwing those runs away, so it refuses and says what to do.
+    #[test]
+    fn a_fixed_plan_refuses_a_folder_with_a_budgeted_calibrations_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = measured(&[("good", 40.0), ("bad", 250.0)], 4);
+        set.scenarios[0].runs.truncate(3);
+        set.save(&results_path(dir.path())).unwrap();
+        let plan = plan_of(&set, Default::default());
         let err = run_or_resume(dir.path(), &set.catalogue_toml, &plan, &mut NoSwitcher)
             .unwrap_err()
             .to_string();
@@ -541,19 +549,10 @@ mod tests {
     fn a_scenario_is_complete_with_every_planned_run_and_skipped_experts_are_not_awaited() {
         let dir = tempfile::tempdir().unwrap();
         let full = measured(&[("good", 40.0), ("bad", 250.0)], 2);
-        let o = &full.options;
-        let plan = CalibrationPlan {
-            scenarios: vec![SCENARIO.into()],
-            experts: o.experts.clone(),
-            reps: o.reps,
-            duration: o.duration,
-            min_phase: o.min_phase,
-            settle: o.settle,
-            hold: o.hold,
-            cooldown: o.cooldown,
-            work_dir: o.work_dir.clone(),
-            skip: [(SCENARIO.to_string(), ["bad".to_string()].into())].into(),
-        };
+        let plan = plan_of(
+            &full,
+            [(SCENARIO.to_string(), ["bad".to_string()].into())].into(),
+        );
         assert_eq!(plan.experts_for(SCENARIO), ["good"]);
         assert_eq!((plan.total_runs(), plan.saved_runs()), (2, 2));
         let mut only_good = full.clone();

@@ -388,6 +388,19 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    /// The table of `sets` over `classes` with the default plan and options.
+    fn default_plan_table(sets: &[ResultSet], classes: &[String]) -> (MappingTable, String) {
+        layers_table(
+            sets,
+            &catalogue(classes),
+            &asa_layers::default_plan(),
+            classes,
+            &PrototypeOptions::default(),
+            "2026-11-30T00:00:00Z".into(),
+        )
+        .unwrap()
+    }
     use crate::budget::run::fixture::{empty_set, record, SCENARIO};
     use crate::cli::Stage;
 
@@ -555,17 +568,7 @@ mod tests {
             ])
         };
         let sets = [arms(250.0), arms(270.0)];
-        let table = |sets: &[ResultSet]| {
-            layers_table(
-                sets,
-                &catalogue(&classes),
-                &asa_layers::default_plan(),
-                &classes,
-                &PrototypeOptions::default(),
-                "2026-11-30T00:00:00Z".into(),
-            )
-            .unwrap()
-        };
+        let table = |sets: &[ResultSet]| default_plan_table(sets, &classes);
         let (two, report) = table(&sets);
         let row = two.layer("network").unwrap();
         assert_eq!(
@@ -598,17 +601,7 @@ mod tests {
             }
             set
         };
-        let table = |sets: &[ResultSet]| {
-            layers_table(
-                sets,
-                &catalogue(&classes),
-                &asa_layers::default_plan(),
-                &classes,
-                &PrototypeOptions::default(),
-                "2026-11-30T00:00:00Z".into(),
-            )
-            .unwrap()
-        };
+        let table = |sets: &[ResultSet]| default_plan_table(sets, &classes);
         let resumed = booted(["aaaaaaaa-1", "aaaaaaaa-1", "bbbbbbbb-2", "bbbbbbbb-2"]);
         let (t, report) = table(&[resumed]);
         assert_eq!(t.layer("network").unwrap().boots, 2);
