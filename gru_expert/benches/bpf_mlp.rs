@@ -7,11 +7,13 @@
 //! `benches/inference.rs` batch 1).
 //!
 //! Before timing it checks that the BPF programs give the golden cases' logits and CPUs
-//! (`model/mlp_golden.json`, written by `train/train_mlp.py`) and fails otherwise.
+//! (`model/NAME_golden.json`, written by `train/train_mlp.py`) and fails otherwise.
 //!
-//! `cargo bench -p asa-gru-expert --bench bpf_mlp [-- --batches N --repeat R --out DIR]`
-//! (root). With `--out`, writes DIR/summary.json, merging the agreements of
-//! `model/mlp_report.json` (cargo runs benches in `gru_expert/`: give DIR as an absolute path).
+//! `cargo bench -p asa-gru-expert --bench bpf_mlp [-- --model NAME --batches N --repeat R
+//! --out DIR]` (root). `--model` names the committed model (`model/NAME.json`; default `mlp`,
+//! the 2-CPU one; `mlp-4cpu` the 4-CPU one). With `--out`, writes DIR/summary.json, merging
+//! the agreements of `model/NAME_report.json` (cargo runs benches in `gru_expert/`: give DIR
+//! as an absolute path).
 
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
@@ -21,8 +23,10 @@ use anyhow::{bail, ensure, Context, Result};
 use asa_gru_expert::mlp::{bpf_available, BenchProg, BpfMlp, Golden, MlpModel};
 use asa_gru_expert::model::GruModel;
 
-/// Command line: `--batches N`, `--repeat R`, `--singles N`, `--out DIR` (cargo adds `--bench`).
+/// Command line: `--model NAME`, `--batches N`, `--repeat R`, `--singles N`, `--out DIR`
+/// (cargo adds `--bench`).
 struct Args {
+    model: String,
     batches: usize,
     repeat: u32,
     singles: usize,
@@ -31,6 +35,7 @@ struct Args {
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
+        model: "mlp".to_owned(),
         batches: 2000,
         repeat: 100,
         singles: 20_000,
@@ -40,6 +45,7 @@ fn parse_args() -> Result<Args> {
     while let Some(a) = it.next() {
         let mut value = || it.next().with_context(|| format!("{a} needs a value"));
         match a.as_str() {
+            "--model" => args.model = value()?,
             "--batches" => args.batches = value()?.parse().context("--batches")?,
             "--repeat" => args.repeat = value()?.parse().context("--repeat")?,
             "--singles" => args.singles = value()?.parse().context("--singles")?,
@@ -99,8 +105,8 @@ fn main() -> Result<()> {
         bail!("cannot load BPF programs here: {why}");
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
-    let model = MlpModel::load(&dir.join("mlp.json"))?;
-    let golden = Golden::load(&dir.join("mlp_golden.json"))?;
+    let model = MlpModel::load(&dir.join(format!("{}.json", args.model)))?;
+    let golden = Golden::load(&dir.join(format!("{}_golden.json", args.model)))?;
     let mut open_object = MaybeUninit::uninit();
     let bpf = BpfMlp::load(&mut open_object)?;
     bpf.set_model(&model, 1)?;
@@ -187,7 +193,7 @@ fn main() -> Result<()> {
     }
 
     if let Some(out) = args.out {
-        let report_path = dir.join("mlp_report.json");
+        let report_path = dir.join(format!("{}_report.json", args.model));
         let report: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(&report_path)
                 .with_context(|| format!("read {}", report_path.display()))?,
@@ -200,6 +206,7 @@ fn main() -> Result<()> {
         let summary = serde_json::json!({
             "schema": "asa.in-kernel-model-summary",
             "version": 1,
+            "model": format!("{}.json", args.model),
             "agreement_with_float": report["agreement_with_float"],
             "agreement_with_float_min_per_load": report["agreement_with_float_min_per_load"],
             "agreement_with_eevdf": report["agreement_with_eevdf"],

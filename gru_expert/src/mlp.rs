@@ -191,22 +191,19 @@ impl MlpModel {
         )
     }
 
-    /// Whether the model fits a machine of `nr_cpus` CPUs: an error if it can pick CPUs the
-    /// machine lacks (`n_out > nr_cpus`), a warning (`Ok(Some)`) if it cannot pick some of
-    /// them (`n_out < nr_cpus`: it was trained on a smaller machine).
-    pub fn fit_cpus(&self, nr_cpus: usize) -> Result<Option<String>> {
+    /// Whether the model fits a machine of `nr_cpus` CPUs: it must have been trained for
+    /// exactly that many (`n_out == nr_cpus`). A model for more CPUs could pick CPUs the
+    /// machine lacks; one for fewer never picks the others, and its previous-CPU input has no
+    /// column for them, so it would be deciding for a machine it never saw.
+    pub fn fit_cpus(&self, nr_cpus: usize) -> Result<()> {
         ensure!(
-            self.n_out <= nr_cpus,
-            "the model picks among {} CPUs, this machine has {nr_cpus}",
+            self.n_out == nr_cpus,
+            "the model was trained for {} CPUs, this machine has {nr_cpus}: give a model \
+             trained for {nr_cpus} (gru_expert/train/train_mlp.py on traces recorded with \
+             {nr_cpus} CPUs)",
             self.n_out
         );
-        Ok((self.n_out < nr_cpus).then(|| {
-            format!(
-                "the model picks among CPUs 0-{} only, this machine has {nr_cpus}: it was \
-                 trained on a smaller one",
-                self.n_out - 1
-            )
-        }))
+        Ok(())
     }
 
     /// A model of the same shape whose every decision is `cpu` (its output layer zero, its
@@ -720,14 +717,21 @@ mod tests {
     }
 
     #[test]
-    fn a_model_fits_a_machine_with_at_least_its_cpus() {
+    fn a_model_fits_only_a_machine_with_its_own_cpu_count() {
         let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
         assert_eq!(model.describe(), "9-12-2 MLP, Q21.11");
-        assert_eq!(model.fit_cpus(2).unwrap(), None);
-        let warning = model.fit_cpus(4).unwrap().expect("a 2-CPU model on 4 CPUs");
-        assert!(warning.contains("CPUs 0-1 only"), "{warning}");
-        let err = model.fit_cpus(1).unwrap_err().to_string();
-        assert!(err.contains("among 2 CPUs, this machine has 1"), "{err}");
+        model.fit_cpus(2).unwrap();
+        for cpus in [1, 4] {
+            let err = model.fit_cpus(cpus).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("trained for 2 CPUs, this machine has {cpus}")),
+                "{err}"
+            );
+        }
+        let four = MlpModel::load(&model_dir().join("mlp-4cpu.json")).unwrap();
+        assert_eq!(four.describe(), "11-12-4 MLP, Q21.11");
+        four.fit_cpus(4).unwrap();
+        assert!(four.fit_cpus(2).is_err() && four.fit_cpus(8).is_err());
     }
 
     #[test]

@@ -61,15 +61,13 @@ fn explicit_or_default(explicit: &Option<PathBuf>, default: &str) -> Option<Path
 }
 
 /// Reads and checks an in-BPF model file for a machine of `nr_cpus` CPUs (see
-/// [`MlpModel::load`], [`MlpModel::fit_cpus`]; a model for fewer CPUs is only warned about).
+/// [`MlpModel::load`], [`MlpModel::fit_cpus`]: a model trained for another CPU count is
+/// refused).
 fn load_bpf_model(path: &Path, nr_cpus: usize) -> Result<MlpModel> {
     let model = MlpModel::load(path)?;
-    if let Some(why) = model
+    model
         .fit_cpus(nr_cpus)
-        .with_context(|| format!("the model file {}", path.display()))?
-    {
-        warn!("in-BPF model {}: {why}", path.display());
-    }
+        .with_context(|| format!("the model file {}", path.display()))?;
     Ok(model)
 }
 

@@ -1,6 +1,7 @@
 //! The in-BPF model on the host kernel (BPF, no sched_ext needed): the BPF programs of
 //! `src/bpf/mlp_bench.bpf.c` must compute, bit for bit, the features, logits and CPU that
-//! `train/mlp_fixed.py` computed for the golden cases (`model/mlp_golden.json`), must
+//! `train/mlp_fixed.py` computed for the golden cases of every committed model
+//! (`model/mlp_golden.json`, 2 CPUs; `model/mlp-4cpu_golden.json`, 4), must
 //! refuse a missing or malformed model, and must take a model swapped in through the two
 //! slots scx_gru's `--bpf-model` uses ([`ModelSlots`], `gru_mlp_active()`) at once.
 //!
@@ -14,6 +15,9 @@ use asa_gru_expert::mlp::{
     bpf_available, BenchProg, BpfMlp, Golden, MlpModel, ModelSlots, BENCH_SLOTS, WEIGHT_MAX,
 };
 use asa_gru_expert::mlp_intf;
+
+/// The committed models (`model/NAME.json` with `NAME_golden.json`).
+const COMMITTED_MODELS: [&str; 2] = ["mlp", "mlp-4cpu"];
 
 fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("model")
@@ -35,27 +39,33 @@ fn bpf_model_computes_what_python_fixed_point_computes() {
     if bpf_or_skip("bpf_model_computes_what_python_fixed_point_computes").is_none() {
         return;
     }
-    let model = MlpModel::load(&model_dir().join("mlp.json")).unwrap();
-    let golden = Golden::load(&model_dir().join("mlp_golden.json")).unwrap();
-    let mut open_object = MaybeUninit::uninit();
-    let bpf = BpfMlp::load(&mut open_object).unwrap();
-    bpf.set_model(&model, 1).unwrap();
-    for (k, case) in golden.cases.iter().enumerate() {
-        let (features, logits, cpu) = bpf.eval(&case.raw()).unwrap();
-        let features: Vec<i64> = features[..model.n_in].iter().map(|v| *v as i64).collect();
-        let logits: Vec<i64> = logits[..model.n_out].iter().map(|v| *v as i64).collect();
-        assert_eq!(features, case.features, "features of golden case {k}");
-        assert_eq!(logits, case.logits, "logits of golden case {k}");
-        assert_eq!(cpu, case.cpu as i32, "CPU of golden case {k}");
-    }
-    // The timed program decides the same: one pass over its input slots.
-    let raws: Vec<_> = golden.cases.iter().map(|c| c.raw()).collect();
-    bpf.set_bench_inputs(&raws).unwrap();
-    bpf.time(BenchProg::Decide, BENCH_SLOTS as u32).unwrap();
-    let cpus = bpf.bench_cpus().unwrap();
-    for (slot, cpu) in cpus.iter().enumerate() {
-        let want = golden.cases[slot % golden.cases.len()].cpu as i32;
-        assert_eq!(*cpu, want, "timed program, slot {slot}");
+    // Every committed model: 2 CPUs (host traces) and 4 (lab VM traces).
+    for name in COMMITTED_MODELS {
+        let model = MlpModel::load(&model_dir().join(format!("{name}.json"))).unwrap();
+        let golden = Golden::load(&model_dir().join(format!("{name}_golden.json"))).unwrap();
+        let mut open_object = MaybeUninit::uninit();
+        let bpf = BpfMlp::load(&mut open_object).unwrap();
+        bpf.set_model(&model, 1).unwrap();
+        for (k, case) in golden.cases.iter().enumerate() {
+            let (features, logits, cpu) = bpf.eval(&case.raw()).unwrap();
+            let features: Vec<i64> = features[..model.n_in].iter().map(|v| *v as i64).collect();
+            let logits: Vec<i64> = logits[..model.n_out].iter().map(|v| *v as i64).collect();
+            assert_eq!(
+                features, case.features,
+                "{name}: features of golden case {k}"
+            );
+            assert_eq!(logits, case.logits, "{name}: logits of golden case {k}");
+            assert_eq!(cpu, case.cpu as i32, "{name}: CPU of golden case {k}");
+        }
+        // The timed program decides the same: one pass over its input slots.
+        let raws: Vec<_> = golden.cases.iter().map(|c| c.raw()).collect();
+        bpf.set_bench_inputs(&raws).unwrap();
+        bpf.time(BenchProg::Decide, BENCH_SLOTS as u32).unwrap();
+        let cpus = bpf.bench_cpus().unwrap();
+        for (slot, cpu) in cpus.iter().enumerate() {
+            let want = golden.cases[slot % golden.cases.len()].cpu as i32;
+            assert_eq!(*cpu, want, "{name}: timed program, slot {slot}");
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! scx_gru's in-BPF model (`--bpf-model`, issue 42) against a real sched_ext kernel (the lab
-//! VM), in one boot: a malformed model file at start is one error line, a non-zero exit and
-//! EEVDF throughout; with the committed model scx_gru attaches and select_cpu decides with no
+//! VM), in one boot: a malformed model file at start, and a model trained for another CPU
+//! count, are each one error line, a non-zero exit and EEVDF throughout; with the committed
+//! model for the VM's CPU count (`model/mlp.json` at 2 vCPUs, `model/mlp-4cpu.json` at 4:
+//! `ASA_LAB_CPUS`) scx_gru attaches and select_cpu decides with no
 //! user-space step: decisions go on while scx_gru's process is stopped (SIGSTOP) and no GRU,
 //! event or inference ever runs (`no_user_round_trip`); a model swapped in by SIGHUP decides
 //! from then on (its model_seq in the stats, its CPU in the decisions); a malformed
@@ -39,6 +41,10 @@ rec before "$(state)"
 scx_gru --bpf-model $D/mlp-bad-start.json --stats-file /lab/out/stats-bad.json > /lab/out/bad-start.log 2>&1
 rec bad_start_rc $?
 rec bad_start_state "$(state)"
+# A model trained for another CPU count: refused the same way.
+scx_gru --bpf-model $D/mlp-wrong-cpus.json --stats-file /lab/out/stats-bad.json > /lab/out/wrong-cpus.log 2>&1
+rec wrong_cpus_rc $?
+rec wrong_cpus_state "$(state)"
 
 # The committed model decides.
 scx_gru --bpf-model $D/mlp.json --stats-interval 1 --stats-file /lab/out/stats.json > /lab/out/scx_gru.log 2>&1 &
@@ -93,10 +99,22 @@ while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); do
 rec after "$(state)"
 "#;
 
-/// The model files of the run, written into `dir`: (host path, guest path).
-fn model_files(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("model/mlp.json");
-    let model = MlpModel::load(&committed).unwrap();
+/// The committed in-BPF model trained for `cpus` CPUs.
+fn committed_model(cpus: u32) -> PathBuf {
+    let name = match cpus {
+        2 => "mlp.json".to_owned(),
+        n => format!("mlp-{n}cpu.json"),
+    };
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("model")
+        .join(name)
+}
+
+/// The model files of the run for a VM of `cpus` vCPUs, written into `dir`: (host path,
+/// guest path). `mlp-wrong-cpus.json` is a committed model of another CPU count.
+fn model_files(dir: &Path, cpus: u32) -> Vec<(PathBuf, PathBuf)> {
+    let model = MlpModel::load(&committed_model(cpus)).unwrap();
+    let wrong = MlpModel::load(&committed_model(if cpus == 2 { 4 } else { 2 })).unwrap();
     // Out of the value bounds at start; another file version as a replacement.
     let mut bad_start = model.clone();
     bad_start.w1[0][0] = WEIGHT_MAX + 1;
@@ -113,6 +131,7 @@ fn model_files(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
             serde_json::to_value(&bad_start).unwrap(),
         ),
         ("mlp-bad-swap.json", bad_swap),
+        ("mlp-wrong-cpus.json", serde_json::to_value(&wrong).unwrap()),
     ];
     files
         .into_iter()
@@ -155,12 +174,12 @@ fn vm_bpf_model_decides_in_select_cpu_swaps_at_run_time_and_refuses_malformed_mo
         PathBuf::from(env!("CARGO_BIN_EXE_scx_gru")),
         PathBuf::from("/usr/local/bin/scx_gru"),
     ));
-    run.files = model_files(dir.path());
+    run.files = model_files(dir.path(), run.vm.cpus);
     run.host_tools = vec!["stress-ng".into()];
     run.vm.timeout = Duration::from_secs(300);
     let outcome = lab.run(&run).expect("the lab VM ran");
     eprintln!("---- guest ----\n{}", outcome.script_output());
-    for file in ["bad-start.log", "scx_gru.log"] {
+    for file in ["bad-start.log", "wrong-cpus.log", "scx_gru.log"] {
         if let Ok(log) = outcome.read_out(file) {
             eprintln!("---- {file} ----\n{log}");
         }
@@ -176,6 +195,18 @@ fn vm_bpf_model_decides_in_select_cpu_swaps_at_run_time_and_refuses_malformed_mo
     assert_eq!(errors.len(), 1, "{log}");
     assert!(
         errors[0].contains("mlp-bad-start.json") && errors[0].contains("beyond"),
+        "{log}"
+    );
+    assert!(!log.contains("attached"), "{log}");
+    // A model trained for another CPU count: the same, the error says so.
+    assert_ne!(r["wrong_cpus_rc"], "0", "{r:?}");
+    assert_eq!(r["wrong_cpus_state"], "disabled", "{r:?}");
+    let log = outcome.read_out("wrong-cpus.log").unwrap();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains("mlp-wrong-cpus.json")
+            && errors[0].contains(&format!("this machine has {}", run.vm.cpus)),
         "{log}"
     );
     assert!(!log.contains("attached"), "{log}");
@@ -303,7 +334,7 @@ fn vm_bpf_model_decides_in_select_cpu_swaps_at_run_time_and_refuses_malformed_mo
 #[test]
 fn the_vm_tests_model_files_pass_or_fail_the_checks_as_intended() {
     let dir = tempfile::tempdir().unwrap();
-    let files = model_files(dir.path());
+    let files = model_files(dir.path(), 2);
     let host = |name: &str| {
         files
             .iter()
@@ -328,4 +359,19 @@ fn the_vm_tests_model_files_pass_or_fail_the_checks_as_intended() {
         MlpModel::load(&host("mlp-bad-swap.json")).unwrap_err()
     );
     assert!(err.contains("v2"), "{err}");
+    let wrong = MlpModel::load(&host("mlp-wrong-cpus.json")).unwrap();
+    wrong.check().unwrap();
+    model.fit_cpus(2).unwrap();
+    let err = wrong.fit_cpus(2).unwrap_err().to_string();
+    assert!(
+        err.contains("trained for 4 CPUs, this machine has 2"),
+        "{err}"
+    );
+    // At 4 vCPUs the roles swap.
+    let files = model_files(dir.path(), 4);
+    let four = MlpModel::load(&files[0].0).unwrap();
+    four.fit_cpus(4).unwrap();
+    assert_eq!(four.always(1).b2.len(), 4);
+    let wrong = MlpModel::load(&files.last().unwrap().0).unwrap();
+    assert!(wrong.fit_cpus(4).is_err());
 }

@@ -13,12 +13,14 @@ Evaluation, per trace in time order 60/20/20 (train / validation / test), on the
   previous_cpu          the rule "stay on the previous CPU" == EEVDF's choice (a baseline)
 per load (one trace per load) and pooled.
 
-Outputs in --out: mlp.json (the model: schema asa.gru-mlp v1), mlp_golden.json (raw inputs and
-the integer logits and CPU this script computes, for the BPF equality test) and
-mlp_report.json (the agreements).
+Outputs in --out, named after --name (default mlp): NAME.json (the model: schema asa.gru-mlp
+v1), NAME_golden.json (raw inputs and the integer logits and CPU this script computes, for the
+BPF equality test) and NAME_report.json (the agreements). A model is for the CPU count of its
+traces only (scx_gru refuses it on another): the committed ones are mlp (2 CPUs, host traces)
+and mlp-4cpu (4 vCPUs, lab VM traces).
 
 Usage:
-  python train_mlp.py --out ../model TRACE.csv [TRACE.csv ...]
+  python train_mlp.py --out ../model [--name mlp-4cpu] TRACE.csv [TRACE.csv ...]
 """
 import argparse
 import datetime
@@ -128,6 +130,8 @@ def main():
     ap.add_argument("traces", nargs="+")
     ap.add_argument("--out", required=True, help="directory for mlp.json, mlp_golden.json, "
                     "mlp_report.json")
+    ap.add_argument("--name", default="mlp",
+                    help="file names: NAME.json, NAME_golden.json, NAME_report.json")
     ap.add_argument("--hidden", type=int, default=12)
     ap.add_argument("--frac-bits", type=int, default=mf.DEFAULT_FRAC_BITS)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -263,11 +267,11 @@ def main():
         "float_mean": [float(v) for v in mean],
         "float_std": [float(v) for v in std],
     })
-    with open(os.path.join(args.out, "mlp.json"), "w") as f:
+    with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-    with open(os.path.join(args.out, "mlp_golden.json"), "w") as f:
-        json.dump({"schema": "asa.gru-mlp-golden", "version": 1, "model": "mlp.json",
+    with open(os.path.join(args.out, f"{args.name}_golden.json"), "w") as f:
+        json.dump({"schema": "asa.gru-mlp-golden", "version": 1, "model": f"{args.name}.json",
                    "cases": golden}, f)
         f.write("\n")
     report = {
@@ -283,7 +287,7 @@ def main():
         "float_val_loss": best[0], "best_epoch": best[2],
         "loads": loads, "per_load": per_load,
     }
-    with open(os.path.join(args.out, "mlp_report.json"), "w") as f:
+    with open(os.path.join(args.out, f"{args.name}_report.json"), "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
     print(f"test: agreement_with_float {agree_float:.4f} (min per load "

@@ -144,3 +144,27 @@ def test_train_mlp_exports_model_golden_and_report(tmp_path):
     for case in golden["cases"]:
         logits = mf.fixed_logits(model, np.array([case["features"]]))[0]
         assert logits.tolist() == case["logits"] and int(np.argmax(logits)) == case["cpu"]
+
+
+def test_train_mlp_names_its_files_and_sizes_the_model_by_the_traces_cpus(tmp_path):
+    trace = tmp_path / "trace-synthetic4.csv"
+    write_trace(trace, nr_cpus=4, tasks=30, events=80)
+    out = tmp_path / "model"
+    subprocess.run([sys.executable, os.path.join(TRAIN, "train_mlp.py"), "--out", str(out),
+                    "--name", "mlp-4cpu", "--epochs", "40", "--batch", "64", str(trace)],
+                   check=True, capture_output=True, text=True)
+    assert sorted(p.name for p in out.iterdir()) == \
+        ["mlp-4cpu.json", "mlp-4cpu_golden.json", "mlp-4cpu_report.json"]
+    doc = json.loads((out / "mlp-4cpu.json").read_text())
+    assert (doc["n_in"], doc["n_out"]) == (7 + 4, 4)
+    report = json.loads((out / "mlp-4cpu_report.json").read_text())
+    assert report["cpus_in_traces"] == 4 and report["shape"] == [11, 12, 4]
+    golden = json.loads((out / "mlp-4cpu_golden.json").read_text())
+    assert golden["model"] == "mlp-4cpu.json"
+    model = mf.model_from_document(doc)
+    cpus = set()
+    for case in golden["cases"]:
+        logits = mf.fixed_logits(model, np.array([case["features"]]))[0]
+        assert logits.tolist() == case["logits"] and int(np.argmax(logits)) == case["cpu"]
+        cpus.add(case["cpu"])
+    assert cpus - {0, 1}, "a 4-CPU model picks beyond CPUs 0-1 somewhere"

@@ -26,6 +26,35 @@ pub const ACCEL_FILE: &str = "accel.txt";
 /// The file in the guest out folder with the version of the qemu that ran it.
 pub const QEMU_FILE: &str = "qemu.txt";
 
+/// Where the guest finds the in-BPF model (`gru-bpfmodel`'s `--bpf-model`).
+pub const GUEST_BPF_MODEL: &str = "/usr/local/share/scx_gru/mlp.json";
+
+/// Whether scheduler `name` runs scx_gru with the in-BPF model (a `bpfmodel` part).
+pub fn uses_bpf_model(name: &str) -> bool {
+    name.strip_prefix("gru-")
+        .is_some_and(|parts| parts.split('+').any(|p| p == "bpfmodel"))
+}
+
+/// The committed in-BPF model for a machine of `cpus` CPUs (scx_gru refuses a model of
+/// another CPU count): `gru_expert/model/mlp.json` for 2, `mlp-{cpus}cpu.json` otherwise.
+pub fn bpf_model_for(cpus: u32) -> Result<PathBuf> {
+    let name = if cpus == 2 {
+        "mlp.json".to_owned()
+    } else {
+        format!("mlp-{cpus}cpu.json")
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../gru_expert/model")
+        .join(name);
+    ensure!(
+        path.is_file(),
+        "gru-bpfmodel at {cpus} vCPUs needs an in-BPF model trained for {cpus} CPUs, {} \
+         (gru_expert/train/record_vm.sh, then train_mlp.py --name mlp-{cpus}cpu)",
+        path.display()
+    );
+    Ok(path)
+}
+
 /// How long the guest script may take: a minute per measurement for 10 s loads (every load,
 /// scheduler and round, the warm-up round too) and 5 minutes for the boot and the fileio
 /// files.
@@ -79,6 +108,11 @@ pub fn run_guest(args: &Args) -> Result<VmOutcome> {
             asa_lab::workspace_binary("scx_floor")?,
             PathBuf::from("/usr/local/bin/scx_floor"),
         ));
+    }
+    // The in-BPF model (gru-bpfmodel): the committed one for the VM's CPU count.
+    if args.schedulers.iter().any(|s| uses_bpf_model(s)) {
+        run.files
+            .push((bpf_model_for(run.vm.cpus)?, PathBuf::from(GUEST_BPF_MODEL)));
     }
     if args.wakeup_latency {
         run = run.with_asa(&asa_lab::workspace_binary("asa")?);
@@ -143,6 +177,21 @@ mod tests {
             ..Args::default()
         };
         assert_eq!(vm_budget(&one), Duration::from_secs(60 * 2 * 2 + 300));
+    }
+
+    #[test]
+    fn the_bpf_model_variant_brings_the_model_of_the_vms_cpu_count() {
+        assert!(uses_bpf_model("gru-bpfmodel"));
+        assert!(uses_bpf_model("gru-burst8+bpfmodel"));
+        assert!(!uses_bpf_model("gru") && !uses_bpf_model("gru-fallback"));
+        assert!(!uses_bpf_model("bpfmodel") && !uses_bpf_model("gru-bpfmodel2"));
+        assert!(bpf_model_for(2).unwrap().ends_with("model/mlp.json"));
+        assert!(bpf_model_for(4).unwrap().ends_with("model/mlp-4cpu.json"));
+        let err = bpf_model_for(3).unwrap_err().to_string();
+        assert!(
+            err.contains("trained for 3 CPUs") && err.contains("mlp-3cpu.json"),
+            "{err}"
+        );
     }
 
     #[test]

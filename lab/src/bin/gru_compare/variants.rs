@@ -49,8 +49,13 @@ const fn numbered(name: &'static str, option: &'static str, what: &'static str) 
 }
 
 /// Every scx_gru variant, in the order of the guest script's `case`.
-pub const VARIANTS: [Variant; 24] = [
+pub const VARIANTS: [Variant; 25] = [
     fixed("batch1", "--max-batch 1", "one model run per task"),
+    fixed(
+        "bpfmodel",
+        "--bpf-model /usr/local/share/scx_gru/mlp.json",
+        "the in-BPF MLP places waking tasks in select_cpu; no user-space GRU (issue 42)",
+    ),
     fixed(
         "burst",
         "--burst-cap-ms 5",
