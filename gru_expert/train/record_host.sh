@@ -11,16 +11,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# A small C project for the compile load: 24 files, rebuilt in a loop with make -j2.
-for i in $(seq 1 24); do
-  {
-    echo "#include <stdio.h>"
-    echo "static double f$i(double x) { double s = 0; for (int k = 0; k < 64; k++) s += x * k / (k + 1.0); return s; }"
-    echo "double g$i(double x) { return f$i(x) + f$i(x / 2); }"
-  } > "$work/u$i.c"
-done
-printf 'OBJS=%s\nall: $(OBJS)\n%%.o: %%.c\n\tgcc -O2 -c $< -o $@\nclean:\n\trm -f *.o\n' \
-  "$(for i in $(seq 1 24); do printf 'u%s.o ' "$i"; done)" > "$work/Makefile"
+# The compile load's small C project, rebuilt in a loop with make -j2.
+. "$(dirname "$0")/compile_project.sh"
+compile_project "$work"
 head -c 64M /dev/urandom | base64 > "$work/blob.txt"
 
 run() { name=$1; shift

@@ -27,22 +27,14 @@ set -u
 secs=$secs
 loads=" $loads "
 SCRIPT
+cat "$(dirname "$0")/compile_project.sh" >> "$script"
 cat >> "$script" <<'SCRIPT'
 n=$(nproc)
 h=$(( n / 2 )); [ $h -ge 1 ] || h=1
 o=/lab/out
 work=$(mktemp -d)
 echo "guest: $(uname -r), $n CPUs, $secs s per load" | tee $o/guest.txt
-# The compile load's small C project: 24 files, rebuilt in a loop with make -jN (no #include:
-# the guest has gcc but no libc headers).
-for i in $(seq 1 24); do
-  {
-    echo "static double f$i(double x) { double s = 0; for (int k = 0; k < 64; k++) s += x * k / (k + 1.0); return s; }"
-    echo "double g$i(double x) { return f$i(x) + f$i(x / 2); }"
-  } > "$work/u$i.c"
-done
-printf 'OBJS=%s\nall: $(OBJS)\n%%.o: %%.c\n\tgcc -O2 -c $< -o $@\nclean:\n\trm -f *.o\n' \
-  "$(for i in $(seq 1 24); do printf 'u%s.o ' "$i"; done)" > "$work/Makefile"
+compile_project "$work"
 # (16 MiB, not the host's 64: TCG compresses ~30x slower and the loop only needs to keep going)
 head -c 16M /dev/urandom | base64 > "$work/blob.txt"
 
