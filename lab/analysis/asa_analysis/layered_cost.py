@@ -72,6 +72,41 @@ def bpf_segments(text):
     return out
 
 
+def _header_time(line):
+    """The UNIX time of a monitor block's header (`━━ Sun, 29 Nov 2026 14:22:23 +0000 ━━`)."""
+    import email.utils
+    m = re.search(r'━━ (.+?) ━', line)
+    try:
+        return email.utils.parsedate_to_datetime(m.group(1)).timestamp()
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def expert_starts(text):
+    """(UNIX time, expert) of each `started NAME (pid …)` line of the scenario runner's log."""
+    import datetime
+    starts = []
+    for line in text.splitlines():
+        m = re.match(r'\[(\S+?)Z? [^\]]*\] started (\S+) \(pid', ANSI.sub('', line))
+        if m:
+            t = datetime.datetime.fromisoformat(m.group(1).rstrip('Z')).replace(tzinfo=datetime.timezone.utc)
+            starts.append((t.timestamp(), m.group(2)))
+    return starts
+
+
+def by_expert(blocks, starts):
+    """The monitor blocks of each expert: a block belongs to the expert started last before it."""
+    out = {}
+    for b in blocks:
+        owner = None
+        for t, name in starts:
+            if b.get('time') is not None and t <= b['time']:
+                owner = name
+        if owner is not None:
+            out.setdefault(owner, []).append(b)
+    return out
+
+
 def monitor_blocks(text):
     """scx_layered's monitor output, block by block: `proc_ms`, `busy` and per layer `tot`,
     `preempt`, `preempt_fail`, `expired` (shares of the layer's events, in %)."""
@@ -80,7 +115,7 @@ def monitor_blocks(text):
     for raw in text.splitlines():
         line = ANSI.sub('', raw)
         if line.startswith('━━'):
-            block = {'layers': {}}
+            block = {'layers': {}, 'time': _header_time(line)}
             blocks.append(block)
             layer = None
             continue
@@ -139,7 +174,13 @@ def analyse(folder):
         result['bpf'] = bpf_segments(read_text(path))
     path = os.path.join(folder, 'layered-monitor.txt')
     if os.path.exists(path):
-        result['layered_monitor'] = monitor_summary(monitor_blocks(read_text(path)))
+        blocks = monitor_blocks(read_text(path))
+        result['layered_monitor'] = monitor_summary(blocks)
+        log = os.path.join(folder, 'hinted.log')
+        if os.path.exists(log):
+            split = by_expert(blocks, expert_starts(read_text(log)))
+            result['layered_monitor_by_expert'] = {name: monitor_summary(bs) for name, bs in split.items()
+                                                   if name.startswith('layered')}
     return result
 
 
@@ -164,6 +205,13 @@ def text(result):
         for name, l in mon['layers'].items():
             lines.append(f"  layer {name:12s} events {l['tot']:6d}: preempt {l['preempt']:.1f} %, "
                          f"failed {l['preempt_fail']:.1f} %, slice expired {l['expired']:.1f} %")
+    for name, m in result.get('layered_monitor_by_expert', {}).items():
+        if not m.get('blocks'):
+            continue
+        inter = m['layers'].get('interactive', {})
+        lines.append(f"  {name:22s} user space {m['user_space_cpu_share']:.3f} of a CPU ({m['blocks']} blocks); "
+                     f"interactive: preempt {inter.get('preempt', 0):.1f} %, failed {inter.get('preempt_fail', 0):.1f} %, "
+                     f"expired {inter.get('expired', 0):.1f} %")
     return '\n'.join(lines)
 
 

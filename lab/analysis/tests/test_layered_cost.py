@@ -85,3 +85,17 @@ def test_the_folder_analysis_reads_what_is_there(tmp_path):
     out = tmp_path / 'a.json'
     assert layered_cost.main([str(tmp_path), '--json', str(out)]) == 0
     assert json.loads(out.read_text())['passes']['hinted'][0]['expert'] == 'cosmos'
+
+
+def test_monitor_blocks_belong_to_the_expert_started_last_before_them():
+    log = '\n'.join([
+        '[2026-11-29T14:22:00.000Z INFO  asa_experts::process] started layered (pid 5), loading it',
+        '[2026-11-29T14:22:26.000Z INFO  asa_experts::process] started layered-interval1 (pid 9), loading it',
+        '[2026-11-29T14:22:26.500Z INFO  asa_scenarios::runner] [S10] run 2/4'])
+    starts = layered_cost.expert_starts(log)
+    assert [name for _, name in starts] == ['layered', 'layered-interval1']
+    blocks = layered_cost.monitor_blocks(MONITOR)
+    assert blocks[0]['time'] == pytest.approx(starts[0][0] + 23)
+    split = layered_cost.by_expert(blocks, starts)
+    assert [b['proc_ms'] for b in split['layered']] == [126, 300]
+    assert [b['proc_ms'] for b in split['layered-interval1']] == [500]
