@@ -16,9 +16,11 @@
 # (1: scx_layered's own statistics, `scx_layered --monitor 2`, beside every pass, in
 # layered-monitor.txt; default 0), SCENARIOS (S10,O-idle), EXPERTS (the hinted
 # pass's, default cosmos,layered), CATALOGUE (an expert catalogue file EXPERTS come from, e.g.
-# experts/layer-variants.toml; default: the built-in one), REPS (2), DURATION (30 s per run), HOLD (15 s each expert runs before a
-# run's load starts), STATS_DURATION (30), MEMORY (MiB, 4096), TIMEOUT (s, 5400), BIN
-# (target/release), ROOTFS (default: every scenario's packages). The guest's vCPUs: ASA_LAB_CPUS (default 2).
+# experts/layer-variants.toml; default: the built-in one), REPS (2), DURATION (30 s per run),
+# HOLD (15 s each expert runs before a run's load starts), STATS_DURATION (30), MEMORY (MiB,
+# 4096), TIMEOUT (s, 5400), BIN (target/release), ROOTFS (default: every scenario's packages).
+# The guest's vCPUs: ASA_LAB_CPUS (default 2); ASA_LAB_TCG_THREAD=multi runs them on a host
+# thread each (MTTCG).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 PASSES=${PASSES:-hinted unhinted stats}
