@@ -66,7 +66,9 @@ state() {{ cat /sys/kernel/sched_ext/state; }}
 W=/var/tmp/w; mkdir -p $W
 i=0; while [ $i -lt 400 ]; do cat /usr/share/common-licenses/*; i=$((i+1)); done | head -c 8388608 > $W/corpus.txt
 load_on() {{ setsid sh -c "while :; do xz -T0 -3 --block-size=1MiB -c $W/corpus.txt > /dev/null; done" & echo $! > /tmp/load.pid; }}
-load_off() {{ kill -TERM -$(cat /tmp/load.pid); pkill -x xz; }}
+# Off means off: the loop's group killed, then every xz until none is left (a TERMed xz under
+# TCG could keep a spike's load running a tick or two past its end).
+load_off() {{ kill -KILL -$(cat /tmp/load.pid) 2>/dev/null; while pkill -KILL -x xz; do sleep 0.05; done; }}
 # A corrupt model: one error at start, nothing switched, no socket.
 asa run --model /lab/broken.onnx --mapping /lab/mapping.toml --onnxruntime /lab/libonnxruntime.so \
   > /lab/out/broken.out 2> /lab/out/broken.err
@@ -75,7 +77,11 @@ rec broken_state $(state)
 rec broken_enable_seq $(cat /sys/kernel/sched_ext/enable_seq)
 rec broken_socket $(ls /run/asa 2>/dev/null | grep -c sock)
 # The loop.
-asa run {args} --log-features --decision-log /lab/out/decisions.jsonl > /lab/out/daemon.log 2>&1 &
+# No hot standbys: a standby that starts loading on a spike's first tick (bpfland's BPF verified
+# at low priority) made the next ticks look like load too and switched (2026-11-29); that the
+# agent's own loading must not count as the workload is the daemon's concern, and standbys are
+# vm_standby's; this test is the vote's.
+asa --standby 0 run {args} --log-features --decision-log /lab/out/decisions.jsonl > /lab/out/daemon.log 2>&1 &
 D=$!
 # Up: the socket answers from the start (mode starting), the daemon once its model is loaded.
 i=0; until asa status --json 2>/dev/null | grep -q '"mode": "daemon"' || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
