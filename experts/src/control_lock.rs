@@ -80,26 +80,3 @@ impl ControlLock {
         &self.path
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_holder_is_refused_with_the_owner_pid_until_the_first_lets_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/supervisor.lock");
-        let first = ControlLock::acquire(&path).unwrap();
-        let content = std::fs::read_to_string(first.path()).unwrap();
-        assert_eq!(content.trim(), std::process::id().to_string());
-        // flock locks belong to the open file description: a second open in the same process
-        // conflicts like another process would.
-        let err = ControlLock::acquire(&path).unwrap_err().to_string();
-        assert!(
-            err.contains(&format!("pid {}", std::process::id())) && err.contains("asa pin"),
-            "{err}"
-        );
-        drop(first);
-        ControlLock::acquire(&path).unwrap();
-    }
-}
