@@ -111,7 +111,13 @@ fn main() -> Result<()> {
                 .collect();
             let now = Duration::from_secs_f64(record.at_s.max(0.0));
             let before = policy.current_expert().map(str::to_string);
-            let decision = policy.on_tick(now, &probabilities)?;
+            // A tick the agent left out as its own work (a standby loading) is left out again.
+            let decision = match &record.reason {
+                Reason::OwnWork { expert, .. } => {
+                    policy.on_own_work_tick(now, &probabilities, expert)?
+                }
+                _ => policy.on_tick(now, &probabilities)?,
+            };
             if decision.action == Action::Switch {
                 replayed.push(format!(
                     "{}:{}→{}",

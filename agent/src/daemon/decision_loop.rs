@@ -20,7 +20,7 @@ use crate::action::controller::ControllerHandle;
 use crate::control::AgentStatus;
 use crate::decision::engine::{DecisionEngine, Outcome, TickRecord};
 use crate::decision::policy::Reason;
-use crate::decision::standby::vote_candidates;
+use crate::decision::standby::{loading_during, vote_candidates};
 use crate::stop::Stop;
 
 /// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
@@ -86,6 +86,9 @@ struct DecisionLoop<'a> {
     /// Per-application mode, and whether the last tick ran it (ticks are never skipped then).
     apps: Option<AppMode>,
     per_application: bool,
+    /// When the last tick's sample was taken (ms since the epoch): the start of the next
+    /// sample's window, which a loading standby must not overlap.
+    last_sample_ms: Option<u64>,
 }
 
 impl<'a> DecisionLoop<'a> {
@@ -116,6 +119,7 @@ impl<'a> DecisionLoop<'a> {
             settled: None,
             apps: None,
             per_application: false,
+            last_sample_ms: None,
         })
     }
 
@@ -133,9 +137,17 @@ impl<'a> DecisionLoop<'a> {
         // not the workload's: never describe it as the busiest process.
         self.pipeline
             .ignore_processes(status.standby.experts.iter().map(|s| s.pid as i32));
-        let Some(mut record) = self.decide(now)? else {
+        // A standby loading during this sample, taking a CPU for it: the sample describes the
+        // agent's own work too, so it is no evidence for the vote (the pipeline checks the CPU).
+        let sample_ms = asa_experts::supervisor::unix_ms(std::time::SystemTime::now());
+        let window_start = self
+            .last_sample_ms
+            .unwrap_or_else(|| sample_ms.saturating_sub(self.settings.interval.as_millis() as u64));
+        let loading = loading_during(&status.standby.experts, window_start, sample_ms);
+        let Some(mut record) = self.decide(now, loading)? else {
             return Ok(());
         };
+        self.last_sample_ms = Some(record.unix_ms);
         self.per_application_tick(&status, now);
         record.pinned = status.pinned.clone();
         if let Sink::Controller(handle) = &self.sink {
@@ -214,8 +226,8 @@ impl<'a> DecisionLoop<'a> {
 
     /// The pipeline's tick; None when it failed (warned about), an error after
     /// [`MAX_FAILED_TICKS`] failures in a row.
-    fn decide(&mut self, now: Duration) -> Result<Option<TickRecord>> {
-        match self.pipeline.tick(now) {
+    fn decide(&mut self, now: Duration, loading: Option<&str>) -> Result<Option<TickRecord>> {
+        match self.pipeline.tick(now, loading) {
             Ok(r) => {
                 self.failed_in_a_row = 0;
                 Ok(Some(r))
@@ -401,6 +413,7 @@ fn decision_key(record: &TickRecord) -> DecisionKey {
         Reason::Switch => "switch",
         Reason::SwitchNetOfCost { .. } => "switch_net_of_cost",
         Reason::Fallback { .. } => "fallback",
+        Reason::OwnWork { .. } => "own_work",
     };
     (
         record.decision.voted_class.clone(),

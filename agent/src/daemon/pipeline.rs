@@ -10,6 +10,7 @@ use asa_experts::Catalogue;
 
 use super::settings::RunSettings;
 use crate::decision::engine::{DecisionEngine, TickRecord};
+use crate::decision::standby::OWN_WORK_MIN_CPUS;
 use crate::perception::apps::{ThreadSample, ThreadWalk};
 use crate::perception::{BpfMode, Sampler, SchemaFile};
 
@@ -105,13 +106,17 @@ impl Pipeline {
 
     /// One tick at `now` (monotonic, since any fixed origin): a perception sample, then the
     /// engine's decision on it, with the whole tick's cost (and, with `--log-features`, the
-    /// feature vector by name) in the record.
-    pub(super) fn tick(&mut self, now: Duration) -> Result<TickRecord> {
+    /// feature vector by name) in the record. `loading`: a hot standby the agent was loading
+    /// during the sample; when the ignored processes (the standbys) took at least
+    /// [`OWN_WORK_MIN_CPUS`] of CPU in it, the sample is the agent's own work and left out of
+    /// the vote (see [`DecisionEngine::decide`]).
+    pub(super) fn tick(&mut self, now: Duration, loading: Option<&str>) -> Result<TickRecord> {
         let t0 = Instant::now();
         let cpu0 = thread_cpu_time();
         let sample = self.sampler.sample().context("perception sample")?;
         let sample_us = t0.elapsed().as_secs_f64() * 1e6;
-        let mut record = self.engine.decide(now, &sample)?;
+        let own_work = loading.filter(|_| sample.ignored_cpus >= OWN_WORK_MIN_CPUS);
+        let mut record = self.engine.decide(now, &sample, own_work)?;
         record.cost.sample_us = sample_us;
         record.cost.perception = self.sampler.last_cost();
         record.cost.cpu_us = (thread_cpu_time() - cpu0).as_secs_f64() * 1e6;

@@ -305,13 +305,23 @@ impl DecisionEngine {
     /// vote, policy. The outcome is [`Outcome::Stay`] or, when the policy says switch,
     /// [`Outcome::Switched`] until the caller says otherwise. The record's cost holds inference
     /// and decision; perception's part, the thread's CPU time and the feature vector are the
-    /// caller's to fill in.
-    pub fn decide(&mut self, now: Duration, sample: &Sample) -> Result<TickRecord> {
+    /// caller's to fill in. `own_work` names an expert the agent was loading during the sample
+    /// (a hot standby): the tick is classified and logged but left out of the vote
+    /// ([`Policy::on_own_work_tick`]).
+    pub fn decide(
+        &mut self,
+        now: Duration,
+        sample: &Sample,
+        own_work: Option<&str>,
+    ) -> Result<TickRecord> {
         let t1 = Instant::now();
         let features = sample.to_f32();
         let probabilities = self.classifier.predict(&features)?;
         let t2 = Instant::now();
-        let decision = self.policy.on_tick(now, &probabilities)?;
+        let decision = match own_work {
+            Some(expert) => self.policy.on_own_work_tick(now, &probabilities, expert)?,
+            None => self.policy.on_tick(now, &probabilities)?,
+        };
         let t3 = Instant::now();
         let outcome = match decision.action {
             super::policy::Action::Stay => Outcome::Stay,

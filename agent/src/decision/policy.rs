@@ -60,6 +60,13 @@ fn default_fallback_after() -> u32 {
     DEFAULT_FALLBACK_AFTER_TICKS
 }
 
+/// Most consecutive ticks the policy leaves out of the vote as the agent's own work
+/// ([`Policy::on_own_work_tick`]): 10. A hot standby verifies its BPF programs in about a second
+/// on real hardware and in 2–3 s under the lab's emulator; one that keeps loading for longer (a
+/// standby lost and started again and again) must not blind the vote, so from the 11th such tick
+/// in a row the ticks count again.
+pub const MAX_OWN_WORK_TICKS: u32 = 10;
+
 /// Parameters of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -170,6 +177,15 @@ pub enum Reason {
         /// Net value of the switch made.
         net: f64,
     },
+    /// An expert the agent itself was loading (a hot standby verifying its BPF programs) ran
+    /// during this tick's sample: the sample describes the agent's work as much as the
+    /// workload's, so the tick is left out of the vote and nothing is decided on it.
+    OwnWork {
+        /// The expert that was loading.
+        expert: String,
+        /// Such ticks in a row, this one included.
+        ticks: u32,
+    },
     /// The last switch was too recent.
     CoolingDown {
         /// Seconds until a switch is allowed.
@@ -236,6 +252,9 @@ impl DecisionRecord {
             ),
             Reason::ClassNotMapped => "stay: no usable expert mapped for this class".to_string(),
             Reason::AlreadyRunning => "stay: already running".to_string(),
+            Reason::OwnWork { expert, ticks } => format!(
+                "stay: the agent was loading {expert} as a hot standby during this sample, left out of the vote ({ticks} in a row)"
+            ),
             Reason::CoolingDown { remaining_s } => {
                 format!("stay: cooling down ({remaining_s:.1} s left)")
             }
@@ -361,6 +380,8 @@ pub struct Policy {
     unsure_ticks: u32,
     /// Whether any vote has been confident since the policy started.
     confident_seen: bool,
+    /// Consecutive ticks left out of the vote as the agent's own work.
+    own_work_ticks: u32,
 }
 
 impl Policy {
@@ -464,6 +485,7 @@ impl Policy {
             fallback,
             unsure_ticks: 0,
             confident_seen: false,
+            own_work_ticks: 0,
         })
     }
 
@@ -593,7 +615,64 @@ impl Policy {
     /// Feeds one tick's classifier probabilities and decides. On [`Action::Switch`] the policy
     /// assumes the switch happens (current expert = target, cooldown starts at `now`).
     pub fn on_tick(&mut self, now: Duration, probabilities: &[f32]) -> Result<DecisionRecord> {
+        self.own_work_ticks = 0;
+        self.count_tick(now, probabilities)
+    }
+
+    /// A tick whose sample covers the agent's own work: `expert` was loading as a hot standby
+    /// during it. Its probabilities are recorded but left out of the vote, and the policy
+    /// stays ([`Reason::OwnWork`]): a standby started on a burst's first tick would otherwise
+    /// make the next ticks look like the burst's load and turn a one-second burst into a
+    /// switch. Unsure ticks are not counted either. After [`MAX_OWN_WORK_TICKS`] such ticks in
+    /// a row they count again, as [`Self::on_tick`].
+    pub fn on_own_work_tick(
+        &mut self,
+        now: Duration,
+        probabilities: &[f32],
+        expert: &str,
+    ) -> Result<DecisionRecord> {
+        ensure!(
+            probabilities.len() == self.classes.len(),
+            "{} probabilities for {} classes",
+            probabilities.len(),
+            self.classes.len()
+        );
+        self.own_work_ticks = self.own_work_ticks.saturating_add(1);
+        if self.own_work_ticks > MAX_OWN_WORK_TICKS {
+            if self.own_work_ticks == MAX_OWN_WORK_TICKS + 1 {
+                log::warn!(
+                    "{expert} has been loading as a hot standby for {MAX_OWN_WORK_TICKS} ticks: the ticks count in the vote again"
+                );
+            }
+            return self.count_tick(now, probabilities);
+        }
+        self.begin_tick(now);
+        let vote = self.voter.vote();
+        let target = vote
+            .class
+            .and_then(|c| self.available(c, now).into_iter().next());
+        Ok(self.record(
+            now,
+            probabilities,
+            &vote,
+            target,
+            Action::Stay,
+            Reason::OwnWork {
+                expert: expert.to_string(),
+                ticks: self.own_work_ticks,
+            },
+        ))
+    }
+
+    /// A tick that is evidence: into the vote, then decided.
+    fn count_tick(&mut self, now: Duration, probabilities: &[f32]) -> Result<DecisionRecord> {
         let vote = self.voter.push(probabilities)?;
+        self.begin_tick(now);
+        Ok(self.decide(now, probabilities, vote))
+    }
+
+    /// Every tick: its number, its time, and the running expert's time without failing.
+    fn begin_tick(&mut self, now: Duration) {
         self.tick += 1;
         self.last_now = now;
         if let (Some(expert), Some(since)) = (self.current_expert.clone(), self.current_since) {
@@ -604,7 +683,6 @@ impl Policy {
                 );
             }
         }
-        Ok(self.decide(now, probabilities, vote))
     }
 
     /// Net value of switching from the running expert to `target` for class index `class`:
@@ -777,7 +855,28 @@ impl Policy {
             ),
             _ => (target, action, reason),
         };
-        let record = DecisionRecord {
+        let record = self.record(now, probabilities, &vote, target.clone(), action, reason);
+        if record.action == Action::Switch {
+            self.current_expert = target;
+            self.current_since = Some(now);
+            if !matches!(record.reason, Reason::Fallback { .. }) {
+                self.last_switch = Some(now);
+            }
+        }
+        record
+    }
+
+    /// The tick's record.
+    fn record(
+        &self,
+        now: Duration,
+        probabilities: &[f32],
+        vote: &Vote,
+        target: Option<String>,
+        action: Action,
+        reason: Reason,
+    ) -> DecisionRecord {
+        DecisionRecord {
             schema: DECISION_SCHEMA.to_string(),
             version: DECISION_VERSION,
             tick: self.tick,
@@ -798,19 +897,11 @@ impl Policy {
             margin: vote.margin,
             support: vote.support,
             current_expert: self.current_expert.clone(),
-            target_expert: target.clone(),
+            target_expert: target,
             action,
             reason,
             quarantined: self.quarantine.quarantined(now),
-        };
-        if record.action == Action::Switch {
-            self.current_expert = target;
-            self.current_since = Some(now);
-            if !matches!(record.reason, Reason::Fallback { .. }) {
-                self.last_switch = Some(now);
-            }
         }
-        record
     }
 
     /// The default expert, when an unsure vote should go back to it now: it is usable, not
@@ -940,6 +1031,103 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         assert_eq!(p.current_expert(), Some("bpfland"));
         // The busy window decays first: the vote is unsure from a few ticks in, then 4 more.
         assert!((10..=16).contains(&at_s), "fell back at t = {at_s}");
+    }
+
+    /// vm_decision's burst, in the policy: a hot standby started on a burst's first tick makes
+    /// the next ticks look busy as well; those ticks are the agent's own work and are left out,
+    /// so the burst's one tick switches nothing. The same ticks counted would have switched.
+    #[test]
+    fn ticks_of_the_agents_own_loading_do_not_turn_a_burst_into_a_switch() {
+        let mut counted = policy(0, "");
+        let mut skipped = policy(0, "");
+        for s in 1..=6 {
+            counted.on_tick(at(s), &CALM).unwrap();
+            skipped.on_tick(at(s), &CALM).unwrap();
+        }
+        counted.on_tick(at(7), &BUSY).unwrap();
+        skipped.on_tick(at(7), &BUSY).unwrap();
+        let mut counted_switched = false;
+        for s in 8..=10 {
+            counted_switched |= counted.on_tick(at(s), &BUSY).unwrap().action == Action::Switch;
+            let r = skipped.on_own_work_tick(at(s), &BUSY, "bpfland").unwrap();
+            assert_eq!(r.action, Action::Stay);
+            assert_eq!(
+                r.reason,
+                Reason::OwnWork {
+                    expert: "bpfland".into(),
+                    ticks: (s - 7) as u32
+                }
+            );
+            assert!(r.summary().contains("loading bpfland"), "{}", r.summary());
+            assert_eq!(
+                r.probabilities["busy"], 0.9,
+                "the tick's probabilities are logged"
+            );
+        }
+        assert!(counted_switched, "counted, the busy ticks switch");
+        for s in 11..=20 {
+            let r = skipped.on_tick(at(s), &CALM).unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {}", r.summary());
+        }
+        assert_eq!(skipped.current_expert(), Some("eevdf"));
+    }
+
+    /// A standby that never finishes loading does not blind the vote: after
+    /// MAX_OWN_WORK_TICKS such ticks in a row they count again, and a lasting load switches.
+    #[test]
+    fn own_work_ticks_count_again_after_the_cap() {
+        let mut p = policy(0, "");
+        let max = u64::from(MAX_OWN_WORK_TICKS);
+        for s in 1..=max {
+            let r = p.on_own_work_tick(at(s), &BUSY, "lavd").unwrap();
+            assert!(
+                matches!(r.reason, Reason::OwnWork { .. }),
+                "{}",
+                r.summary()
+            );
+        }
+        let switched_at = (max + 1..=max + 6)
+            .find(|&s| p.on_own_work_tick(at(s), &BUSY, "lavd").unwrap().action == Action::Switch)
+            .expect("counted again, the busy ticks switch");
+        assert_eq!(
+            switched_at,
+            max + 3,
+            "three counted busy ticks, as at start-up"
+        );
+        assert_eq!(p.current_expert(), Some("lavd"));
+        // A counted tick ends the run: the next own-work tick is left out again.
+        let r = p.on_tick(at(max + 7), &BUSY).unwrap();
+        assert!(!matches!(r.reason, Reason::OwnWork { .. }));
+        let r = p.on_own_work_tick(at(max + 8), &CALM, "lavd").unwrap();
+        assert_eq!(
+            r.reason,
+            Reason::OwnWork {
+                expert: "lavd".into(),
+                ticks: 1
+            }
+        );
+    }
+
+    /// Own-work ticks are no decision: they neither count as unsure towards the fallback to the
+    /// default expert nor reset the count; wrong-length probabilities are refused.
+    #[test]
+    fn own_work_ticks_leave_the_unsure_count_alone() {
+        let mut p = policy_with_default(0, 4);
+        for s in 1..=6 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        for s in 7..=8 {
+            assert_eq!(p.on_tick(at(s), &UNSURE).unwrap().action, Action::Stay);
+        }
+        let unsure_before = p.unsure_ticks;
+        for s in 9..=9 + u64::from(MAX_OWN_WORK_TICKS) - 1 {
+            let r = p.on_own_work_tick(at(s), &UNSURE, "bpfland").unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {}", r.summary());
+        }
+        assert_eq!(p.unsure_ticks, unsure_before);
+        assert_eq!(p.current_expert(), Some("lavd"));
+        assert!(p.on_own_work_tick(at(30), &[0.5, 0.5], "bpfland").is_err());
     }
 
     #[test]

@@ -2,15 +2,18 @@
 //! attach gates (see `asa_experts::supervisor`), so that the switches the agent is likely to
 //! make next are only "stop the old one, release the gate".
 //!
-//! Pure logic in two steps, each tested on its own:
+//! Pure logic in two steps, each tested on its own, and one check on the pool's state:
 //! * [`vote_candidates`] (decision thread, every tick): the experts the mapping table gives for
 //!   the classes in order of their vote scores, best first;
 //! * [`wanted_standby`] (controller): from those candidates and the table's overall best, the
 //!   standbys wanted now, without the running expert and EEVDF, bounded by a count and a
-//!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate).
+//!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate);
+//! * [`loading_during`] (decision thread, every tick): whether a standby was loading while
+//!   the tick's sample was taken, so that the policy leaves that tick out of the vote.
 
 use std::collections::BTreeMap;
 
+use asa_experts::supervisor::{StandbyInfo, StandbyState};
 use serde::{Deserialize, Serialize};
 
 /// Default number of hot standbys. Measured in the lab VM (TCG, 2 vCPUs, 2 GiB,
@@ -119,6 +122,34 @@ pub fn wanted_standby(
         out.push(e.to_owned());
     }
     out
+}
+
+/// The CPU a loading standby must have used during a sample (CPUs' worth: CPU seconds per
+/// second) for the sample to be the agent's own work: 0.25. Loading on a quiet machine, a
+/// standby takes a whole CPU (BPF verification) and the next ticks look like a load; beside a
+/// real load, at its low priority, it gets a few percent (bpfland beside `xz -T0` on the lab's
+/// 2 vCPUs: about 2 CPU seconds over 30 s, 0.07) and the sample is the load's.
+pub const OWN_WORK_MIN_CPUS: f64 = 0.25;
+
+/// The first of `standbys` that was loading at some time in the sample window
+/// `(from_ms, to_ms]` (ms since the epoch): started before the window ended and, when parked,
+/// parked after it began (a parked standby's loading is `since_unix_ms` plus `load_ms`; one
+/// still loading counts to the end of the window). A standby's verification takes a CPU for
+/// a second or more, and it starts when the vote turns (to stand by for the next class), so
+/// the tick after a vote turns would otherwise describe the agent's own work.
+pub fn loading_during(standbys: &[StandbyInfo], from_ms: u64, to_ms: u64) -> Option<&str> {
+    standbys
+        .iter()
+        .find(|s| {
+            let ended = match s.state {
+                StandbyState::Loading => u64::MAX,
+                StandbyState::Parked => s
+                    .since_unix_ms
+                    .saturating_add(s.load_ms.unwrap_or(0.0).max(0.0).ceil() as u64),
+            };
+            s.since_unix_ms < to_ms && ended > from_ms
+        })
+        .map(|s| s.expert.as_str())
 }
 
 #[cfg(test)]
@@ -282,5 +313,50 @@ mod tests {
             wanted_standby(&c, None, &[], "eevdf", "eevdf", small, bounds),
             names(&["bpfland"])
         );
+    }
+
+    fn standby(expert: &str, since: u64, load_ms: Option<f64>) -> StandbyInfo {
+        StandbyInfo {
+            expert: expert.into(),
+            pid: 1,
+            since_unix_ms: since,
+            state: if load_ms.is_some() {
+                StandbyState::Parked
+            } else {
+                StandbyState::Loading
+            },
+            load_ms,
+            rss_kib: None,
+            bpf_kib: None,
+        }
+    }
+
+    #[test]
+    fn a_standby_loading_in_the_window_is_found_and_one_parked_before_it_is_not() {
+        // Window (10 000, 11 000].
+        let long_parked = standby("rusty", 1_000, Some(2_000.0));
+        assert_eq!(
+            loading_during(std::slice::from_ref(&long_parked), 10_000, 11_000),
+            None
+        );
+        // Still loading, started in an earlier window.
+        let loading = standby("bpfland", 9_500, None);
+        assert_eq!(
+            loading_during(&[long_parked, loading], 10_000, 11_000),
+            Some("bpfland")
+        );
+        // Parked inside the window: its loading overlapped the window's start.
+        let parked_in = standby("lavd", 8_000, Some(2_500.0));
+        assert_eq!(loading_during(&[parked_in], 10_000, 11_000), Some("lavd"));
+        // Started and parked within the window (real hardware: a fraction of a second).
+        let quick = standby("cosmos", 10_200, Some(300.0));
+        assert_eq!(loading_during(&[quick], 10_000, 11_000), Some("cosmos"));
+        // Started after the window ended: the next window's.
+        let later = standby("flash", 11_000, None);
+        assert_eq!(loading_during(&[later], 10_000, 11_000), None);
+        // Parked exactly when the window began: not in it.
+        let edge = standby("lavd", 9_000, Some(1_000.0));
+        assert_eq!(loading_during(&[edge], 10_000, 11_000), None);
+        assert_eq!(loading_during(&[], 10_000, 11_000), None);
     }
 }

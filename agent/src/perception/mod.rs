@@ -91,6 +91,10 @@ pub struct Sample {
     pub values: Vec<f64>,
     /// `missing[i]` is true when feature i could not be measured this tick.
     pub missing: Vec<bool>,
+    /// How many CPUs' worth of CPU time (CPU seconds per second of the process scan's
+    /// interval) the processes passed to [`Sampler::ignore_processes`] used: the agent's own
+    /// work in this sample (0 when none, or when the process scan is unavailable).
+    pub ignored_cpus: f64,
 }
 
 impl Sample {
@@ -283,6 +287,13 @@ impl Sampler {
             bpf_us,
             features_us: features_started.elapsed().as_secs_f64() * 1e6 - bpf_us,
         };
+        let ignored_cpus = match &current.processes {
+            // Over the process scan's own interval (scans are held between fast ticks).
+            Some(p) if p.interval_s > 0.0 => {
+                p.ignored_cpu_ticks as f64 / (procfs::ticks_per_second() as f64 * p.interval_s)
+            }
+            _ => 0.0,
+        };
         self.previous_proc = current;
         log::trace!("perception tick took {:?}", started.elapsed());
         Ok(Sample {
@@ -290,6 +301,7 @@ impl Sampler {
             interval_s: dt,
             values,
             missing,
+            ignored_cpus,
         })
     }
 }
@@ -309,6 +321,7 @@ mod tests {
             interval_s: 1.0,
             values: vec![0.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -3.0],
             missing: vec![false, true, false, false, false, false],
+            ignored_cpus: 0.0,
         };
         let values = sample.to_f32();
         assert_eq!(values[0], 0.5);

@@ -315,6 +315,7 @@ mod tests {
                 io_top_bytes: 8192 * 1024,
                 io_top_threads: 3,
                 interval_s: 2.0,
+                ignored_cpu_ticks: 0,
             },
         );
         let mut got = HashMap::new();

@@ -45,6 +45,10 @@ pub struct ProcessTick {
     pub io_top_threads: u64,
     /// Seconds between this scan and the previous one (0 for the first scan).
     pub interval_s: f64,
+    /// CPU time (clock ticks) the processes passed to [`ProcessScanner::ignore_also`] (the
+    /// agent's hot standbys) used since the previous scan; all of it for one not tracked
+    /// before (a standby is new: its CPU time is its loading).
+    pub ignored_cpu_ticks: u64,
 }
 
 /// Each scan reads /proc/<pid>/io of this many processes, those with the most CPU time since
@@ -191,6 +195,8 @@ pub struct ProcessScanner {
     /// More processes left out of the rankings, replaced by [`ProcessScanner::ignore_also`]:
     /// the agent's hot-standby experts, whose loading (BPF verification) is not the workload.
     also_ignored: Vec<i32>,
+    /// CPU time of the `also_ignored` processes at the previous scan, by (pid, start time).
+    ignored_previous: HashMap<(i32, u64), u64>,
 }
 
 impl Default for ProcessScanner {
@@ -213,6 +219,7 @@ impl ProcessScanner {
             stats: Vec::new(),
             ignored_pid: None,
             also_ignored: Vec::new(),
+            ignored_previous: HashMap::new(),
         }
     }
 
@@ -259,9 +266,17 @@ impl ProcessScanner {
         self.current.clear();
         self.busy.clear();
         self.fresh.clear();
+        let mut ignored_seen: Vec<((i32, u64), u64)> = Vec::new();
         for stat in processes {
             tick.count += 1;
-            if Some(stat.pid) == self.ignored_pid || self.also_ignored.contains(&stat.pid) {
+            if self.also_ignored.contains(&stat.pid) {
+                let key = (stat.pid, stat.start);
+                let before = self.ignored_previous.get(&key).copied().unwrap_or(0);
+                tick.ignored_cpu_ticks += stat.cpu_ticks.saturating_sub(before);
+                ignored_seen.push((key, stat.cpu_ticks));
+                continue;
+            }
+            if Some(stat.pid) == self.ignored_pid {
                 continue;
             }
             let key = (stat.pid, stat.start);
@@ -283,6 +298,8 @@ impl ProcessScanner {
             tick.top_rss_bytes = tick.top_rss_bytes.max(stat.rss_bytes);
         }
         std::mem::swap(&mut self.previous, &mut self.current);
+        self.ignored_previous.clear();
+        self.ignored_previous.extend(ignored_seen);
 
         // The busiest first (ties: lowest pid).
         self.busy
@@ -482,7 +499,7 @@ mod tests {
     }
 
     /// Processes passed to `ignore_also` (the agent's standby experts) are left out like the
-    /// sampler itself, and a later call replaces the set.
+    /// sampler itself, and a later call replaces the set; their own CPU time is reported.
     #[test]
     fn processes_ignored_also_are_counted_but_never_ranked_until_replaced() {
         let root = tempfile::tempdir().unwrap();
@@ -500,6 +517,15 @@ mod tests {
         let tick = scanner.scan(r).unwrap();
         assert_eq!(tick.count, 3);
         assert_eq!((tick.top_cpu_ticks, tick.second_cpu_ticks), (20, 0));
+        assert_eq!(tick.ignored_cpu_ticks, 80, "the standby's own CPU time");
+        // A standby not tracked before: all its CPU time is its loading.
+        write_stat(r, 43, (30, 5), 103, 10);
+        scanner.ignore_also([41, 43]);
+        write_stat(r, 41, (90, 0), 101, 10);
+        let tick = scanner.scan(r).unwrap();
+        assert_eq!(tick.ignored_cpu_ticks, 10 + 35);
+        scanner.ignore_also([41]);
+        std::fs::remove_dir_all(r.join("43")).unwrap();
         // The standby was attached (no longer ignored): first seen again at the next scan,
         // ranked from the one after.
         scanner.ignore_also([]);
@@ -507,6 +533,7 @@ mod tests {
         write_stat(r, 42, (30, 0), 102, 10);
         let tick = scanner.scan(r).unwrap();
         assert_eq!((tick.top_cpu_ticks, tick.second_cpu_ticks), (10, 0));
+        assert_eq!(tick.ignored_cpu_ticks, 0);
         write_stat(r, 41, (200, 0), 101, 10);
         write_stat(r, 42, (35, 0), 102, 10);
         let tick = scanner.scan(r).unwrap();
