@@ -623,8 +623,10 @@ impl Policy {
     /// during it. Its probabilities are recorded but left out of the vote, and the policy
     /// stays ([`Reason::OwnWork`]): a standby started on a burst's first tick would otherwise
     /// make the next ticks look like the burst's load and turn a one-second burst into a
-    /// switch. Unsure ticks are not counted either. After [`MAX_OWN_WORK_TICKS`] such ticks in
-    /// a row they count again, as [`Self::on_tick`].
+    /// switch. Unsure ticks are not counted either. What needs no evidence still happens: before
+    /// any confident vote the table's default expert is switched to ([`Reason::Fallback`]), as
+    /// on any first tick. After [`MAX_OWN_WORK_TICKS`] such ticks in a row they count again, as
+    /// [`Self::on_tick`].
     pub fn on_own_work_tick(
         &mut self,
         now: Duration,
@@ -648,6 +650,21 @@ impl Policy {
         }
         self.begin_tick(now);
         let vote = self.voter.vote();
+        if let Some(fallback) = self.fallback_due(now).filter(|_| !self.confident_seen) {
+            let record = self.record(
+                now,
+                probabilities,
+                &vote,
+                Some(fallback.clone()),
+                Action::Switch,
+                Reason::Fallback {
+                    unsure_ticks: self.unsure_ticks,
+                },
+            );
+            self.current_expert = Some(fallback);
+            self.current_since = Some(now);
+            return Ok(record);
+        }
         let target = vote
             .class
             .and_then(|c| self.available(c, now).into_iter().next());
@@ -1106,6 +1123,31 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
                 ticks: 1
             }
         );
+    }
+
+    /// What needs no evidence is not held by the agent's own work: at start-up (no confident
+    /// vote yet) the default expert is switched to on the first tick, own work or not; later
+    /// own-work ticks hold nothing back either way.
+    #[test]
+    fn the_start_up_switch_to_the_default_expert_does_not_wait_for_a_standby() {
+        let mut p = policy_with_default(15, 6);
+        let r = p.on_own_work_tick(at(1), &UNSURE, "bpfland").unwrap();
+        assert_eq!(
+            (r.action, r.reason),
+            (Action::Switch, Reason::Fallback { unsure_ticks: 0 })
+        );
+        assert_eq!(p.current_expert(), Some("bpfland"));
+        let r = p.on_own_work_tick(at(2), &UNSURE, "lavd").unwrap();
+        assert_eq!(r.action, Action::Stay);
+        assert!(
+            matches!(r.reason, Reason::OwnWork { .. }),
+            "{}",
+            r.summary()
+        );
+        // Without a default expert nothing is due.
+        let mut q = policy(0, "");
+        let r = q.on_own_work_tick(at(1), &UNSURE, "bpfland").unwrap();
+        assert_eq!(r.action, Action::Stay);
     }
 
     /// Own-work ticks are no decision: they neither count as unsure towards the fallback to the
