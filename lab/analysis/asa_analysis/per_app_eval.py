@@ -44,7 +44,17 @@ What each key is (None/null when it cannot be measured, never a default):
 - `targets` (each key's acceptance bound, `min` or `max`) and `met` (key → bool; an unmeasured
   value meets nothing).
 
-    python -m asa_analysis.per_app_eval EVAL_DIR --classifier-report REPORT.json [--json OUT]
+Several EVAL_DIRs are several boots of the same evaluation ([`summarise_boots`]): runs
+within a lab-VM boot agree far more closely than runs of different boots
+(mapping/src/calibrate/boots.rs), so the agent is compared with the best static expert within
+each boot, and a verdict across boots needs the mean of the per-boot differences beyond
+max(the largest boot's noise floor, 2 standard errors of that mean from the within-boot noise,
+2 standard errors from the spread of the per-boot differences). The keys above are then over
+the boots (`noise_floor` the largest boot's floor), with `boots` and `per_boot` (each boot's
+own summary) and `per_scenario` (each scenario's per-boot differences and verdict).
+
+    python -m asa_analysis.per_app_eval EVAL_DIR [EVAL_DIR ...] --classifier-report REPORT.json
+        [--json OUT]
 """
 import argparse
 import json
@@ -297,6 +307,103 @@ def summarise(live, results, logs, classifier_report):
     return summary
 
 
+# --- several boots ------------------------------------------------------------------------------
+
+def across_boots(diffs, thresholds, floor):
+    """The verdict of per-boot differences (agent − other, one per boot) whose within-boot
+    thresholds (difference_threshold, ~2 standard errors each) are `thresholds`: 'win', 'tie'
+    or 'loss', the mean difference and the threshold it was held to, max(floor, 2 standard
+    errors of the mean from the within-boot noise, and with 2 boots or more 2 standard errors
+    from the spread of the per-boot differences)."""
+    n = len(diffs)
+    mean = statistics.fmean(diffs)
+    within = math.sqrt(sum(t * t for t in thresholds)) / n
+    between = 2.0 * statistics.stdev(diffs) / math.sqrt(n) if n >= 2 else 0.0
+    t = max(floor, within, between)
+    return ('win' if mean > t else 'loss' if mean < -t else 'tie'), mean, t
+
+
+def summarise_boots(boots, classifier_report):
+    """The acceptance summary over several boots: `boots` is [(live, results, logs)], one per
+    boot (see the module doc)."""
+    per_boot = [summarise(live, results, logs, classifier_report)
+                for live, results, logs in boots]
+    names = [{s['scenario'] for s in evaluated(live)} for live, _, _ in boots]
+    common = [s['scenario'] for s in evaluated(boots[0][0]) if all(s['scenario'] in n for n in names)]
+    floors = [noise_floor(live) for live, _, _ in boots]
+    floor = None if any(f is None for f in floors) else max(floors)
+    # The best static expert over every boot and scenario (mean of its per-boot cell means).
+    by_boot = [{s['scenario']: s for s in live['scenarios']} for live, _, _ in boots]
+    statics = sorted({e for b in by_boot for sc in common for e in b[sc]['cells']
+                      if not is_agent(e)})
+    first = list(boots[0][0].get('experts', []))
+    statics.sort(key=lambda e: first.index(e) if e in first else len(first))
+    best, best_mean = None, None
+    for e in statics:
+        if not all(e in b[sc]['cells'] for b in by_boot for sc in common):
+            continue
+        mean = statistics.fmean(b[sc]['cells'][e]['mean'] for b in by_boot for sc in common)
+        if best is None or mean > best_mean:
+            best, best_mean = e, mean
+    summary = {'scenarios': len(common), 'boots': len(boots),
+               'repetitions_min': min((b[sc]['cells'][e]['runs'] for b in by_boot for sc in common
+                                       for e in (AGENT, boots[0][0]['baseline'])
+                                       if e in b[sc]['cells']), default=None),
+               'noise_floor': floor, 'best_static': best}
+    per_scenario = []
+    gains = []
+    verdicts = []
+    phased_above = 0
+    for sc in common:
+        cells = [b[sc]['cells'] for b in by_boot]
+        row = {'scenario': sc, 'phased': bool(by_boot[0][sc].get('phased'))}
+        if best is not None:
+            rel = [(c[AGENT]['mean'] - c[best]['mean']) / c[best]['mean'] for c in cells
+                   if c[best]['mean'] > 0]
+            if rel:
+                gains.append(statistics.fmean(rel))
+            diffs = [c[AGENT]['mean'] - c[best]['mean'] for c in cells]
+            row['diffs'] = diffs
+            if floor is not None:
+                ts = [difference_threshold(c[AGENT], c[best], floor) for c in cells]
+                verdict, mean, t = across_boots(diffs, ts, floor)
+                row.update(verdict=verdict, mean_diff=mean, threshold=t)
+                verdicts.append(verdict)
+        if row['phased'] and floor is not None:
+            others = [e for e in statics if all(e in c for c in cells)]
+            if others and all(across_boots(
+                    [c[AGENT]['mean'] - c[e]['mean'] for c in cells],
+                    [difference_threshold(c[AGENT], c[e], floor) for c in cells],
+                    floor)[0] == 'win' for e in others):
+                phased_above += 1
+        per_scenario.append(row)
+    summary['gain_vs_best_static'] = statistics.fmean(gains) if gains else None
+    known = best is not None and floor is not None
+    summary['wins_vs_best_static'] = verdicts.count('win') if known else None
+    summary['losses_vs_best_static'] = verdicts.count('loss') if known else None
+    summary['phased_above_best_static'] = phased_above if floor is not None else None
+    summary['phased_scenarios'] = sum(1 for r in per_scenario if r['phased'])
+    ratios = []
+    for (live, results, _), b in zip(boots, by_boot):
+        ratio, _ = throughput_ratio(results, [b[sc] for sc in common], best)
+        if ratio is not None:
+            ratios.append(ratio)
+    summary['background_throughput_ratio'] = statistics.fmean(ratios) if ratios else None
+    summary['background_throughput_boots'] = len(ratios)
+    accuracy = (classifier_report or {}).get('class_accuracy_heldout') or {}
+    summary['class_accuracy_heldout'] = accuracy.get('overall')
+    summary['class_accuracy_heldout_balanced'] = accuracy.get('balanced')
+    logs = {f'boot{i + 1}/{name}': text for i, (_, _, l) in enumerate(boots)
+            for name, text in (l or {}).items()}
+    median, count = settle_summary(logs)
+    summary['class_settle_s_median'] = median
+    summary['class_settle_s_count'] = count
+    summary['targets'], summary['met'] = targets_met(summary)
+    summary['per_scenario'] = per_scenario
+    summary['per_boot'] = per_boot
+    return summary
+
+
 # --- reading an evaluation folder ---------------------------------------------------------------
 
 def is_agent_log(path):
@@ -343,14 +450,18 @@ def read_eval_dir(eval_dir):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('eval_dir', help='a live evaluation folder (live.json; results.json and '
-                                     'agent/*.log, or raw.tar.xz)')
+    ap.add_argument('eval_dir', nargs='+',
+                    help='a live evaluation folder (live.json; results.json and agent/*.log, '
+                         'or raw.tar.xz); several: one per boot')
     ap.add_argument('--classifier-report', required=True,
                     help="the application classifier's report.json (train_apps)")
     ap.add_argument('--json', help='also write the summary here')
     args = ap.parse_args(argv)
-    live, results, logs = read_eval_dir(args.eval_dir)
-    summary = summarise(live, results, logs, read_json(args.classifier_report))
+    report = read_json(args.classifier_report)
+    if len(args.eval_dir) == 1:
+        summary = summarise(*read_eval_dir(args.eval_dir[0]), report)
+    else:
+        summary = summarise_boots([read_eval_dir(d) for d in args.eval_dir], report)
     text = json.dumps(summary, indent=1)
     print(text)
     if args.json:

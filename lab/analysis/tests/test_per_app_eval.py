@@ -8,7 +8,7 @@ import pytest
 from asa_analysis import per_app_eval
 from builders import app_class, live_cell, live_scenario
 
-PILOT = pathlib.Path(__file__).resolve().parents[3] / 'results' / '2026-11-29-calibrated-layers-pilot'
+PILOT = pathlib.Path(__file__).resolve().parents[3] / 'results' / '2026-11-29-per-app-pilot-mttcg' / 'boot1'
 
 
 def live(scenarios, experts=('cosmos', 'lavd'), baseline='cosmos', floor=0.03):
@@ -225,3 +225,67 @@ def test_the_verdicts_agree_with_the_pilots_live_json():
     # 23 class lines: 5 of the probe assumed from a previous agent's hint, and 5 of the same
     # probe recognised later (its first class was the assumed one): neither counted.
     assert summary['class_settle_s_count'] == 13
+
+
+def test_across_boots_a_lead_must_hold_beyond_the_spread_of_the_per_boot_differences():
+    # Within each boot the agent leads or trails clearly (spread 0), but the boots disagree:
+    # +0.10 in one, -0.06 in the other. Each boot alone gives a verdict; together a tie.
+    boot1 = live([live_scenario('S1', {'asa': (0.60, 0.0, 2), 'cosmos': (0.50, 0.0, 2)}),
+                  live_scenario('S2', {'asa': (0.70, 0.0, 2), 'cosmos': (0.50, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.02)
+    boot2 = live([live_scenario('S1', {'asa': (0.44, 0.0, 2), 'cosmos': (0.50, 0.0, 2)}),
+                  live_scenario('S2', {'asa': (0.68, 0.0, 2), 'cosmos': (0.50, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.03)
+    s = per_app_eval.summarise_boots([(boot1, None, {}), (boot2, None, {})], REPORT)
+    assert s['boots'] == 2 and s['scenarios'] == 2 and s['best_static'] == 'cosmos'
+    assert s['noise_floor'] == 0.03, 'the largest boot floor'
+    assert [b['wins_vs_best_static'] for b in s['per_boot']] == [2, 1]
+    assert s['per_boot'][1]['losses_vs_best_static'] == 1
+    rows = {r['scenario']: r for r in s['per_scenario']}
+    assert rows['S1']['diffs'] == pytest.approx([0.10, -0.06])
+    # S1: mean +0.02, per-boot spread 0.113 -> 2 SE 0.113: a tie. S2: +0.19, spread 0.014 -> win.
+    assert rows['S1']['verdict'] == 'tie'
+    assert rows['S1']['threshold'] == pytest.approx(2 * 0.16 / 2 ** 0.5 / 2 ** 0.5)
+    assert rows['S2']['verdict'] == 'win'
+    assert (s['wins_vs_best_static'], s['losses_vs_best_static']) == (1, 0)
+    assert s['gain_vs_best_static'] == pytest.approx(((0.2 - 0.12) / 2 + (0.4 + 0.36) / 2) / 2)
+
+
+def test_across_boots_one_boot_is_held_to_its_own_noise_and_a_missing_floor_decides_nothing():
+    verdict, mean, t = per_app_eval.across_boots([0.05], [0.04], 0.03)
+    assert (verdict, mean, t) == ('win', 0.05, 0.04)
+    boot = live([live_scenario('S1', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+                experts=('cosmos',), floor=None)
+    s = per_app_eval.summarise_boots([(boot, None, {}), (boot, None, {})], REPORT)
+    assert s['noise_floor'] is None and s['wins_vs_best_static'] is None
+    assert 'verdict' not in s['per_scenario'][0]
+    assert not s['met']['wins_vs_best_static']
+
+
+def test_across_boots_scenarios_missing_from_a_boot_and_logs_of_every_boot(tmp_path):
+    boot1 = live([live_scenario('S1', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)}),
+                  live_scenario('S2', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.02)
+    boot2 = live([live_scenario('S1', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.02)
+    raw = results({'S1': [run('asa', {'build': 1.2}), run('cosmos', {'build': 1.0})]})
+    logs1 = {'agent-1.log': app_class(10, 'cpu_batch', 3.0)}
+    logs2 = {'agent-1.log': app_class(10, 'cpu_batch', 5.0)}
+    s = per_app_eval.summarise_boots([(boot1, raw, logs1), (boot2, None, logs2)], REPORT)
+    assert s['scenarios'] == 1, 'only the scenarios every boot evaluated'
+    assert s['background_throughput_ratio'] == pytest.approx(1.2)
+    assert s['background_throughput_boots'] == 1
+    assert (s['class_settle_s_median'], s['class_settle_s_count']) == (4.0, 2)
+    for i, (data, logs) in enumerate([(boot1, logs1), (boot2, logs2)], 1):
+        d = tmp_path / f'boot{i}'
+        d.mkdir()
+        (d / 'live.json').write_text(json.dumps(data))
+        (d / 'agent').mkdir()
+        for name, text in logs.items():
+            (d / 'agent' / name).write_text(text)
+    report = tmp_path / 'report.json'
+    report.write_text(json.dumps(REPORT))
+    out = tmp_path / 'summary.json'
+    assert per_app_eval.main([str(tmp_path / 'boot1'), str(tmp_path / 'boot2'),
+                              '--classifier-report', str(report), '--json', str(out)]) == 0
+    assert json.loads(out.read_text())['boots'] == 2
