@@ -59,7 +59,7 @@ start=\$(date +%s)
 asa scenario run all --file /tmp/scenarios.toml --experts $EXPERTS --order by-expert \\
   --reps $REPS --duration $DURATION --settle 3 --cooldown 2 --keep-going --work-dir \$W \\
   --out /tmp/sc --record-features \$D/probe --record-interval-ms 1000 \\
-  --machine-note "lab VM: qemu TCG (thread=single), $CPUS vCPUs, $MEMORY MiB"
+  --machine-note "lab VM: qemu TCG (thread=${ASA_LAB_TCG_THREAD:-single}), $CPUS vCPUs, $MEMORY MiB"
 echo "ASA-COLLECT: scenario runs exited \$? after \$((\$(date +%s) - start)) s"
 # No probe: the bare loads. A text corpus like the catalogue's (8 MiB of real text).
 i=0; while [ \$i -lt 400 ]; do cat /usr/share/common-licenses/*; i=\$((i+1)); done | head -c 8388608 > \$W/noprobe-corpus.txt
@@ -88,7 +88,7 @@ kill -INT \$P; sleep 3
   echo 'feature_schema = "asa.features"'
   # The version the recorder writes: the scenario runner's manifest names it.
   grep '^feature_schema_version' \$D/probe/manifest.toml || echo 'feature_schema_version = MISSING'
-  echo 'machine = "lab VM: qemu TCG (thread=single), $CPUS vCPUs, $MEMORY MiB; no foreground probe"'
+  echo 'machine = "lab VM: qemu TCG (thread=${ASA_LAB_TCG_THREAD:-single}), $CPUS vCPUs, $MEMORY MiB; no foreground probe"'
   for f in \$D/noprobe/*.parquet; do
     b=\$(basename \$f .parquet); load=\${b%%-*}; rest=\${b#*-}; expert=\${rest%%-*}
     printf '[[run]]\nname = "noprobe-%s"\nfile = "%s"\nlabel = "%s"\nscenario = "noprobe-%s"\nexpert = "%s"\n\n' \$b \$(basename \$f) \$load \$load \$expert

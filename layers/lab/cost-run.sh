@@ -14,7 +14,8 @@
 #
 # Settings (environment): PASSES (default "hinted unhinted stats": which passes run), MONITOR
 # (1: scx_layered's own statistics, `scx_layered --monitor 2`, beside every pass, in
-# layered-monitor.txt; default 0), SCENARIOS (S10,O-idle), EXPERTS (the hinted
+# layered-monitor.txt; default 0), SCENARIOS (S10,O-idle: the catalogue's scenarios and O-idle,
+# the office probe alone), EXPERTS (the hinted
 # pass's, default cosmos,layered), CATALOGUE (an expert catalogue file EXPERTS come from, e.g.
 # experts/layer-variants.toml; default: the built-in one), REPS (2), DURATION (30 s per run),
 # HOLD (15 s each expert runs before a run's load starts), STATS_DURATION (30), MEMORY (MiB,
@@ -50,14 +51,9 @@ else
   ASA=asa
 fi
 SCEN=$(mktemp)
-# The catalogue's probes and loads, its S10, and the office probe with no load.
-sed '/^\[\[scenario\]\]/,$d' "$HERE/../../scenarios/catalogue/scenarios.toml" > "$SCEN"
+# The catalogue, and the office probe with no load.
+cat "$HERE/../../scenarios/catalogue/scenarios.toml" > "$SCEN"
 cat >> "$SCEN" <<'EOF'
-[[scenario]]
-name = "S10"
-title = "Office File Editing & Kernel Compile"
-probe = "office"
-load = "kernel_build"
 
 [[scenario]]
 name = "O-idle"

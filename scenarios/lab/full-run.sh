@@ -53,7 +53,7 @@ fi
 lab_guest_script full run.log "$GUEST_ASA scenario run $SCENARIOS --experts $EXPERTS --order $ORDER \
   --reps $REPS --duration $DURATION --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --keep-going \
   --work-dir /var/tmp/asa-work --out /tmp/full --record-features /tmp/full/dataset \
-  --record-interval-ms $RECORD_INTERVAL_MS$([ "$RECORD_APPS" = 1 ] && echo ' --record-apps')$([ "$ORACLE_HINTS" = 1 ] && echo ' --oracle-hints') --machine-note 'lab VM: qemu TCG (thread=single), ${ASA_LAB_CPUS:-2} vCPUs, $MEMORY MiB'"
+  --record-interval-ms $RECORD_INTERVAL_MS$([ "$RECORD_APPS" = 1 ] && echo ' --record-apps')$([ "$ORACLE_HINTS" = 1 ] && echo ' --oracle-hints') --machine-note 'lab VM: qemu TCG (thread=${ASA_LAB_TCG_THREAD:-single}), ${ASA_LAB_CPUS:-2} vCPUs, $MEMORY MiB'"
 echo "full run: $SCENARIOS x $EXPERTS, ${DURATION}s runs${CATALOGUE:+, experts from $CATALOGUE}; guest packages: $PACKAGES" >&2
 rc=0
 lab_run_vm full --memory "$MEMORY" --timeout "$TIMEOUT" "$@" || rc=$?
