@@ -187,6 +187,21 @@ pub struct PolicySection {
     pub healthy_after_s: Option<f64>,
 }
 
+/// For an unknown key inside a table (`[policy]`), the table's header: a top-level key
+/// appended at the end of the file lands in the last table.
+fn key_in_table(text: &str, error: &toml::de::Error) -> Option<String> {
+    if !error.message().starts_with("unknown field") {
+        return None;
+    }
+    let at = error.span()?.start.min(text.len());
+    text[..at]
+        .lines()
+        .map(str::trim)
+        .rev()
+        .find(|l| l.starts_with('['))
+        .map(str::to_owned)
+}
+
 impl ConfigFile {
     /// Reads and parses `path`; relative paths in it become relative to its folder.
     pub fn load(path: &Path) -> Result<Self> {
@@ -194,10 +209,17 @@ impl ConfigFile {
             .with_context(|| format!("reading the config file {}", path.display()))?;
         let mut config: ConfigFile = toml::from_str(&text).map_err(|e| {
             anyhow::anyhow!(
-                "the config file {}{}: {} (agent/dist/asa.toml shows every key)",
+                "the config file {}{}: {}{} (agent/dist/asa.toml, installed as \
+                 /etc/asa/asa.toml, lists every key)",
                 path.display(),
                 asa_layers::toml_error_place(&text, &e),
-                e.message()
+                e.message(),
+                key_in_table(&text, &e)
+                    .map(|table| format!(
+                        "; this line is in the {table} table: keys of the file itself go above \
+                         the first table"
+                    ))
+                    .unwrap_or_default()
             )
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
@@ -542,6 +564,32 @@ cooldown_s = 30
         let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
         assert!(
             error.contains("asa.toml at line 2, column 8") && !error.contains('\n'),
+            "{error}"
+        );
+    }
+
+    /// An admin who appends a top-level key to the shipped file puts it into its last table:
+    /// the error says so.
+    #[test]
+    fn a_top_level_key_appended_after_a_table_is_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asa.toml");
+        std::fs::write(
+            &path,
+            "nice = 19\n[policy]\nwindow = 6\nonnxruntime = \"/x.so\"\n",
+        )
+        .unwrap();
+        let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
+        assert!(
+            error.contains("unknown field `onnxruntime`")
+                && error.contains("this line is in the [policy] table")
+                && !error.contains('\n'),
+            "{error}"
+        );
+        std::fs::write(&path, "modle = \"x\"\n[policy]\nwindow = 6\n").unwrap();
+        let error = format!("{:#}", ConfigFile::load(&path).unwrap_err());
+        assert!(
+            error.contains("unknown field `modle`") && !error.contains("table"),
             "{error}"
         );
     }

@@ -52,8 +52,15 @@ pub mod meta {
 }
 
 /// What to do when ONNX Runtime is missing.
-const ORT_HINT: &str = "set ORT_DYLIB_PATH to libonnxruntime.so.1.x from the onnxruntime wheel \
-(classifier/setup.sh prints it), or run gru_expert/setup_ort.sh to put it into the project cache";
+fn ort_hint() -> String {
+    format!(
+        "ASA does not ship ONNX Runtime: name its libonnxruntime.so ({ORT_VERSION}, from the \
+         onnxruntime-linux-x64 release archive's lib/ or the onnxruntime wheel's \
+         onnxruntime/capi/) as `onnxruntime = \"PATH\"` in /etc/asa/asa.toml, --onnxruntime \
+         PATH or ORT_DYLIB_PATH; in a source tree, gru_expert/setup_ort.sh puts it into the \
+         project cache"
+    )
+}
 
 /// ONNX Runtime version the project pins (the `onnxruntime` wheel, in classifier/requirements.txt
 /// and gru_expert/setup_ort.sh), and where setup_ort.sh puts its library: one definition for the
@@ -94,7 +101,7 @@ pub fn source_tree_ort_library() -> Option<PathBuf> {
 #[derive(Debug, thiserror::Error)]
 pub enum ClassifierError {
     /// ONNX Runtime could not be loaded.
-    #[error("cannot load ONNX Runtime from {path}: {message}; {ORT_HINT}")]
+    #[error("cannot load ONNX Runtime from {path}: {message}; {}", ort_hint())]
     Runtime {
         /// The library path tried.
         path: String,
