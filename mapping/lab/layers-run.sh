@@ -12,8 +12,10 @@
 # Settings (environment): BOOTS (default 2), SCENARIOS (default S10,S1,S25), EXPERTS (the
 # candidates and their reference, names of CANDIDATES; default: every BPF expert it has),
 # LAYER_CLASSES (`--layer-classes`; default asa calibrate's), REPS (per boot, default 2),
-# DURATION (s, default 60), HOLD (s, default 30), BIN (default target/release), and those of
-# scenarios/lab/full-run.sh (MEMORY, TIMEOUT, ASA_LAB_TCG_THREAD, ASA_LAB_CPUS, …). Writes
+# DURATION (s, default 60), HOLD (s, default 30), BIN (default target/release), ROOTFS (the
+# guest packages; default every scenario's, so the work disk with the loads' prepared inputs is
+# the other full runs'), and those of scenarios/lab/full-run.sh (MEMORY, TIMEOUT,
+# ASA_LAB_TCG_THREAD, ASA_LAB_CPUS, …). Writes
 # OUT_DIR/calibration/ (candidates.toml, layers.md, the table's [[layer]] rows).
 set -eu
 OUT=${1:?usage: $0 OUT_DIR CANDIDATES}
@@ -25,6 +27,8 @@ DURATION=${DURATION:-60}
 HOLD=${HOLD:-30}
 BIN=${BIN:-target/release}
 LAYER_CLASSES=${LAYER_CLASSES:-}
+ROOTFS=${ROOTFS:-$("$BIN/asa" scenario packages all)}
+export ROOTFS
 [ "$BOOTS" -ge 1 ] 2>/dev/null || { echo "BOOTS=$BOOTS: give a number of boots, 2 or more for verdicts" >&2; exit 1; }
 EXPERTS=${EXPERTS:-$("$BIN/asa" --catalogue "$CANDIDATES" experts | awk 'NR > 1 && $1 != "eevdf" {print $1}' | paste -sd, -)}
 [ -n "$EXPERTS" ] || { echo "no expert in $CANDIDATES" >&2; exit 1; }

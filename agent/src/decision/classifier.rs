@@ -453,7 +453,10 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("/nonexistent/libonnxruntime.so"), "{text}");
         assert!(
-            text.contains("classifier/setup.sh")
+            text.contains("does not ship ONNX Runtime")
+                && text.contains(ORT_VERSION)
+                && text.contains("/etc/asa/asa.toml")
+                && text.contains("--onnxruntime")
                 && text.contains("ORT_DYLIB_PATH")
                 && text.contains("setup_ort.sh"),
             "{text}"
