@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds ASA's Debian package from the files `make install` installs (packaging/files.txt,
 # staged by packaging/install.sh with PREFIX=/usr): asa in /usr/bin, the unit, /etc/asa/asa.toml
-# (a conffile), the bus policy, the default models and tables in /usr/share/asa.
+# (a conffile), the bus policy, the default models and tables in /usr/share/asa, ONNX Runtime in
+# /usr/lib/asa (its licence in /usr/share/doc/asa/onnxruntime).
 #
 #   packaging/build-deb.sh [--binary PATH] [--out DIR] [--compression xz|gzip|none]
 #
@@ -12,10 +13,11 @@
 #                  debug binary)
 #
 # Needs dpkg-deb, dpkg-shlibdeps (dpkg-dev) and strip (binutils); no cargo-deb: the package is
-# the staged tree, so it holds exactly what `make install` installs. Depends: what
-# dpkg-shlibdeps finds the binary linked against (libc6, libelf1, zlib1g, libgcc-s1). Not in
-# the package: ONNX Runtime (gru_expert/setup_ort.sh) and the scx experts (a distribution's scx
-# package or lab/setup.sh); `asa doctor` says what is missing.
+# the staged tree, so it holds exactly what `make install` installs (ONNX Runtime from $ASA_ORT,
+# default the project cache: run gru_expert/setup_ort.sh first). Depends: what dpkg-shlibdeps
+# finds the binary and ONNX Runtime linked against (libc6, libelf1, zlib1g, libgcc-s1,
+# libstdc++6). Not in the package: the scx experts (a distribution's scx package or
+# lab/setup.sh); `asa doctor` says what is missing.
 set -euo pipefail
 workspace=$(cd "$(dirname "$0")/.." && pwd)
 cd "$workspace"
@@ -56,7 +58,8 @@ version=$("$root/usr/bin/asa" --version | awk '{print $2}')
 }
 arch=$(dpkg --print-architecture)
 printf 'Source: asa\n\nPackage: asa\nArchitecture: any\n' >"$work/debian/control"
-depends=$(cd "$work" && dpkg-shlibdeps -O -e debian/asa/usr/bin/asa 2>/dev/null |
+depends=$(cd "$work" && dpkg-shlibdeps -O -e debian/asa/usr/bin/asa \
+  -e debian/asa/usr/lib/asa/libonnxruntime.so 2>/dev/null |
   sed -n 's/^shlibs:Depends=//p')
 [[ -n $depends ]] || { echo "packaging/build-deb.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
@@ -77,7 +80,7 @@ Description: adaptive scheduling agent for Linux sched_ext
  ASA samples the machine, recognises its workload with an ONNX classifier and
  switches to the sched_ext scheduler (an expert: scx_cosmos, scx_bpfland,
  scx_lavd, ...) that serves it best, falling back to the kernel's EEVDF.
- It needs a kernel with sched_ext, ONNX Runtime and the scx schedulers.
+ It ships ONNX Runtime; it needs a kernel with sched_ext and the scx schedulers.
 EOF
 # Configuration files: dpkg keeps an admin's edits across upgrades.
 PREFIX=/usr packaging/install.sh list | awk '$2 == "config" {print $1}' >"$root/DEBIAN/conffiles"

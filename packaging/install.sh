@@ -5,13 +5,16 @@
 #   packaging/install.sh install|uninstall|list
 #
 # Settings (environment; the Makefile passes its variables of the same names):
-#   PREFIX      /usr/local                  bindir, datadir and unitdir are under it
+#   PREFIX      /usr/local                  bindir, libdir, datadir and unitdir are under it
 #   DESTDIR     (none)                      a staging root put before every destination
 #   SYSCONFDIR  /etc                        where asa.toml goes (the agent reads /etc/asa)
 #   UNITDIR     $PREFIX/lib/systemd/system
 #   DBUSDIR     /usr/share/dbus-1/system.d
 #   POLKITDIR   /usr/share/polkit-1/actions
 #   ASA_BIN     target/release/asa          the `asa` binary to install
+#   ASA_ORT     the project cache's         the folder with ONNX Runtime's libonnxruntime.so,
+#               onnxruntime-<version>/      LICENSE and ThirdPartyNotices.txt (the version
+#                                           gru_expert/setup_ort.sh pins and puts there)
 #   STRIP       1                           strip the installed binary (0: keep its symbols)
 set -euo pipefail
 workspace=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +28,10 @@ DBUSDIR=${DBUSDIR:-/usr/share/dbus-1/system.d}
 POLKITDIR=${POLKITDIR:-/usr/share/polkit-1/actions}
 ASA_BIN=${ASA_BIN:-target/release/asa}
 STRIP=${STRIP:-1}
+ort_version=$(sed -n 's/^version=//p' "$workspace/gru_expert/setup_ort.sh")
+ASA_ORT=${ASA_ORT:-${ASA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/asa}/onnxruntime-$ort_version}
 bindir=$PREFIX/bin
+libdir=$PREFIX/lib
 datadir=$PREFIX/share
 
 die() { echo "packaging/install.sh: $*" >&2; exit 1; }
@@ -34,6 +40,7 @@ die() { echo "packaging/install.sh: $*" >&2; exit 1; }
 destination() {
   local d=$1
   d=${d//\{bindir\}/$bindir}
+  d=${d//\{libdir\}/$libdir}
   d=${d//\{datadir\}/$datadir}
   d=${d//\{sysconfdir\}/$SYSCONFDIR}
   d=${d//\{unitdir\}/$UNITDIR}
@@ -43,10 +50,13 @@ destination() {
   printf '%s' "$d"
 }
 
-# A source of files.txt as a path (`asa` is the built binary).
+# A source of files.txt as a path (`asa` is the built binary, `onnxruntime/F` the file F of
+# $ASA_ORT).
 source_path() {
   if [[ $1 == asa ]]; then
     case $ASA_BIN in /*) printf '%s' "$ASA_BIN" ;; *) printf '%s' "$workspace/$ASA_BIN" ;; esac
+  elif [[ $1 == onnxruntime/* ]]; then
+    printf '%s' "$ASA_ORT/${1#onnxruntime/}"
   else
     printf '%s' "$workspace/$1"
   fi
@@ -67,6 +77,9 @@ check_source() {
   [[ -f $2 ]] && return
   if [[ $2 == "$(source_path asa)" ]]; then
     die "$2 is missing: build it first (as your user: cargo build --release -p asa-agent), or name another binary with ASA_BIN="
+  fi
+  if [[ $2 == "$ASA_ORT"/* ]]; then
+    die "$2 is missing: fetch ONNX Runtime $ort_version first (as your user: gru_expert/setup_ort.sh), or name its folder with ASA_ORT="
   fi
   die "$2 is missing (named in packaging/files.txt): restore it from git"
 }
@@ -114,8 +127,8 @@ case ${1:-} in
   uninstall)
     each_file uninstall_one
     # ASA's own folders, when empty; never the shared ones (bin, dbus-1, polkit-1, systemd).
-    for dir in "$datadir/asa/mapping" "$datadir/asa/layers" "$datadir/asa" "$datadir/doc/asa" \
-               "$SYSCONFDIR/asa"; do
+    for dir in "$datadir/asa/mapping" "$datadir/asa/layers" "$datadir/asa" \
+               "$datadir/doc/asa/onnxruntime" "$datadir/doc/asa" "$libdir/asa" "$SYSCONFDIR/asa"; do
       rmdir "$DESTDIR$dir" 2>/dev/null || true
     done
     ;;

@@ -4,8 +4,9 @@
 //! config, its models) are among them, the installed `asa` runs and reads the installed files,
 //! and the package holds exactly the files `make install` installs.
 //!
-//! Needs make and, for the package, dpkg-deb, dpkg-shlibdeps and strip (`apt-get install
-//! dpkg-dev`, which lab/setup.sh installs).
+//! Needs make, ONNX Runtime in the project cache (gru_expert/setup_ort.sh: the install ships
+//! it) and, for the package, dpkg-deb, dpkg-shlibdeps and strip (`apt-get install dpkg-dev`;
+//! lab/setup.sh runs both).
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -14,6 +15,7 @@ use std::process::{Command, Output};
 
 use asa_agent::daemon::settings::DEFAULT_CONFIG;
 use asa_agent::decision::app_model::DEFAULT_APP_MODEL_PATHS;
+use asa_agent::decision::classifier::{cached_ort_library, ort_library_beside};
 use asa_agent::decision::engine::DEFAULT_MODEL_PATHS;
 
 fn workspace() -> PathBuf {
@@ -45,6 +47,20 @@ fn run(cmd: &mut Command) -> Output {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The pinned ONNX Runtime the install ships, in the project cache.
+fn cached_ort() -> PathBuf {
+    let lib = cached_ort_library();
+    for file in ["libonnxruntime.so", "LICENSE", "ThirdPartyNotices.txt"] {
+        let path = lib.with_file_name(file);
+        assert!(
+            path.is_file(),
+            "{} missing: run gru_expert/setup_ort.sh",
+            path.display()
+        );
+    }
+    lib
 }
 
 /// `make install` (or `uninstall`) into `destdir` with `prefix`, this build's `asa`.
@@ -111,6 +127,16 @@ fn the_list_holds_what_the_agent_looks_up_under_both_prefixes() {
     ] {
         let all = paths(&listed(prefix));
         assert!(all.contains(bin), "{prefix}: {all:?}");
+        let ort = ort_library_beside(Path::new(bin)).unwrap();
+        assert!(
+            all.contains(ort.to_str().unwrap()),
+            "{prefix}: no ONNX Runtime where the installed asa looks ({}): {all:?}",
+            ort.display()
+        );
+        assert!(
+            all.contains(&format!("{prefix}/share/doc/asa/onnxruntime/LICENSE")),
+            "{prefix}: ONNX Runtime's licence: {all:?}"
+        );
         assert!(all.contains(DEFAULT_CONFIG), "{prefix}: {all:?}");
         for (what, lookup) in [
             ("classifier model", DEFAULT_MODEL_PATHS),
@@ -136,6 +162,7 @@ fn the_list_holds_what_the_agent_looks_up_under_both_prefixes() {
 
 #[test]
 fn make_install_puts_every_listed_file_in_place_and_uninstall_takes_them_away() {
+    let ort = cached_ort();
     let root = tempfile::tempdir().unwrap();
     let list = listed("/usr");
     make("install", root.path(), "/usr");
@@ -166,6 +193,7 @@ fn make_install_puts_every_listed_file_in_place_and_uninstall_takes_them_away() 
             "/usr/share/asa/mapping/per-application.toml",
             "mapping/tables/per-application.toml",
         ),
+        ("/usr/lib/asa/libonnxruntime.so", ort.to_str().unwrap()),
     ] {
         assert_eq!(
             std::fs::read(under(root.path(), installed)).unwrap(),
@@ -199,6 +227,8 @@ fn make_install_puts_every_listed_file_in_place_and_uninstall_takes_them_away() 
         );
     }
     assert!(!under(root.path(), "/usr/share/asa").exists());
+    assert!(!under(root.path(), "/usr/lib/asa").exists());
+    assert!(!under(root.path(), "/usr/share/doc/asa").exists());
     assert!(!under(root.path(), "/etc/asa").exists());
 }
 
@@ -219,6 +249,7 @@ fn make_install_keeps_a_changed_config_and_uninstall_leaves_it() {
 
 #[test]
 fn the_debian_package_holds_the_listed_files_owned_by_root_with_its_conffile() {
+    cached_ort();
     let out_dir = tempfile::tempdir().unwrap();
     let built = run(Command::new(workspace().join("packaging/build-deb.sh"))
         .args(["--binary", asa_bin()])
@@ -248,6 +279,8 @@ fn the_debian_package_holds_the_listed_files_owned_by_root_with_its_conffile() {
     assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
     let depends = field("Depends");
     assert!(depends.contains("libc6 (>= "), "{depends}");
+    // ONNX Runtime's own: the C++ runtime.
+    assert!(depends.contains("libstdc++6"), "{depends}");
 
     let contents = stdout(&run(Command::new("dpkg-deb").arg("--contents").arg(&deb)));
     let mut files = BTreeSet::new();
@@ -311,15 +344,14 @@ fn doctor_check(report: &serde_json::Value, name: &str) -> (String, String) {
 }
 
 /// The installed `asa` pointed at the installed files (its own lookups are of /usr/share/asa
-/// and /etc/asa, which a test cannot write): `asa doctor` loads the config, both models and
-/// the built-in mapping table against the model, as `asa run` would. The installed tables are
+/// and /etc/asa, which a test cannot write), but for ONNX Runtime, which it finds under its own
+/// prefix: `asa doctor` loads the config, both models and the built-in mapping table against
+/// the model, as `asa run` would. The installed tables are
 /// copies for `--mapping` and for editing (the agent's default table is built in); each is read
 /// by the installed `asa` in the test above.
 #[test]
-#[ignore = "needs ONNX Runtime: run gru_expert/setup_ort.sh (or set ORT_DYLIB_PATH)"]
-fn the_installed_asa_loads_the_installed_config_and_models() {
-    let ort = asa_agent::decision::classifier::source_tree_ort_library()
-        .expect("no ONNX Runtime library: run gru_expert/setup_ort.sh (or set ORT_DYLIB_PATH)");
+fn the_installed_asa_loads_the_installed_config_models_and_onnx_runtime() {
+    cached_ort();
     let root = tempfile::tempdir().unwrap();
     make("install", root.path(), "/usr");
     let file = |path: &str| under(root.path(), path);
@@ -332,8 +364,7 @@ fn the_installed_asa_loads_the_installed_config_and_models() {
         .arg(file("/usr/share/asa/classifier.onnx"))
         .arg("--app-model")
         .arg(file("/usr/share/asa/app-classifier.onnx"))
-        .arg("--onnxruntime")
-        .arg(&ort)
+        .env_remove("ORT_DYLIB_PATH")
         .output()
         .unwrap();
     // Its exit status says whether `asa run` can run on this host (no sched_ext here): not
@@ -344,6 +375,7 @@ fn the_installed_asa_loads_the_installed_config_and_models() {
         ("config", DEFAULT_CONFIG),
         ("model", "/usr/share/asa/classifier.onnx"),
         ("app model", "/usr/share/asa/app-classifier.onnx"),
+        ("onnxruntime", "/usr/lib/asa/libonnxruntime.so"),
     ] {
         let (severity, detail) = doctor_check(&report, name);
         assert_eq!(severity, "ok", "{name}: {detail}");

@@ -2,17 +2,16 @@
 //! package (`packaging/build-deb.sh`, from this build's `asa`) installed with `dpkg -i` in the
 //! lab VM (Debian's sched_ext kernel, the test root filesystem, no network, no systemd):
 //! - `dpkg -i` installs it (its `Depends:` are met by a minimal Debian) and `asa` is on PATH;
-//! - without ONNX Runtime (the package does not ship it) `asa doctor` fails with one line that
-//!   says what to do, and `asa run` refuses to start, the kernel untouched;
-//! - with `onnxruntime` set in the installed `/etc/asa/asa.toml`, `asa doctor` passes on the
-//!   installed config, model and built-in table, and the unit's `ExecStart=` line runs the agent:
-//!   its socket answers, it decides, and SIGTERM leaves EEVDF;
+//! - out of the box, `asa doctor` passes on the installed config, model, ONNX Runtime (shipped in
+//!   /usr/lib/asa, its licence in /usr/share/doc/asa) and built-in table, and the unit's
+//!   `ExecStart=` line runs the agent: its socket answers, it decides, and SIGTERM leaves EEVDF;
+//! - with the shipped ONNX Runtime gone, `asa doctor` fails with one line that says what to do
+//!   and `asa run` refuses to start, the kernel untouched; a library named by `onnxruntime` in
+//!   the installed `/etc/asa/asa.toml` serves instead;
 //! - `dpkg -r` removes the program and keeps the edited config; `dpkg -P` removes that too.
 //!
 //! The unit's sandbox and the D-Bus face are vm_hardening's and vm_dbus's; this test is the
 //! package's.
-
-mod daemon_common;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,16 +46,8 @@ rm -f /usr/local/bin/asa
 dpkg -i /lab/asa.deb > /lab/out/dpkg-install.log 2>&1; rec install $?
 rec on_path "$(command -v asa)"
 asa --version > /lab/out/version.txt 2>&1; rec version $?
-# No ONNX Runtime yet.
-asa doctor > /lab/out/doctor-no-ort.txt 2>&1; rec doctor_no_ort $?
-asa run > /lab/out/run-no-ort.out 2> /lab/out/run-no-ort.err; rec run_no_ort $?
-rec run_no_ort_state "$(state)"
-# The administrator puts the library somewhere and names it in the installed config, on the
-# commented line the file has for it.
-mkdir -p /opt/onnxruntime
-cp /lab/libonnxruntime.so /opt/onnxruntime/libonnxruntime.so
-sed -i 's|^# onnxruntime = .*|onnxruntime = "/opt/onnxruntime/libonnxruntime.so"|' /etc/asa/asa.toml
-rec config_line "$(grep -c '^onnxruntime = ' /etc/asa/asa.toml)"
+rec ort_licence "$(test -s /usr/share/doc/asa/onnxruntime/LICENSE && echo present || echo missing)"
+# Out of the box.
 asa doctor --json > /lab/out/doctor.json 2> /lab/out/doctor.err; rec doctor $?
 # What systemd would start.
 EXEC=$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/system/asa.service)
@@ -69,6 +60,17 @@ asa status --json > /lab/out/status.json; rec status $?
 kill -TERM $D
 wait $D; rec run_exit $?
 rec final_state "$(state)"
+# The shipped ONNX Runtime gone (deleted by hand, a broken upgrade).
+mkdir -p /opt/onnxruntime
+mv /usr/lib/asa/libonnxruntime.so /opt/onnxruntime/libonnxruntime.so
+asa doctor > /lab/out/doctor-no-ort.txt 2>&1; rec doctor_no_ort $?
+asa run > /lab/out/run-no-ort.out 2> /lab/out/run-no-ort.err; rec run_no_ort $?
+rec run_no_ort_state "$(state)"
+# The administrator names a library in the installed config, on the commented line the file
+# has for it.
+sed -i 's|^# onnxruntime = .*|onnxruntime = "/opt/onnxruntime/libonnxruntime.so"|' /etc/asa/asa.toml
+rec config_line "$(grep -c '^onnxruntime = ' /etc/asa/asa.toml)"
+asa doctor --json > /lab/out/doctor-config.json 2> /lab/out/doctor-config.err; rec doctor_config $?
 dpkg -r asa > /lab/out/dpkg-remove.log 2>&1; rec remove $?
 rec bin_after_remove "$(test -e /usr/bin/asa && echo present || echo gone)"
 rec model_after_remove "$(test -e /usr/share/asa/classifier.onnx && echo present || echo gone)"
@@ -84,10 +86,6 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
     let deb = build_package(dir.path());
     let mut run = asa_lab::GuestRun::new("install", SCRIPT);
     run.files = vec![(deb, PathBuf::from("/lab/asa.deb"))];
-    run.executables.push((
-        daemon_common::ort_library(),
-        PathBuf::from("/lab/libonnxruntime.so"),
-    ));
     // The experts of the built-in table's first choices.
     run.experts = vec!["bpfland".into(), "lavd".into()];
     run.rootfs = Some(asa_lab::RootfsSpec::with_packages(
@@ -114,41 +112,16 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
         format!("asa {}", env!("CARGO_PKG_VERSION"))
     );
 
-    // Without ONNX Runtime: one clear failure, nothing attached.
-    let doctor = file("doctor-no-ort.txt");
-    assert_eq!(r["doctor_no_ort"], "1", "{doctor}");
-    assert!(
-        doctor.contains("onnxruntime") && doctor.contains("ORT_DYLIB_PATH"),
-        "{doctor}"
-    );
-    let err = file("run-no-ort.err");
-    assert_ne!(r["run_no_ort"], "0");
-    assert_eq!(err.matches("asa: error:").count(), 1, "{err}");
-    assert!(err.contains("ONNX Runtime"), "{err}");
-    assert_eq!(r["run_no_ort_state"], "disabled");
-
-    // With it: doctor passes on the installed files, the unit's command runs the agent.
-    assert_eq!(
-        r["config_line"], "1",
-        "the config's onnxruntime line was set"
-    );
-    let report: Value = serde_json::from_str(&file("doctor.json"))
-        .unwrap_or_else(|e| panic!("doctor --json: {e}: {}", file("doctor.err")));
+    // Out of the box: doctor passes on the installed files, ONNX Runtime among them, and the
+    // unit's command runs the agent.
+    assert_eq!(r["ort_licence"], "present");
+    let report = doctor_report(&file("doctor.json"), &file("doctor.err"));
     assert_eq!(r["doctor"], "0", "{report:#}");
     for check in report["checks"].as_array().unwrap() {
         assert_ne!(check["severity"], "fail", "{check}");
     }
-    let detail = |name: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no check {name}: {report:#}"))["detail"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let detail = |name: &str| check_detail(&report, name);
+    assert_eq!(detail("onnxruntime"), "/usr/lib/asa/libonnxruntime.so");
     assert!(
         detail("model").contains("/usr/share/asa/classifier.onnx"),
         "{}",
@@ -170,6 +143,32 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
     assert_eq!(r["run_exit"], "0", "{}", file("run.log"));
     assert_eq!(r["final_state"], "disabled", "SIGTERM leaves EEVDF");
 
+    // The shipped ONNX Runtime gone: one clear failure, nothing attached.
+    let doctor = file("doctor-no-ort.txt");
+    assert_eq!(r["doctor_no_ort"], "1", "{doctor}");
+    assert!(
+        doctor.contains("onnxruntime")
+            && doctor.contains("reinstall")
+            && doctor.contains("ORT_DYLIB_PATH"),
+        "{doctor}"
+    );
+    let err = file("run-no-ort.err");
+    assert_ne!(r["run_no_ort"], "0");
+    assert_eq!(err.matches("asa: error:").count(), 1, "{err}");
+    assert!(err.contains("ONNX Runtime"), "{err}");
+    assert_eq!(r["run_no_ort_state"], "disabled");
+    // A library named in the config serves instead.
+    assert_eq!(
+        r["config_line"], "1",
+        "the config's onnxruntime line was set"
+    );
+    let report = doctor_report(&file("doctor-config.json"), &file("doctor-config.err"));
+    assert_eq!(r["doctor_config"], "0", "{report:#}");
+    assert_eq!(
+        check_detail(&report, "onnxruntime"),
+        "/opt/onnxruntime/libonnxruntime.so"
+    );
+
     // Removal keeps the edited config; purge takes it.
     assert_eq!(r["remove"], "0", "{}", file("dpkg-remove.log"));
     assert_eq!(r["bin_after_remove"], "gone");
@@ -177,4 +176,22 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
     assert_eq!(r["conf_after_remove"], "kept");
     assert_eq!(r["purge"], "0", "{}", file("dpkg-purge.log"));
     assert_eq!(r["conf_after_purge"], "gone");
+}
+
+/// `asa doctor --json`'s report (its stderr shown when it is not JSON).
+fn doctor_report(json: &str, stderr: &str) -> Value {
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("doctor --json: {e}: {stderr}"))
+}
+
+/// The detail of a doctor report's check `name`.
+fn check_detail(report: &Value, name: &str) -> String {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report:#}"))["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }

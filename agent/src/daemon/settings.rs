@@ -41,7 +41,8 @@ pub struct RunArgs {
     /// Feature schema. Default: the built-in agent/feature_schema.toml.
     #[arg(long)]
     pub schema: Option<PathBuf>,
-    /// libonnxruntime.so. Default: $ORT_DYLIB_PATH, else the project cache.
+    /// libonnxruntime.so. Default: $ORT_DYLIB_PATH, else the one installed with asa
+    /// (<prefix>/lib/asa/), else the project cache's.
     #[arg(long)]
     pub onnxruntime: Option<PathBuf>,
     /// Tick length in ms (default 1000; the voting window is counted in ticks).

@@ -3,9 +3,10 @@
 //!
 //! ONNX Runtime is not linked: `libonnxruntime.so` is loaded at run time (the `ort` crate's
 //! `load-dynamic`), from the path given to [`OrtRuntime::load`], else `ORT_DYLIB_PATH`, else the
-//! project cache where `gru_expert/setup_ort.sh` puts it ([`find_ort_library`]). The library
-//! ships in the `onnxruntime` Python wheel (`classifier/setup.sh` installs it and prints its path). ONNX Runtime allows one environment per process, so the runtime is
-//! a process-wide singleton.
+//! one installed beside the binary (`make install` and the Debian package ship it in
+//! `<prefix>/lib/asa/`), else the project cache where `gru_expert/setup_ort.sh` puts it
+//! ([`find_ort_library`]). The library comes from the pinned `onnxruntime` Python wheel. ONNX
+//! Runtime allows one environment per process, so the runtime is a process-wide singleton.
 //!
 //! The model carries its metadata in ONNX `metadata_props` (keys [`meta`]); at load the feature
 //! schema name, version and the ordered feature names must equal the live schema, otherwise the
@@ -54,12 +55,29 @@ pub mod meta {
 /// What to do when ONNX Runtime is missing.
 fn ort_hint() -> String {
     format!(
-        "ASA does not ship ONNX Runtime: name its libonnxruntime.so ({ORT_VERSION}, from the \
-         onnxruntime-linux-x64 release archive's lib/ or the onnxruntime wheel's \
-         onnxruntime/capi/) as `onnxruntime = \"PATH\"` in /etc/asa/asa.toml, --onnxruntime \
-         PATH or ORT_DYLIB_PATH; in a source tree, gru_expert/setup_ort.sh puts it into the \
-         project cache"
+        "the package and `make install` put ONNX Runtime {ORT_VERSION} in \
+         <prefix>/{INSTALLED_ORT_LIBRARY} (reinstall ASA to restore it); else name a \
+         libonnxruntime.so of that version (the onnxruntime-linux-x64 release archive's lib/ \
+         or the onnxruntime wheel's onnxruntime/capi/) as `onnxruntime = \"PATH\"` in \
+         /etc/asa/asa.toml, --onnxruntime PATH or ORT_DYLIB_PATH; in a source tree, \
+         gru_expert/setup_ort.sh puts it into the project cache"
     )
+}
+
+/// Where `make install` and the Debian package put ONNX Runtime, under the prefix the binary
+/// is installed in (packaging/files.txt's `{libdir}/asa`).
+pub const INSTALLED_ORT_LIBRARY: &str = "lib/asa/libonnxruntime.so";
+
+/// The ONNX Runtime an install of the binary `exe` ships: `<prefix>/lib/asa/libonnxruntime.so`
+/// for `<prefix>/bin/asa`.
+pub fn ort_library_beside(exe: &Path) -> Option<PathBuf> {
+    Some(exe.parent()?.parent()?.join(INSTALLED_ORT_LIBRARY))
+}
+
+/// The ONNX Runtime installed with the running binary, if it is there.
+pub fn installed_ort_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    ort_library_beside(&exe).filter(|p| p.is_file())
 }
 
 /// ONNX Runtime version the project pins (the `onnxruntime` wheel, in classifier/requirements.txt
@@ -67,12 +85,13 @@ fn ort_hint() -> String {
 /// workspace, in `asa-experts`.
 pub use asa_experts::{cached_ort_library, ORT_VERSION};
 
-/// ONNX Runtime's library: `ORT_DYLIB_PATH` if set, else the project cache if the file exists.
+/// ONNX Runtime's library: `ORT_DYLIB_PATH` if set, else the one installed with the binary
+/// ([`installed_ort_library`]), else the project cache's, if the file exists.
 pub fn find_ort_library() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(path));
     }
-    Some(cached_ort_library()).filter(|p| p.is_file())
+    installed_ort_library().or_else(|| Some(cached_ort_library()).filter(|p| p.is_file()))
 }
 
 /// [`find_ort_library`], else the library of the `onnxruntime` wheel in the source tree's
@@ -163,7 +182,7 @@ impl OrtRuntime {
                 None => {
                     return Err(ClassifierError::Runtime {
                         path: cached_ort_library().display().to_string(),
-                        message: "no library path given, ORT_DYLIB_PATH is not set and the project cache has no library".to_string(),
+                        message: "no library path given, ORT_DYLIB_PATH is not set, none is installed beside the binary and the project cache has none".to_string(),
                     })
                 }
             },
@@ -453,7 +472,8 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("/nonexistent/libonnxruntime.so"), "{text}");
         assert!(
-            text.contains("does not ship ONNX Runtime")
+            text.contains("lib/asa/libonnxruntime.so")
+                && text.contains("reinstall")
                 && text.contains(ORT_VERSION)
                 && text.contains("/etc/asa/asa.toml")
                 && text.contains("--onnxruntime")
@@ -472,5 +492,19 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(matches!(err, ClassifierError::Runtime { .. }), "{err}");
         assert!(err.to_string().contains("ORT_DYLIB_PATH"), "{err}");
+    }
+
+    #[test]
+    fn an_installed_binary_finds_onnx_runtime_under_its_own_prefix() {
+        for (exe, lib) in [
+            ("/usr/bin/asa", "/usr/lib/asa/libonnxruntime.so"),
+            ("/usr/local/bin/asa", "/usr/local/lib/asa/libonnxruntime.so"),
+            ("/opt/asa/bin/asa", "/opt/asa/lib/asa/libonnxruntime.so"),
+        ] {
+            assert_eq!(ort_library_beside(Path::new(exe)), Some(PathBuf::from(lib)));
+        }
+        assert_eq!(ort_library_beside(Path::new("/asa")), None);
+        // This test binary is in target/…/deps, where nothing is installed.
+        assert_eq!(installed_ort_library(), None);
     }
 }
