@@ -14,7 +14,8 @@
 #
 # Settings (environment): PASSES (default "hinted unhinted stats": which passes run), MONITOR
 # (1: scx_layered's own statistics, `scx_layered --monitor 2`, beside every pass, in
-# layered-monitor.txt; default 0), SCENARIOS (S10,O-idle: the catalogue's scenarios and O-idle,
+# layered-monitor.txt; default 0), CENSUS (1: every thread's /proc stat and schedstat every 2 s
+# beside every pass, in census.txt, for `asa_analysis.task_census`; default 0), SCENARIOS (S10,O-idle: the catalogue's scenarios and O-idle,
 # the office probe alone), EXPERTS (the hinted
 # pass's, default cosmos,layered), CATALOGUE (an expert catalogue file EXPERTS come from, e.g.
 # experts/layer-variants.toml; default: the built-in one), REPS (2), DURATION (30 s per run),
@@ -26,6 +27,7 @@ set -eu
 OUT=${1:?usage: $0 OUT_DIR}
 PASSES=${PASSES:-hinted unhinted stats}
 MONITOR=${MONITOR:-0}
+CENSUS=${CENSUS:-0}
 SCENARIOS=${SCENARIOS:-S10,O-idle}
 EXPERTS=${EXPERTS:-cosmos,layered}
 CATALOGUE=${CATALOGUE:-}
@@ -88,7 +90,16 @@ layered_monitor() {
     sleep 1
   done
 }
+# Every thread's stat and schedstat lines (path-prefixed), after a '=== UNIX_TIME' line.
+census() {
+  while :; do
+    echo "=== \$(date +%s.%N)"
+    grep -H '' /proc/[0-9]*/task/[0-9]*/stat /proc/[0-9]*/task/[0-9]*/schedstat 2>/dev/null
+    sleep 2
+  done
+}
 [ "$MONITOR" = 1 ] && { layered_monitor > /tmp/cost/layered-monitor.txt & }
+[ "$CENSUS" = 1 ] && { census > /tmp/cost/census.txt & }
 for pass in $PASSES; do
   case \$pass in
     hinted) $RUN --experts $EXPERTS --reps $REPS --duration $DURATION --hold $HOLD --oracle-hints \

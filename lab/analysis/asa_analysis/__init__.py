@@ -21,6 +21,7 @@ MODULES = (
     'routing_ceiling',
     'standby_switch_times',
     'switch_transient',
+    'task_census',
     'task_states',
     'thread_samples',
     'tick_cost',
