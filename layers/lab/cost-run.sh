@@ -15,7 +15,9 @@
 # Settings (environment): PASSES (default "hinted unhinted stats": which passes run), MONITOR
 # (1: scx_layered's own statistics, `scx_layered --monitor 2`, beside every pass, in
 # layered-monitor.txt; default 0), CENSUS (1: every thread's /proc stat and schedstat every 2 s
-# beside every pass, in census.txt, for `asa_analysis.task_census`; default 0), SCENARIOS (S10,O-idle: the catalogue's scenarios and O-idle,
+# beside every pass, in census.txt, for `asa_analysis.task_census`; default 0), TRACE (1: the
+# kernel's sched_switch and sched_wakeup events through every pass, in trace.txt, with an
+# `ASA-SYNC UNIX_TIME` marker, for `asa_analysis.wake_tails`; default 0), SCENARIOS (S10,O-idle: the catalogue's scenarios and O-idle,
 # the office probe alone), EXPERTS (the hinted
 # pass's, default cosmos,layered), CATALOGUE (an expert catalogue file EXPERTS come from, e.g.
 # experts/layer-variants.toml; default: the built-in one), REPS (2), DURATION (30 s per run),
@@ -28,6 +30,7 @@ OUT=${1:?usage: $0 OUT_DIR}
 PASSES=${PASSES:-hinted unhinted stats}
 MONITOR=${MONITOR:-0}
 CENSUS=${CENSUS:-0}
+TRACE=${TRACE:-0}
 SCENARIOS=${SCENARIOS:-S10,O-idle}
 EXPERTS=${EXPERTS:-cosmos,layered}
 CATALOGUE=${CATALOGUE:-}
@@ -100,6 +103,20 @@ census() {
 }
 [ "$MONITOR" = 1 ] && { layered_monitor > /tmp/cost/layered-monitor.txt & }
 [ "$CENSUS" = 1 ] && { census > /tmp/cost/census.txt & }
+# Every context switch and wake-up, streamed; the marker ties the trace's clock (mono) to
+# the runner's log (UTC).
+trace_on() {
+  T=/sys/kernel/tracing
+  echo 0 > \$T/tracing_on; echo > \$T/trace
+  echo mono > \$T/trace_clock
+  echo 16384 > \$T/buffer_size_kb
+  echo 1 > \$T/events/sched/sched_switch/enable
+  echo 1 > \$T/events/sched/sched_wakeup/enable
+  echo 1 > \$T/tracing_on
+  cat \$T/trace_pipe > /tmp/cost/trace.txt & TRACE_PID=\$!
+  echo "ASA-SYNC \$(date +%s.%N)" > \$T/trace_marker
+}
+[ "$TRACE" = 1 ] && trace_on
 for pass in $PASSES; do
   case \$pass in
     hinted) $RUN --experts $EXPERTS --reps $REPS --duration $DURATION --hold $HOLD --oracle-hints \
@@ -115,6 +132,7 @@ for pass in $PASSES; do
       sysctl -w kernel.bpf_stats_enabled=0 ;;
   esac
 done
+[ "$TRACE" = 1 ] && { echo 0 > /sys/kernel/tracing/tracing_on; sleep 1; kill \$TRACE_PID; }
 echo "ASA-RUN: cost exited after \$((\$(date +%s) - start)) s"
 tar -C /tmp/cost -cf /lab/out/cost.tar .
 GUEST

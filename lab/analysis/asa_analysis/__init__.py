@@ -26,6 +26,7 @@ MODULES = (
     'thread_samples',
     'tick_cost',
     'timer_gaps',
+    'wake_tails',
     'yardstick_stalls',
 )
 """The runnable modules (the helpers common, procfs and tracefs_events have no main)."""
