@@ -200,19 +200,26 @@ def format_rows(rows):
     return '\n'.join(lines)
 
 
+def cost_run_inputs(out_dir, name, switch):
+    """The paths of a cost-run.sh folder's `name` (recorded with `switch`=1) and of the pass log
+    the runs are found in (hinted.log, else the VM's console.log); exits with what is missing."""
+    path = os.path.join(out_dir, name)
+    if not os.path.exists(path):
+        sys.exit(f'{path}: missing (run cost-run.sh with {switch}=1 and unpack cost.tar)')
+    logs = [os.path.join(out_dir, log) for log in ('hinted.log', 'console.log')]
+    log = next((p for p in logs if os.path.exists(p)), None)
+    if log is None:
+        sys.exit(f'{out_dir}: no hinted.log or console.log to find the runs in')
+    return path, log
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('out_dir', help='a cost-run.sh folder with census.txt')
     parser.add_argument('--top', type=int, default=8, help='threads listed per run (default 8)')
     parser.add_argument('--json', help='also write the rows to this file')
     args = parser.parse_args(argv)
-    census_path = os.path.join(args.out_dir, 'census.txt')
-    if not os.path.exists(census_path):
-        sys.exit(f'{census_path}: missing (run cost-run.sh with CENSUS=1 and unpack cost.tar)')
-    log_path = next((os.path.join(args.out_dir, name) for name in ('hinted.log', 'console.log')
-                     if os.path.exists(os.path.join(args.out_dir, name))), None)
-    if log_path is None:
-        sys.exit(f'{args.out_dir}: no hinted.log or console.log to find the runs in')
+    census_path, log_path = cost_run_inputs(args.out_dir, 'census.txt', 'CENSUS')
     rows = census(parse_census(read_text(census_path)), parse_runs(read_text(log_path)), args.top)
     if not rows:
         sys.exit(f'{args.out_dir}: no run has two censuses inside its window')

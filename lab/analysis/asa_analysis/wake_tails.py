@@ -20,13 +20,12 @@ import argparse
 import bisect
 import json
 import math
-import os
 import re
 import statistics
 import sys
 
 from .common import read_text
-from .task_census import parse_runs
+from .task_census import cost_run_inputs, parse_runs
 from .tracefs_events import SW, WK
 
 SYNC = re.compile(r'\s([\d.]+): tracing_mark_write: ASA-SYNC ([\d.]+)')
@@ -198,13 +197,7 @@ def main(argv=None):
                         help='a long wait, in ms (default 4)')
     parser.add_argument('--json', help='also write the rows to this file')
     args = parser.parse_args(argv)
-    trace_path = os.path.join(args.out_dir, 'trace.txt')
-    if not os.path.exists(trace_path):
-        sys.exit(f'{trace_path}: missing (run cost-run.sh with TRACE=1 and unpack cost.tar)')
-    log_path = next((os.path.join(args.out_dir, name) for name in ('hinted.log', 'console.log')
-                     if os.path.exists(os.path.join(args.out_dir, name))), None)
-    if log_path is None:
-        sys.exit(f'{args.out_dir}: no hinted.log or console.log to find the runs in')
+    trace_path, log_path = cost_run_inputs(args.out_dir, 'trace.txt', 'TRACE')
     offset, events = parse_trace(read_text(trace_path))
     if offset is None:
         sys.exit(f'{trace_path}: no ASA-SYNC marker to tie it to the runs')
