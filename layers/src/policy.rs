@@ -53,6 +53,15 @@ pub struct LayerPolicy {
 }
 
 impl LayerPolicy {
+    /// ` on 50 % of the CPUs` (or ` on 25–50 % …`) for a grouped layer, empty for an open one.
+    pub fn cpu_share_words(&self) -> String {
+        match self.cpus_frac {
+            Some((lo, hi)) if lo == hi => format!(" on {:.0} % of the CPUs", lo * 100.0),
+            Some((lo, hi)) => format!(" on {:.0}–{:.0} % of the CPUs", lo * 100.0, hi * 100.0),
+            None => String::new(),
+        }
+    }
+
     /// Checks the policy against scx_layered's rules; the error says which value is wrong.
     pub fn check(&self) -> Result<(), String> {
         if self.slice_us < MIN_SLICE_US {
@@ -156,6 +165,13 @@ mod tests {
             serde_json::json!([0.25, 0.75])
         );
         assert_eq!(kind["Grouped"]["slice_us"], 20_000);
+        assert_eq!(policy.cpu_share_words(), " on 25–75 % of the CPUs");
+        let half = LayerPolicy {
+            cpus_frac: Some((0.5, 0.5)),
+            ..policy
+        };
+        assert_eq!(half.cpu_share_words(), " on 50 % of the CPUs");
+        assert_eq!(open(3000, 400).cpu_share_words(), "");
     }
 
     #[test]

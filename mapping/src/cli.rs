@@ -81,6 +81,17 @@ pub struct CalibrateArgs {
         value_name = "US,..."
     )]
     pub layer_slices_us: Vec<u64>,
+    /// Stage layers: the CPU shares to try for each class whose layer does not preempt
+    /// (cpu_batch, background): one candidate per class and share, its layer grouped on that
+    /// fraction of the CPUs, named layered-<class>-share<pct>; none with the flag alone.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        num_args = 0..,
+        default_value = "0.5",
+        value_name = "FRACTION,..."
+    )]
+    pub layer_shares: Vec<f64>,
     /// Stage layers: whole-machine experts run besides `layered`, so the class rows say per
     /// load whether the layers or one expert serve it better (--experts is stage prototype's,
     /// unused here); "" for none.

@@ -1,20 +1,25 @@
 //! The candidates of stage layers: for each application class, the default plan's policy with
-//! another time slice, each an expert of its own (`layered-<class>-<slice>`), and the expert
-//! catalogue that holds them (`DIR/candidates.toml`).
+//! another time slice (`layered-<class>-<slice>`) and, for a class whose layer does not preempt,
+//! the same policy on a share of the CPUs (`layered-<class>-share<pct>`), each an expert of its
+//! own, and the expert catalogue that holds them (`DIR/candidates.toml`).
 //!
-//! Invariant: a candidate differs from the default plan in one class's slice only, so its runs
-//! against `layered` measure that slice and nothing else.
+//! Invariant: a candidate differs from the default plan in one class's policy only — its slice,
+//! or the CPUs its layer may use — so its runs against `layered` measure that and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{anyhow, bail, Context, Result};
-use asa_layers::{LayerPlan, LayerPolicy, OTHER_LAYER};
+use asa_layers::{LayerKind, LayerPlan, LayerPolicy, OTHER_LAYER};
 use asa_scenarios::catalogue::{Catalogue as ScenarioCatalogue, ScenarioSpec, IDLE};
 
 use super::LAYERED;
 
 /// The slices (µs) tried for each class unless `--layer-slices-us` says otherwise.
 pub const DEFAULT_SLICES_US: [u64; 2] = [5000, 2000];
+
+/// A share candidate's utilisation range: the layer grows above 90 % busy per owned CPU and
+/// shrinks below 60 % (scx_layered's `util_range`), within its fixed share.
+pub const SHARE_UTIL_RANGE: (f64, f64) = (0.6, 0.9);
 
 /// One candidate: the default plan with another policy for one class.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +95,75 @@ pub fn candidates(
         }
     }
     Ok(out)
+}
+
+/// `layered-<class>-share<pct>`: the class's layer on `share` of the CPUs.
+pub fn share_candidate_name(class: &str, share: f64) -> String {
+    format!("{LAYERED}-{class}-share{}", (share * 100.0).round() as u32)
+}
+
+/// For each class of `classes` whose layer in `plan` does not preempt (background work, which
+/// a foreground task should not have to wait behind on every CPU) and each share of `shares`,
+/// the candidate with the class's policy grouped on that fraction of the machine's CPUs
+/// (scx_layered `Grouped`, `cpus_frac` = [share, share]; the rest of its policy unchanged).
+/// The last layer is left open: it holds kernel threads. A class `plan` lacks, or a share
+/// outside (0, 1), is an error naming it.
+pub fn share_candidates(
+    plan: &LayerPlan,
+    classes: &[String],
+    shares: &[f64],
+) -> Result<Vec<Candidate>> {
+    if let Some(bad) = shares.iter().find(|s| !(**s > 0.0 && **s < 1.0)) {
+        bail!(
+            "--layer-shares {bad}: a share is a fraction of the CPUs above 0 and below 1, e.g. 0.5"
+        );
+    }
+    let mut out = Vec::new();
+    for class in classes.iter().filter(|c| c.as_str() != OTHER_LAYER) {
+        let base = plan_policy(plan, class).ok_or_else(|| {
+            anyhow!(
+                "layer class {class:?} is not in the layer plan (its classes: {})",
+                plan_classes(plan).join(", ")
+            )
+        })?;
+        if base.preempt {
+            continue;
+        }
+        let mut seen = BTreeSet::new();
+        for &share in shares {
+            let name = share_candidate_name(class, share);
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let policy = LayerPolicy {
+                kind: LayerKind::Grouped,
+                util_range: Some(SHARE_UTIL_RANGE),
+                cpus_frac: Some((share, share)),
+                ..base
+            };
+            policy
+                .check()
+                .map_err(|why| anyhow!("layer share {share} for class {class:?}: {why}"))?;
+            out.push(Candidate {
+                name,
+                class: class.clone(),
+                policy,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What a candidate changes, for its catalogue entry.
+fn describe_candidate(c: &Candidate) -> String {
+    match (c.policy.kind, c.policy.cpus_frac) {
+        (LayerKind::Grouped, Some((share, _))) => format!(
+            "the {} layer on {:.0} % of the CPUs",
+            c.class,
+            share * 100.0
+        ),
+        _ => format!("the {} layer with {} µs slices", c.class, c.policy.slice_us),
+    }
 }
 
 /// The application classes of a scenario: its probe's and every (non-idle) load's `app_class`.
@@ -183,8 +257,8 @@ pub fn candidate_catalogue(
         e.insert(
             "description".into(),
             format!(
-                "{LAYERED}, the {} layer with {} µs slices (stage layers candidate).",
-                c.class, c.policy.slice_us
+                "{LAYERED}, {} (stage layers candidate).",
+                describe_candidate(c)
             )
             .into(),
         );
@@ -408,5 +482,53 @@ mod tests {
         let every = default_classes(&catalogue, &all, &plan).unwrap();
         assert_eq!(every.last().map(String::as_str), Some(OTHER_LAYER));
         assert!(every.contains(&"cpu_batch".to_string()));
+    }
+
+    #[test]
+    fn share_candidates_group_only_non_preempting_classes_and_refuse_a_bad_share() {
+        let plan = asa_layers::default_plan();
+        let got = share_candidates(
+            &plan,
+            &classes(&["interactive", "cpu_batch", "background", "other"]),
+            &[0.5, 0.5, 0.25],
+        )
+        .unwrap();
+        let names: Vec<&str> = got.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "layered-cpu_batch-share50",
+                "layered-cpu_batch-share25",
+                "layered-background-share50",
+                "layered-background-share25"
+            ]
+        );
+        let base = plan_policy(&plan, "cpu_batch").unwrap();
+        assert_eq!(
+            got[1].policy,
+            LayerPolicy {
+                kind: LayerKind::Grouped,
+                util_range: Some(SHARE_UTIL_RANGE),
+                cpus_frac: Some((0.25, 0.25)),
+                ..base
+            }
+        );
+        for bad in [0.0, 1.0, -0.5] {
+            let e = share_candidates(&plan, &classes(&["cpu_batch"]), &[bad])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--layer-shares") && e.contains("above 0"), "{e}");
+        }
+        let e = share_candidates(&plan, &classes(&["gpu"]), &[0.5])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"gpu\" is not in the layer plan"), "{e}");
+        let cat =
+            candidate_catalogue(asa_experts::catalogue::BUILTIN_CATALOGUE, &[], &got[..1]).unwrap();
+        assert!(
+            cat.contains("the cpu_batch layer on 50 % of the CPUs"),
+            "{cat}"
+        );
+        asa_experts::Catalogue::parse(&cat, "candidates").unwrap();
     }
 }

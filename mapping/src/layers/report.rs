@@ -6,11 +6,13 @@
 use super::{LayerCalibration, LayerEvidence, LAYERED};
 use asa_layers::{LayerPolicy, OTHER_LAYER};
 
-/// A policy in a few words: `open, 5000 µs slice, preempt, weight 100`.
+/// A policy in a few words: `open, 5000 µs slice, preempt, weight 100`, `grouped on 50 % of
+/// the CPUs, …`.
 pub fn describe_policy(p: &LayerPolicy) -> String {
     format!(
-        "{}, {} µs slice{}, weight {}",
+        "{}{}, {} µs slice{}, weight {}",
         format!("{:?}", p.kind).to_lowercase(),
+        p.cpu_share_words(),
         p.slice_us,
         if p.preempt { ", preempt" } else { "" },
         p.weight

@@ -14,8 +14,8 @@ use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 
 use super::{
     candidate_catalogue, candidate_skips, candidates, check_slices, default_classes,
-    is_plan_variant, layer_rows, markdown, scenario_runs, varied_classes, without_variants,
-    LAYERED,
+    is_plan_variant, layer_rows, markdown, scenario_runs, share_candidates, varied_classes,
+    without_variants, LAYERED,
 };
 use crate::calibrate::{self, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
@@ -107,7 +107,8 @@ fn measuring_plan(args: &CalibrateArgs, plan: &LayerPlan) -> Result<MeasuringPla
     } else {
         args.layer_classes.clone()
     };
-    let cands = candidates(plan, &classes, &args.layer_slices_us)?;
+    let mut cands = candidates(plan, &classes, &args.layer_slices_us)?;
+    cands.extend(share_candidates(plan, &classes, &args.layer_shares)?);
     // A class no selected scenario has would get no row: say so before hours of runs.
     if let Some(absent) = classes.iter().find(|c| !present.contains(c)) {
         bail!(
@@ -186,7 +187,7 @@ fn measure(
         if written != m.catalogue_text {
             bail!(
                 "{} holds other candidates than these options give (--layer-classes, \
-                 --layer-slices-us, --layer-experts, --scenarios): rerun with the options \
+                 --layer-slices-us, --layer-shares, --layer-experts, --scenarios): rerun with the options \
                  its runs were made with, or calibrate into another --dir",
                 path.display()
             );
@@ -631,7 +632,9 @@ mod tests {
 
     /// S1 (game + archive extraction: cpu_batch) and S20 (web + network transfer: network):
     /// each class's candidates run only where the class is, `other`'s, `layered` and cosmos
-    /// everywhere; 2 candidates × 1 scenario × 2 reps saved, and the plan says so.
+    /// everywhere; cpu_batch (which does not preempt) also gets a share candidate, network
+    /// (which does) and `other` (kernel threads) none; 3 candidates × 1 scenario × 2 reps
+    /// saved, and the plan says so.
     #[test]
     fn the_measuring_plan_runs_a_candidate_only_where_its_class_has_an_application() {
         let a = args(&[
@@ -653,6 +656,7 @@ mod tests {
                 "layered-cpu_batch-2ms",
                 "layered-network-2ms",
                 "layered-other-2ms",
+                "layered-cpu_batch-share50",
                 "cosmos"
             ]
         );
@@ -662,6 +666,7 @@ mod tests {
                 LAYERED,
                 "layered-cpu_batch-2ms",
                 "layered-other-2ms",
+                "layered-cpu_batch-share50",
                 "cosmos"
             ]
         );
@@ -674,14 +679,36 @@ mod tests {
                 "cosmos"
             ]
         );
-        assert_eq!((p.total_runs(), p.saved_runs()), (16, 4));
+        assert_eq!((p.total_runs(), p.saved_runs()), (18, 6));
         let text = describe_plan(&m);
         assert!(
-            text.contains("16 run(s)") && text.contains("4 saved"),
+            text.contains("18 run(s)") && text.contains("6 saved"),
             "{text}"
         );
         assert!(text.contains("layered-cpu_batch-2ms: S1\n"), "{text}");
         assert!(text.contains("layered-other-2ms: S1,S20"), "{text}");
+        assert!(text.ends_with("layered-cpu_batch-share50: S1"), "{text}");
+        let share = m.candidates.last().unwrap();
+        assert_eq!(share.policy.kind, asa_layers::LayerKind::Grouped);
+        assert_eq!(share.policy.cpus_frac, Some((0.5, 0.5)));
+        assert_eq!(share.policy.slice_us, 20_000, "only the CPUs differ");
+        let no_shares = measuring_plan(
+            &args(&[
+                "--dir",
+                "d",
+                "--scenarios",
+                "S1",
+                "--layer-classes",
+                "cpu_batch",
+                "--layer-shares",
+            ]),
+            &asa_layers::default_plan(),
+        )
+        .unwrap();
+        assert!(no_shares
+            .candidates
+            .iter()
+            .all(|c| !c.name.contains("share")));
     }
 
     /// The cpu_batch candidate ran S1 only (S20 has no cpu_batch application): the class rows'
@@ -754,7 +781,11 @@ mod tests {
         let a = args(&["--dir", "d"]);
         assert_eq!(a.stage, Stage::Layers);
         assert_eq!(a.layer_slices_us, [5000, 2000]);
+        assert_eq!(a.layer_shares, [0.5]);
         assert_eq!(a.layer_experts, ["cosmos"]);
+        assert!(args(&["--dir", "d", "--layer-shares"])
+            .layer_shares
+            .is_empty());
         assert!(a.layer_classes.is_empty());
         let a = args(&["--dir", "d", "--layer-classes", "cpu_batch,other"]);
         assert_eq!(a.layer_classes, ["cpu_batch", "other"]);

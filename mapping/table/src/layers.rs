@@ -138,8 +138,9 @@ impl MappingTable {
         for row in &self.layers {
             let p = &row.policy;
             let policy = format!(
-                "{:?} slice {} µs{} weight {}",
+                "{:?}{} slice {} µs{} weight {}",
                 p.kind,
+                p.cpu_share_words(),
                 p.slice_us,
                 if p.preempt { " preempt" } else { "" },
                 p.weight
