@@ -24,3 +24,12 @@ def scenario_loads(scenario):
     sorted: named by its runs' `value:load:<name>` score parts (two or more for a phased one)."""
     return sorted({p.split(':', 2)[2] for r in scenario['runs'] for p in r.get('parts', {})
                    if p.startswith('value:load:')})
+
+
+def print_and_dump(text, data, json_path=None):
+    """Prints a module's table and, when `json_path` is given (its --json), writes its data
+    there as indented JSON."""
+    print(text)
+    if json_path:
+        with open(json_path, 'w') as f:
+            json.dump(data, f, indent=1)

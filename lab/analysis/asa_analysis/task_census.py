@@ -19,12 +19,11 @@ experts (the runner's group is the same through a pass; each load has its own).
 """
 import argparse
 import datetime
-import json
 import os
 import re
 import sys
 
-from .common import read_text
+from .common import print_and_dump, read_text
 from .procfs import STAT, SCHEDSTAT, stat_field
 
 PF_KTHREAD = 0x00200000
@@ -223,10 +222,7 @@ def main(argv=None):
     rows = census(parse_census(read_text(census_path)), parse_runs(read_text(log_path)), args.top)
     if not rows:
         sys.exit(f'{args.out_dir}: no run has two censuses inside its window')
-    print(format_rows(rows))
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=1)
+    print_and_dump(format_rows(rows), rows, args.json)
     return 0
 
 

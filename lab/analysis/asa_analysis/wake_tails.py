@@ -18,13 +18,12 @@ on the CPUs meanwhile (milliseconds per command, summed over the CPUs).
 """
 import argparse
 import bisect
-import json
 import math
 import re
 import statistics
 import sys
 
-from .common import read_text
+from .common import print_and_dump, read_text
 from .task_census import cost_run_inputs, parse_runs
 from .tracefs_events import SW, WK
 
@@ -202,10 +201,7 @@ def main(argv=None):
     if offset is None:
         sys.exit(f'{trace_path}: no ASA-SYNC marker to tie it to the runs')
     rows = run_tails(offset, events, parse_runs(read_text(log_path)), args.prefix, args.long)
-    print(format_rows(rows, args.long))
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=1)
+    print_and_dump(format_rows(rows, args.long), rows, args.json)
     return 0
 
 
