@@ -11,7 +11,9 @@
 # Resumable: a boot whose OUT_DIR/bootN/results.json exists is not run again.
 # Settings (environment): BOOTS (default 2), SCENARIOS (default S10,S1,S25), EXPERTS (the
 # candidates and their reference, names of CANDIDATES; default: every BPF expert it has),
-# LAYER_CLASSES (`--layer-classes`; default asa calibrate's), REPS (per boot, default 2),
+# LAYER_CLASSES (`--layer-classes`; default asa calibrate's), LAYER_BASE (`--layer-base`: the
+# table CANDIDATES was written from, e.g. by `asa calibrate --stage layers --candidates-only
+# --layer-base T`; default none), REPS (per boot, default 2),
 # DURATION (s, default 60), HOLD (s, default 30), BIN (default target/release), ROOTFS (the
 # guest packages; default every scenario's, so the work disk with the loads' prepared inputs is
 # the other full runs'), and those of scenarios/lab/full-run.sh (MEMORY, TIMEOUT,
@@ -27,6 +29,7 @@ DURATION=${DURATION:-60}
 HOLD=${HOLD:-30}
 BIN=${BIN:-target/release}
 LAYER_CLASSES=${LAYER_CLASSES:-}
+LAYER_BASE=${LAYER_BASE:-}
 ROOTFS=${ROOTFS:-$("$BIN/asa" scenario packages all)}
 export ROOTFS
 [ "$BOOTS" -ge 1 ] 2>/dev/null || { echo "BOOTS=$BOOTS: give a number of boots, 2 or more for verdicts" >&2; exit 1; }
@@ -52,5 +55,5 @@ done
 mkdir -p "$OUT/calibration"
 cp "$CANDIDATES" "$OUT/calibration/candidates.toml"
 "$BIN/asa" calibrate --stage layers --dir "$OUT/calibration" --from-results "$results" \
-  ${LAYER_CLASSES:+--layer-classes "$LAYER_CLASSES"}
+  ${LAYER_CLASSES:+--layer-classes "$LAYER_CLASSES"} ${LAYER_BASE:+--layer-base "$LAYER_BASE"}
 echo "layer rows across $BOOTS boots: $OUT/calibration" >&2

@@ -102,6 +102,16 @@ pub struct CalibrateArgs {
         value_name = "EXPERT,..."
     )]
     pub layer_experts: Vec<String>,
+    /// Stage layers: start from this mapping table's `[[layer]]` rows instead of ASA's default
+    /// plan: `layered` runs that plan, each candidate changes one class from it, and the new
+    /// table keeps the base rows of the classes not calibrated again (default: the default
+    /// plan). With --from-results: the table DIR/candidates.toml was written from.
+    #[arg(long, value_name = "TABLE")]
+    pub layer_base: Option<PathBuf>,
+    /// Stage layers: write DIR/candidates.toml and print where each candidate would run, and
+    /// run nothing (needs neither root nor sched_ext; e.g. for mapping/lab/layers-run.sh).
+    #[arg(long, conflicts_with = "from_results")]
+    pub candidates_only: bool,
     /// Stage prototype: measure for at most this long (e.g. 90m, 2h, 1h30m), spending runs only
     /// where a class's choice is still open: every expert gets 2 runs of each class, then the
     /// leader is compared with each challenger until the challenger is below it beyond the

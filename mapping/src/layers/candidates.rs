@@ -1,10 +1,11 @@
-//! The candidates of stage layers: for each application class, the default plan's policy with
-//! another time slice (`layered-<class>-<slice>`) and, for a class whose layer does not preempt,
+//! The candidates of stage layers: for each application class, the reference plan's policy
+//! with another time slice (`layered-<class>-<slice>`) and, for a class whose layer does not preempt,
 //! the same policy on a share of the CPUs (`layered-<class>-share<pct>`), each an expert of its
 //! own, and the expert catalogue that holds them (`DIR/candidates.toml`).
 //!
-//! Invariant: a candidate differs from the default plan in one class's policy only — its slice,
-//! or the CPUs its layer may use — so its runs against `layered` measure that and nothing else.
+//! Invariant: a candidate differs from the reference plan (the default plan, or a base table's
+//! rows over it: `--layer-base`) in one class's policy only — its slice, or the CPUs its layer
+//! may use — so its runs against `layered` measure that and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +22,7 @@ pub const DEFAULT_SLICES_US: [u64; 2] = [5000, 2000];
 /// shrinks below 60 % (scx_layered's `util_range`), within its fixed share.
 pub const SHARE_UTIL_RANGE: (f64, f64) = (0.6, 0.9);
 
-/// One candidate: the default plan with another policy for one class.
+/// One candidate: the reference plan with another policy for one class.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// Expert name ([`candidate_name`]).
@@ -50,6 +51,19 @@ pub fn plan_policy(plan: &LayerPlan, class: &str) -> Option<LayerPolicy> {
         .iter()
         .find(|l| l.class == class)
         .map(|l| l.policy)
+}
+
+/// The policies `plan` gives differently from ASA's default plan, by class (or
+/// [`OTHER_LAYER`]): what a base table (`--layer-base`) changes.
+pub fn plan_changes(plan: &LayerPlan) -> BTreeMap<String, LayerPolicy> {
+    let default = asa_layers::default_plan();
+    plan_classes(plan)
+        .into_iter()
+        .filter_map(|class| {
+            let policy = plan_policy(plan, &class)?;
+            (plan_policy(&default, &class) != Some(policy)).then_some((class, policy))
+        })
+        .collect()
 }
 
 /// The names `plan` has layers for, in its order, then [`OTHER_LAYER`].
@@ -216,10 +230,13 @@ pub fn default_classes(
 /// `builtin` (the text of a catalogue, e.g. [`asa_experts::catalogue::BUILTIN_CATALOGUE`]): `eevdf`,
 /// `cosmos` when it has one, `layered` and the `whole_machine` experts; then one entry per
 /// candidate: `layered`'s entry named for the candidate with `layer_policies = { <class> =
-/// <policy> }`. An expert of `whole_machine` that `builtin` lacks is an error naming it.
+/// <policy> }`. With `base` policies (a base table's rows, `--layer-base`), `layered` runs them
+/// (`layer_policies = base`) and each candidate changes its class on top of them. An expert of
+/// `whole_machine` that `builtin` lacks is an error naming it.
 pub fn candidate_catalogue(
     builtin: &str,
     whole_machine: &[String],
+    base: &BTreeMap<String, LayerPolicy>,
     candidates: &[Candidate],
 ) -> Result<String> {
     let doc: toml::Table = toml::from_str(builtin).context("reading the expert catalogue")?;
@@ -250,7 +267,20 @@ pub fn candidate_catalogue(
         })?;
         experts.push(toml::Value::Table(e.clone()));
     }
-    let layered = entry(LAYERED).expect("layered is among the entries");
+    let mut layered = entry(LAYERED)
+        .expect("layered is among the entries")
+        .clone();
+    if !base.is_empty() {
+        layered.insert(
+            "layer_policies".into(),
+            toml::Value::try_from(base).context("writing the base plan's policies")?,
+        );
+        let reference = experts
+            .iter_mut()
+            .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(LAYERED))
+            .expect("layered is among the experts");
+        *reference = toml::Value::Table(layered.clone());
+    }
     for c in candidates {
         let mut e = layered.clone();
         e.insert("name".into(), c.name.clone().into());
@@ -262,7 +292,8 @@ pub fn candidate_catalogue(
             )
             .into(),
         );
-        let policies = BTreeMap::from([(c.class.clone(), c.policy)]);
+        let mut policies = base.clone();
+        policies.insert(c.class.clone(), c.policy);
         e.insert(
             "layer_policies".into(),
             toml::Value::try_from(policies).context("writing a candidate's policy")?,
@@ -276,10 +307,18 @@ pub fn candidate_catalogue(
         }
     }
     out.insert("expert".into(), toml::Value::Array(experts));
+    let reference = if base.is_empty() {
+        "ASA's default layer plan".to_string()
+    } else {
+        format!(
+            "the base table's plan: its policies for {}",
+            base.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
     let text = format!(
-        "# Candidates of `asa calibrate --stage layers` (written by it): `{LAYERED}` (ASA's default\n\
-         # layer plan), each candidate (`{LAYERED}` with another slice for one class), and the\n\
-         # whole-machine experts compared with them. Also usable as `asa --catalogue FILE`.\n\n{}",
+        "# Candidates of `asa calibrate --stage layers` (written by it): `{LAYERED}` ({reference}),\n\
+         # each candidate (`{LAYERED}` with another policy for one class), and the whole-machine\n\
+         # experts compared with them. Also usable as `asa --catalogue FILE`.\n\n{}",
         toml::to_string(&out).context("writing the candidate catalogue")?
     );
     asa_experts::Catalogue::parse(&text, "the candidate catalogue").map_err(|e| anyhow!("{e}"))?;
@@ -384,6 +423,7 @@ mod tests {
         let text = candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["lavd".to_string(), "cosmos".to_string()],
+            &BTreeMap::new(),
             &cands,
         )
         .unwrap();
@@ -432,6 +472,7 @@ mod tests {
         let e = candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["nope".into()],
+            &BTreeMap::new(),
             &cands,
         )
         .unwrap_err()
@@ -523,8 +564,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"gpu\" is not in the layer plan"), "{e}");
-        let cat =
-            candidate_catalogue(asa_experts::catalogue::BUILTIN_CATALOGUE, &[], &got[..1]).unwrap();
+        let cat = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &[],
+            &BTreeMap::new(),
+            &got[..1],
+        )
+        .unwrap();
         assert!(
             cat.contains("the cpu_batch layer on 50 % of the CPUs"),
             "{cat}"

@@ -24,9 +24,14 @@
 //! from scored runs; `report.rs` their section of `DIR/calibration.md`; `stage.rs` the command
 //! (measure or read runs, write the table and report).
 //!
-//! Invariant: a row leaves the default plan's policy only for a candidate that beat `layered`
-//! beyond the noise on the scenarios of its class, and its policy is the one that candidate was
-//! measured with.
+//! Calibration can go on from an earlier table (`--layer-base TABLE`, coordinate by
+//! coordinate): `layered` then runs that table's plan, each candidate changes one class on top
+//! of it (a share candidate keeps the class's calibrated slice), and the new table keeps the
+//! base rows of the classes not calibrated again.
+//!
+//! Invariant: a row leaves the reference plan's policy (`layered`'s: the default plan, or the
+//! base table's) only for a candidate that beat `layered` beyond the noise on the scenarios of
+//! its class, and its policy is the one that candidate was measured with.
 
 mod candidates;
 mod report;
@@ -38,5 +43,6 @@ pub use report::*;
 pub use rows::*;
 pub use stage::{candidates_path, layers_table, ObserverFactory};
 
-/// The expert that runs ASA's default layer plan: every class's default arm.
+/// The expert that runs the reference layer plan (ASA's default, or a base table's): every
+/// class's stay arm.
 pub const LAYERED: &str = "layered";

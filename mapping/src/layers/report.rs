@@ -56,8 +56,8 @@ pub fn boots_line(e: &LayerEvidence) -> String {
 pub fn markdown(cal: &LayerCalibration) -> String {
     let mut out = String::from("# Mapping calibration, layers\n\n");
     out.push_str(&format!(
-        "Noise floor: {:.3} ({}). A layer keeps the default plan's policy ({LAYERED}) unless a \
-         candidate's mean score over the scenarios with an application of the class (every \
+        "Noise floor: {:.3} ({}). A layer keeps {LAYERED}'s policy (the default plan, or the base \
+         table's with --layer-base) unless a candidate's mean score over the scenarios with an application of the class (every \
          scenario for `{OTHER_LAYER}`), centred by (boot, scenario), beats {LAYERED}'s by more than \
          max(noise floor, 2 standard errors of the difference) and, with runs of both in 2 \
          boots or more, by more than 2 standard errors of their differences paired within each \

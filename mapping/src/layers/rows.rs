@@ -1,8 +1,8 @@
-//! The table's layer rows from measured runs: per calibrated class, `layered` (the default
-//! plan) and the candidates that change that class alone, scored over the scenarios with an
+//! The table's layer rows from measured runs: per calibrated class, `layered` (the reference
+//! plan: the default one, or a base table's) and the candidates that change that class alone, scored over the scenarios with an
 //! application of the class and ranked with `layered` as the stay arm.
 //!
-//! Invariant: a row's policy is the default plan's unless a candidate's mean score beats
+//! Invariant: a row's policy is the reference plan's unless a candidate's mean score beats
 //! `layered`'s by more than max(noise floor, 2 standard errors of the difference), the rule
 //! stage prototype ranks experts by ([`crate::calibrate::rank`]), and, with runs from 2 boots
 //! or more, by more than 2 standard errors of its per-boot differences to `layered`
@@ -93,14 +93,46 @@ pub struct LayerCalibration {
     pub boot_numbers: BootNumbers,
 }
 
-/// True for an expert that is a variant of the layer plan (`layered` with policies of its own):
-/// a candidate, not an expert the agent can run for a whole machine.
+/// True for an expert that is a variant of the layer plan (an expert other than `layered` with
+/// policies of its own): a candidate, not an expert the agent can run for a whole machine.
+/// `layered` itself is the reference arm even when it carries the policies of a base table
+/// (`--layer-base`).
 pub fn is_plan_variant(expert: &Expert) -> bool {
-    expert.layer_plan && !expert.layer_policies.is_empty()
+    expert.layer_plan && expert.name != LAYERED && !expert.layer_policies.is_empty()
+}
+
+/// The plan a layer-plan expert of a candidate catalogue runs: its `layer_policies` over the
+/// default plan, as the scenario runner gives them; None when they do not fit the default plan
+/// (a catalogue that loaded has been checked against it).
+pub fn expert_plan(expert: &Expert) -> Option<LayerPlan> {
+    asa_layers::default_plan()
+        .with_policies(&expert.layer_policies)
+        .ok()
+}
+
+/// The classes (and [`OTHER_LAYER`]) whose policy under `expert` differs from `plan`'s, with
+/// the expert's policy for each: what a candidate changes relative to the reference plan.
+pub fn changes_from(expert: &Expert, plan: &LayerPlan) -> BTreeMap<String, LayerPolicy> {
+    let Some(own) = expert_plan(expert) else {
+        return expert.layer_policies.clone();
+    };
+    plan_classes(plan)
+        .into_iter()
+        .filter_map(|class| {
+            let mine = plan_policy(&own, &class)?;
+            (plan_policy(plan, &class) != Some(mine)).then_some((class, mine))
+        })
+        .collect()
+}
+
+/// The reference plan of a candidate catalogue: the plan its `layered` entry runs (the
+/// default plan, or a base table's rows over it).
+pub fn reference_plan(catalogue: &Catalogue) -> Option<LayerPlan> {
+    catalogue.get(LAYERED).and_then(expert_plan)
 }
 
 /// The arms of `class`: `layered` with `plan`'s policy for it, then every expert of
-/// `catalogue` whose layer policies change exactly that class, in catalogue order.
+/// `catalogue` whose plan differs from `plan` in exactly that class, in catalogue order.
 pub fn arms(catalogue: &Catalogue, plan: &LayerPlan, class: &str) -> Result<Vec<LayerArm>> {
     let policy = plan_policy(plan, class).ok_or_else(|| {
         anyhow!(
@@ -116,28 +148,35 @@ pub fn arms(catalogue: &Catalogue, plan: &LayerPlan, class: &str) -> Result<Vec<
         catalogue
             .experts()
             .iter()
-            .filter(|e| is_plan_variant(e) && e.name != LAYERED && e.layer_policies.len() == 1)
+            .filter(|e| is_plan_variant(e))
             .filter_map(|e| {
-                e.layer_policies.get(class).map(|p| LayerArm {
-                    expert: e.name.clone(),
-                    policy: *p,
-                })
+                let changes = changes_from(e, plan);
+                (changes.len() == 1)
+                    .then(|| changes.get(class).copied())
+                    .flatten()
+                    .map(|policy| LayerArm {
+                        expert: e.name.clone(),
+                        policy,
+                    })
             }),
     );
     Ok(arms)
 }
 
-/// The classes `catalogue`'s single-class variants change, in `plan`'s order (`other` last).
+/// The classes `catalogue`'s single-class variants (plans that differ from `plan` in one class)
+/// change, in `plan`'s order (`other` last).
 pub fn varied_classes(catalogue: &Catalogue, plan: &LayerPlan) -> Vec<String> {
-    let varied: BTreeSet<&str> = catalogue
+    let varied: BTreeSet<String> = catalogue
         .experts()
         .iter()
-        .filter(|e| is_plan_variant(e) && e.layer_policies.len() == 1)
-        .flat_map(|e| e.layer_policies.keys().map(String::as_str))
+        .filter(|e| is_plan_variant(e))
+        .map(|e| changes_from(e, plan))
+        .filter(|changes| changes.len() == 1)
+        .flat_map(|changes| changes.into_keys())
         .collect();
     plan_classes(plan)
         .into_iter()
-        .filter(|c| varied.contains(c.as_str()))
+        .filter(|c| varied.contains(c))
         .collect()
 }
 
@@ -432,6 +471,7 @@ mod tests {
         let text = candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["cosmos".to_string()],
+            &BTreeMap::new(),
             &cands,
         )
         .unwrap();

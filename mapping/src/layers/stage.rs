@@ -4,18 +4,19 @@
 //! Invariant: the runs are made with the candidate catalogue written to `DIR/candidates.toml`,
 //! and rows are read against that same file, so a row's policy is what its arm ran.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use asa_experts::Catalogue;
-use asa_layers::LayerPlan;
+use asa_layers::{LayerPlan, LayerPolicy};
 use asa_scenarios::catalogue::Catalogue as ScenarioCatalogue;
 use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 
 use super::{
-    candidate_catalogue, candidate_skips, candidates, check_slices, default_classes,
-    is_plan_variant, layer_rows, markdown, scenario_runs, share_candidates, varied_classes,
-    without_variants, LAYERED,
+    candidate_catalogue, candidate_skips, candidates, changes_from, check_slices, default_classes,
+    is_plan_variant, layer_rows, markdown, plan_changes, plan_classes, reference_plan,
+    scenario_runs, share_candidates, varied_classes, without_variants, LAYERED,
 };
 use crate::calibrate::{self, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
@@ -32,9 +33,33 @@ pub fn candidates_path(dir: &Path) -> PathBuf {
     dir.join("candidates.toml")
 }
 
+/// The reference plan of stage layers and the rows it comes from: `--layer-base`'s `[[layer]]`
+/// rows over ASA's default plan, or the default plan and no rows.
+fn base_plan(args: &CalibrateArgs) -> Result<(LayerPlan, Vec<crate::LayerRow>)> {
+    let default = asa_layers::default_plan();
+    let Some(path) = &args.layer_base else {
+        return Ok((default, Vec::new()));
+    };
+    let table = MappingTable::load(path).map_err(|e| {
+        anyhow::anyhow!("--layer-base: {e} (give the mapping.toml of an earlier stage layers)")
+    })?;
+    if table.layers.is_empty() {
+        bail!(
+            "--layer-base {}: the table has no [[layer]] rows, so its plan is the default one: \
+             leave the flag out, or give the mapping.toml of an earlier stage layers",
+            path.display()
+        );
+    }
+    let plan = table.layer_plan(&default, &path.display().to_string())?;
+    Ok((plan, table.layers))
+}
+
 /// `asa calibrate --stage layers`.
 pub(crate) fn layers_stage(args: &CalibrateArgs, hints: Option<ObserverFactory>) -> Result<()> {
-    let plan = asa_layers::default_plan();
+    let (plan, base_rows) = base_plan(args)?;
+    if args.candidates_only {
+        return write_candidates(args, &plan);
+    }
     let (sets, catalogue, classes) = if args.from_results.is_empty() {
         measure(args, &plan, hints)?
     } else {
@@ -47,7 +72,15 @@ pub(crate) fn layers_stage(args: &CalibrateArgs, hints: Option<ObserverFactory>)
         min_gain: args.min_gain,
         across_boots: true,
     };
-    let (table, report) = layers_table(&sets, &catalogue, &plan, &classes, &opts, cli::now_utc())?;
+    let (table, report) = layers_table(
+        &sets,
+        &catalogue,
+        &plan,
+        &base_rows,
+        &classes,
+        &opts,
+        cli::now_utc(),
+    )?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating {}", args.dir.display()))?;
     let table_path = args.dir.join("mapping.toml");
@@ -117,8 +150,12 @@ fn measuring_plan(args: &CalibrateArgs, plan: &LayerPlan) -> Result<MeasuringPla
             present.join(", ")
         );
     }
-    let catalogue_text =
-        candidate_catalogue(asa_experts::catalogue::BUILTIN_CATALOGUE, &whole, &cands)?;
+    let catalogue_text = candidate_catalogue(
+        asa_experts::catalogue::BUILTIN_CATALOGUE,
+        &whole,
+        &plan_changes(plan),
+        &cands,
+    )?;
     let catalogue = Catalogue::parse(&catalogue_text, "the candidate catalogue")?;
     cal_plan.experts = std::iter::once(LAYERED.to_string())
         .chain(cands.iter().map(|c| c.name.clone()))
@@ -165,6 +202,17 @@ fn describe_plan(m: &MeasuringPlan) -> String {
     out
 }
 
+/// `--candidates-only`: writes `DIR/candidates.toml` and prints the measuring plan.
+fn write_candidates(args: &CalibrateArgs, plan: &LayerPlan) -> Result<()> {
+    let m = measuring_plan(args, plan)?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let path = candidates_path(&args.dir);
+    cli::write(&path, &m.catalogue_text)?;
+    println!("{}\ncandidates: {}", describe_plan(&m), path.display());
+    Ok(())
+}
+
 /// Measures: writes `DIR/candidates.toml`, runs the [`measuring_plan`] with the hints of
 /// `hints` (resumable into `DIR/results.json`).
 fn measure(
@@ -187,8 +235,8 @@ fn measure(
         if written != m.catalogue_text {
             bail!(
                 "{} holds other candidates than these options give (--layer-classes, \
-                 --layer-slices-us, --layer-shares, --layer-experts, --scenarios): rerun with the options \
-                 its runs were made with, or calibrate into another --dir",
+                 --layer-slices-us, --layer-shares, --layer-experts, --layer-base, --scenarios): \
+                 rerun with the options its runs were made with, or calibrate into another --dir",
                 path.display()
             );
         }
@@ -226,6 +274,7 @@ fn recorded(
         );
     }
     let catalogue = Catalogue::load(&path)?;
+    check_reference(&catalogue, plan, &path, args.layer_base.as_deref())?;
     let sets = cli::load_results(&args.from_results)?;
     let boots = calibrate::boots_spanned(&sets);
     log::info!(
@@ -252,16 +301,60 @@ fn recorded(
     Ok((sets, catalogue, classes))
 }
 
+/// Checks that the `layered` of the candidate catalogue at `path` runs `plan` (the default
+/// plan, or `base`'s rows over it), so that its candidates' changes are read against the plan
+/// they were measured beside.
+fn check_reference(
+    catalogue: &Catalogue,
+    plan: &LayerPlan,
+    path: &Path,
+    base: Option<&Path>,
+) -> Result<()> {
+    let reference = reference_plan(catalogue).with_context(|| {
+        format!(
+            "{}: no `{LAYERED}` entry whose policies fit the default plan: give the \
+             candidates.toml stage layers wrote",
+            path.display()
+        )
+    })?;
+    if &reference == plan {
+        return Ok(());
+    }
+    let describe = |changes: BTreeMap<String, LayerPolicy>| {
+        if changes.is_empty() {
+            "the default plan".to_string()
+        } else {
+            format!(
+                "the default plan with other policies for {}",
+                changes.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        }
+    };
+    let given = match base {
+        Some(b) => format!("--layer-base {}", b.display()),
+        None => "no --layer-base".to_string(),
+    };
+    bail!(
+        "{}: its `{LAYERED}` ran {}, but {given} gives {}: pass the --layer-base its \
+         candidates were written from (or none if they were made from the default plan)",
+        path.display(),
+        describe(plan_changes(&reference)),
+        describe(plan_changes(plan)),
+    )
+}
+
 /// The table of stage layers and its report from result sets measured with `catalogue`'s
 /// candidates (each run's boot its boot id, else its results file): class rows from the runs
 /// of every expert but the candidates (stage prototype's rows, with `opts`, always compared
 /// across boots), and one layer row per class of `classes` ([`layer_rows`], the noise floor
-/// `opts.noise_floor` or measured). The table passes the checks a loaded one gets and lays
-/// over `plan`.
+/// `opts.noise_floor` or measured), then the rows of `base_rows` (a base table's, whose plan is
+/// `plan`) for the classes not calibrated again. The table passes the checks a loaded one gets
+/// and lays over `plan`.
 pub fn layers_table(
     sets: &[ResultSet],
     catalogue: &Catalogue,
     plan: &LayerPlan,
+    base_rows: &[crate::LayerRow],
     classes: &[String],
     opts: &PrototypeOptions,
     created: String,
@@ -280,7 +373,18 @@ pub fn layers_table(
         classes,
         opts.noise_floor,
     )?;
-    let (whole, stands_for) = calibrated_plan_runs(sets, catalogue, plan, &cal.rows);
+    let kept: Vec<crate::LayerRow> = base_rows
+        .iter()
+        .filter(|r| !cal.rows.iter().any(|c| c.class == r.class))
+        .cloned()
+        .collect();
+    let mut rows = cal.rows.clone();
+    rows.extend(kept.iter().cloned());
+    if !kept.is_empty() {
+        let order = plan_classes(plan);
+        rows.sort_by_key(|r| order.iter().position(|c| *c == r.class));
+    }
+    let (whole, stands_for) = calibrated_plan_runs(sets, catalogue, plan, &rows);
     let machine = crate::machine_fingerprint(&first.machine, &Catalogue::builtin());
     let opts = PrototypeOptions {
         across_boots: true,
@@ -289,10 +393,20 @@ pub fn layers_table(
     let proto = calibrate::prototype(&whole, machine, created, &opts)?;
     let mut table = proto.table.clone();
     table.source = "layers".into();
-    table.layers = cal.rows.clone();
+    table.layers = rows;
     let table = MappingTable::parse(&table.to_toml()?, "the calibrated table")?;
     table.layer_plan(plan, "the calibrated table")?;
     let mut report = markdown(&cal);
+    if !kept.is_empty() {
+        report.push_str(&format!(
+            "\n## Kept from the base table\n\n`{LAYERED}` ran the base table's plan \
+             (--layer-base); these rows were not calibrated again and are kept as they were: {}.\n",
+            kept.iter()
+                .map(|r| format!("{} ({})", r.class, r.ranked[0].expert))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     report.push_str("\n# Class rows (layered and the whole-machine experts)\n\n");
     report.push_str(&stands_for);
     report.push_str("\n\n");
@@ -305,20 +419,25 @@ pub fn layers_table(
 }
 
 /// The runs the class rows rank `layered` by: those of the arm that ran the calibrated plan
-/// (the default plan with `rows` laid over it), renamed `layered` (what the agent's `layered`
-/// will run), beside the whole-machine experts' runs; the other plan arms' runs are left out.
-/// In a scenario that arm did not run (a candidate runs only where its class has an
-/// application, so there it would have run the default plan), `layered`'s runs stand for it.
-/// When the rows change no layer, that arm is `layered` itself; when no measured arm ran
-/// exactly the calibrated plan (rows change two layers or more, each measured alone), the
-/// default plan's runs stand in and the returned note says so.
+/// (`plan`, the reference plan `layered` ran, with `rows` laid over it), renamed `layered`
+/// (what the agent's `layered` will run), beside the whole-machine experts' runs; the other
+/// plan arms' runs are left out. In a scenario that arm did not run (a candidate runs only
+/// where its class has an application, so there it would have run the reference plan),
+/// `layered`'s runs stand for it. When the rows change no layer, that arm is `layered` itself;
+/// when no measured arm ran exactly the calibrated plan (rows change two layers or more, each
+/// measured alone), the reference plan's runs stand in and the returned note says so.
 pub fn calibrated_plan_runs(
     sets: &[ResultSet],
     catalogue: &Catalogue,
     plan: &LayerPlan,
     rows: &[asa_mapping_table::LayerRow],
 ) -> (Vec<ResultSet>, String) {
-    let changed: std::collections::BTreeMap<String, asa_layers::LayerPolicy> = rows
+    let reference = if plan_changes(plan).is_empty() {
+        "the default plan"
+    } else {
+        "the base table's plan"
+    };
+    let changed: BTreeMap<String, LayerPolicy> = rows
         .iter()
         .filter(|r| super::plan_policy(plan, &r.class) != Some(r.policy))
         .map(|r| (r.class.clone(), r.policy))
@@ -326,20 +445,20 @@ pub fn calibrated_plan_runs(
     if changed.is_empty() {
         return (
             without_variants(sets, catalogue),
-            "`layered` here is the default plan, which every layer row kept.".to_string(),
+            format!("`layered` here is {reference}, which every layer row kept."),
         );
     }
     let measured_as = catalogue
         .experts()
         .iter()
-        .find(|e| is_plan_variant(e) && e.layer_policies == changed)
+        .find(|e| is_plan_variant(e) && changes_from(e, plan) == changed)
         .map(|e| e.name.clone());
     let Some(arm) = measured_as else {
         return (
             without_variants(sets, catalogue),
             format!(
                 "The calibrated plan changes the layers {} together, and no arm ran that plan: \
-                 `layered` here is the default plan (measure the calibrated plan against the \
+                 `layered` here is {reference} (measure the calibrated plan against the \
                  whole-machine experts to rank it).",
                 changed.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
@@ -396,6 +515,7 @@ mod tests {
             sets,
             &catalogue(classes),
             &asa_layers::default_plan(),
+            &[],
             classes,
             &PrototypeOptions::default(),
             "2026-11-30T00:00:00Z".into(),
@@ -443,6 +563,7 @@ mod tests {
         let text = candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["cosmos".into()],
+            &BTreeMap::new(),
             &cands,
         )
         .unwrap();
@@ -469,6 +590,7 @@ mod tests {
             &[set],
             &catalogue(&classes),
             &asa_layers::default_plan(),
+            &[],
             &classes,
             &PrototypeOptions::default(),
             "2026-11-30T00:00:00Z".into(),
@@ -721,6 +843,7 @@ mod tests {
         let text = candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["cosmos".into()],
+            &BTreeMap::new(),
             &cands,
         )
         .unwrap();
@@ -838,5 +961,205 @@ mod tests {
         .to_string();
         assert!(e.contains("\"gpu\" is not in the layer plan"), "{e}");
         assert!(!d.exists());
+    }
+
+    /// A base table's row, ranked first by `expert`.
+    fn base_row(class: &str, slice_us: u64, expert: &str) -> asa_mapping_table::LayerRow {
+        asa_mapping_table::LayerRow {
+            ranked: vec![asa_mapping_table::RankedExpert {
+                expert: expert.into(),
+                score: 0.5,
+                spread: 0.0,
+                runs: 4,
+            }],
+            ..row(class, slice_us)
+        }
+    }
+
+    /// The base table ran interactive at 2 ms: `layered` runs that plan, the 2 ms network
+    /// candidate changes network on top of it (its catalogue entry carries both), wins S20, and
+    /// the new table holds its row and the base's interactive row, kept and said so.
+    #[test]
+    fn a_base_table_is_the_reference_and_its_rows_not_calibrated_again_are_kept() {
+        let base = [base_row("interactive", 2000, "layered-interactive-2ms")];
+        let plan = asa_layers::default_plan()
+            .with_policies(&BTreeMap::from([(
+                "interactive".to_string(),
+                base[0].policy,
+            )]))
+            .unwrap();
+        let classes = vec!["network".to_string()];
+        let cands = candidates(&plan, &classes, &[2000]).unwrap();
+        let text = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["cosmos".into()],
+            &plan_changes(&plan),
+            &cands,
+        )
+        .unwrap();
+        let cat = Catalogue::parse(&text, "candidates.toml").unwrap();
+        assert_eq!(reference_plan(&cat), Some(plan.clone()));
+        assert!(!is_plan_variant(cat.get(LAYERED).unwrap()));
+        let cand = cat.get("layered-network-2ms").unwrap();
+        assert_eq!(
+            cand.layer_policies.len(),
+            2,
+            "the base's policy and its own"
+        );
+        assert_eq!(
+            changes_from(cand, &plan).into_keys().collect::<Vec<_>>(),
+            ["network"]
+        );
+        assert_eq!(varied_classes(&cat, &plan), ["network"]);
+        let set = measured(&[
+            (LAYERED, 250.0),
+            ("layered-network-2ms", 40.0),
+            ("cosmos", 60.0),
+        ]);
+        let (table, report) = layers_table(
+            &[set],
+            &cat,
+            &plan,
+            &base,
+            &classes,
+            &PrototypeOptions::default(),
+            "2026-11-30T00:00:00Z".into(),
+        )
+        .unwrap();
+        let layers: Vec<(&str, u64)> = table
+            .layers
+            .iter()
+            .map(|r| (r.class.as_str(), r.policy.slice_us))
+            .collect();
+        assert_eq!(layers, [("interactive", 2000), ("network", 2000)]);
+        assert_eq!(
+            table.layer("network").unwrap().ranked[0].expert,
+            "layered-network-2ms"
+        );
+        assert!(
+            report.contains("## Kept from the base table")
+                && report.contains("interactive (layered-interactive-2ms)"),
+            "{report}"
+        );
+        assert!(
+            report.contains("the calibrated plan, as its arm `layered-network-2ms` ran it"),
+            "{report}"
+        );
+    }
+
+    /// Rows read from recorded runs against another reference than the candidates were made
+    /// from would misread every candidate: refused, naming what each side runs.
+    #[test]
+    fn recorded_candidates_of_another_reference_plan_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cal");
+        std::fs::create_dir_all(&d).unwrap();
+        let classes = vec!["network".to_string()];
+        let cands = candidates(&asa_layers::default_plan(), &classes, &[2000]).unwrap();
+        let text = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &["cosmos".into()],
+            &BTreeMap::new(),
+            &cands,
+        )
+        .unwrap();
+        std::fs::write(candidates_path(&d), text).unwrap();
+        let base = dir.path().join("base.toml");
+        let table = MappingTable {
+            layers: vec![base_row("interactive", 2000, "layered-interactive-2ms")],
+            ..MappingTable::builtin_default().unwrap()
+        };
+        std::fs::write(&base, table.to_toml().unwrap()).unwrap();
+        let words = [
+            "--dir",
+            d.to_str().unwrap(),
+            "--from-results",
+            "r.json",
+            "--layer-base",
+            base.to_str().unwrap(),
+        ];
+        let e = layers_stage(&args(&words), None).unwrap_err().to_string();
+        assert!(
+            e.contains("its `layered` ran the default plan")
+                && e.contains("other policies for interactive")
+                && e.contains("pass the --layer-base"),
+            "{e}"
+        );
+    }
+
+    /// A base table without layer rows, or one that does not load, says what to give.
+    #[test]
+    fn a_base_table_without_layer_rows_or_unreadable_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.toml");
+        let table = MappingTable::builtin_default().unwrap();
+        assert!(table.layers.is_empty());
+        std::fs::write(&plain, table.to_toml().unwrap()).unwrap();
+        let d = dir.path().join("cal");
+        let run = |base: &Path| {
+            layers_stage(
+                &args(&[
+                    "--dir",
+                    d.to_str().unwrap(),
+                    "--layer-base",
+                    base.to_str().unwrap(),
+                ]),
+                None,
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = run(&plain);
+        assert!(
+            e.contains("no [[layer]] rows") && e.contains("leave the flag out"),
+            "{e}"
+        );
+        let e = run(&dir.path().join("missing.toml"));
+        assert!(
+            e.starts_with("--layer-base: ") && e.contains("missing.toml"),
+            "{e}"
+        );
+        assert!(!d.exists());
+    }
+
+    /// `--candidates-only` writes the candidate catalogue from a base table without a kernel:
+    /// the share candidate keeps the base's 5 ms cpu_batch slice.
+    #[test]
+    fn candidates_only_writes_the_catalogue_of_a_base_table_and_runs_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base.toml");
+        let table = MappingTable {
+            layers: vec![base_row("cpu_batch", 5000, "layered-cpu_batch-5ms")],
+            ..MappingTable::builtin_default().unwrap()
+        };
+        std::fs::write(&base, table.to_toml().unwrap()).unwrap();
+        let d = dir.path().join("cal");
+        let words = [
+            "--dir",
+            d.to_str().unwrap(),
+            "--scenarios",
+            "S1",
+            "--layer-classes",
+            "cpu_batch",
+            "--layer-slices-us",
+            "5000",
+            "--layer-base",
+            base.to_str().unwrap(),
+            "--candidates-only",
+        ];
+        layers_stage(&args(&words), None).unwrap();
+        let cat = Catalogue::load(&candidates_path(&d)).unwrap();
+        let names: Vec<&str> = cat.experts().iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["eevdf", "cosmos", LAYERED, "layered-cpu_batch-share50"]
+        );
+        let share = &cat.get("layered-cpu_batch-share50").unwrap().layer_policies["cpu_batch"];
+        assert_eq!((share.slice_us, share.cpus_frac), (5000, Some((0.5, 0.5))));
+        assert_eq!(
+            cat.get(LAYERED).unwrap().layer_policies["cpu_batch"].slice_us,
+            5000
+        );
+        assert!(!calibrate::results_path(&d).exists());
     }
 }
