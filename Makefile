@@ -3,7 +3,7 @@
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 
-.PHONY: demo test setup kernel bench-switch scenarios-full live-eval install uninstall deb
+.PHONY: demo test setup kernel bench-switch scenarios-full live-eval per-app-eval install uninstall deb
 
 setup:
 	lab/setup.sh
@@ -82,3 +82,14 @@ live-eval: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	EXPERTS=$(LIVE_EVAL_EXPERTS) DURATION=60 MIN_PHASE=30 REPS=2 TIMEOUT=10800 DRY_RUN=$(LIVE_EVAL_DRY_RUN) \
 	  mapping/lab/live-run.sh $(LIVE_EVAL_OUT) $(LIVE_EVAL_TABLE) classifier/models/lab/classifier.onnx
+
+# Long run, not in CI: issue 40's per-application evaluation, every scenario (28 single-phase,
+# 4 phased) under cosmos and under `asa run` in per-application mode, 2 rounds of 4 parts, one
+# lab-VM boot per part (MTTCG; about an hour each), resumable: rerun with the same
+# PER_APP_OUT (PARTS=1,2 runs only those parts). Writes $(PER_APP_OUT)/summary.json once every
+# part is in (mapping/lab/per-app-eval.sh).
+PER_APP_OUT ?= results/$(shell date -u +%F)-per-app-eval
+PER_APP_TABLE ?= mapping/tables/per-application.toml
+per-app-eval: setup
+	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
+	ASA_LAB_TCG_THREAD=multi mapping/lab/per-app-eval.sh $(PER_APP_OUT) $(PER_APP_TABLE)

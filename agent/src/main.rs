@@ -277,6 +277,30 @@ enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command only prints and exits (a client of the agent or a listing). Such a
+    /// command dies quietly of SIGPIPE when its reader goes (`asa scenario list | head`), as
+    /// Unix tools do; the daemon, the supervisors and the runners keep Rust's SIGPIPE ignored,
+    /// so that a closed pipe or socket is an error they handle, not their death.
+    fn only_prints(&self) -> bool {
+        match self {
+            Command::Status { .. }
+            | Command::Apps { .. }
+            | Command::App(_)
+            | Command::Unpin { .. }
+            | Command::Experts { .. }
+            | Command::Mapping(_)
+            | Command::Doctor { .. } => true,
+            Command::Scenario { args, .. } => matches!(
+                args.command,
+                asa_scenarios::ScenarioCommand::List { .. }
+                    | asa_scenarios::ScenarioCommand::Packages { .. }
+            ),
+            _ => false,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Before any thread and before ONNX Runtime loads (see the function).
     asa_experts::opt_out_of_ort_telemetry();
@@ -284,6 +308,10 @@ fn main() -> ExitCode {
         .format_timestamp_millis()
         .init();
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        // SAFETY: single-threaded still; restores the default action of one signal.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // One source for the experts' nice value: the supervisors built outside this file (the
     // scenario runner's, the calibration's) and the `asa run` the calibration starts read
     // ASA_EXPERT_NICE, so `--expert-nice` is handed on through it (still single-threaded here).

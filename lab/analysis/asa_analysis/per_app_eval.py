@@ -44,6 +44,11 @@ What each key is (None/null when it cannot be measured, never a default):
 - `targets` (each key's acceptance bound, `min` or `max`) and `met` (key → bool; an unmeasured
   value meets nothing).
 
+An EVAL_DIR without live.json whose subfolders have one is a round of an evaluation run in
+parts (mapping/lab/per-app-eval.sh: one lab-VM boot per part, each with some of the scenarios):
+it reads as one evaluation with every part's scenarios and the largest part's noise floor
+([`merge_parts`]); a scenario's cells still come from the one boot that ran it.
+
 Several EVAL_DIRs are several boots of the same evaluation ([`summarise_boots`]): runs
 within a lab-VM boot agree far more closely than runs of different boots
 (mapping/src/calibrate/boots.rs), so the agent is compared with the best static expert within
@@ -429,10 +434,53 @@ def read_archive(path):
     return results, logs
 
 
+def merge_parts(parts):
+    """One evaluation from the parts of a round ([(name, (live, results, logs))], each part a
+    lab-VM boot that ran some of the scenarios): the parts' scenarios together, the largest
+    part's noise floor (None if a part has none), results.json's scenarios together (None if a
+    part has none), the logs as PART/NAME. A scenario in two parts is an error: its cells would
+    mix boots."""
+    first = parts[0][1][0]
+    live = {'experts': list(first.get('experts', [])), 'baseline': first['baseline'],
+            'scenarios': []}
+    seen = {}
+    floors = []
+    results = {'scenarios': []}
+    logs = {}
+    for name, (part_live, part_results, part_logs) in parts:
+        if part_live['baseline'] != live['baseline']:
+            raise ValueError(f"{name}: baseline {part_live['baseline']}, "
+                             f"not {live['baseline']} as in {parts[0][0]}")
+        for s in part_live['scenarios']:
+            if s['scenario'] in seen:
+                raise ValueError(f"scenario {s['scenario']} is in {seen[s['scenario']]} and "
+                                 f"{name}: a round runs each scenario in one part")
+            seen[s['scenario']] = name
+            live['scenarios'].append(s)
+        live['experts'] += [e for e in part_live.get('experts', []) if e not in live['experts']]
+        floors.append(noise_floor(part_live))
+        if results is not None and part_results is not None:
+            results['scenarios'] += part_results.get('scenarios', [])
+        else:
+            results = None
+        logs.update({f'{name}/{n}': text for n, text in (part_logs or {}).items()})
+    live['noise'] = (None if any(f is None for f in floors) else
+                     {'floor': max(floors), 'source': 'the largest of the parts\' floors'})
+    return live, results, logs
+
+
 def read_eval_dir(eval_dir):
     """(live.json, results.json or None, {agent log name: text}) of an evaluation folder:
-    results.json and agent/*.log beside live.json, else from raw.tar.xz."""
-    live = read_json(os.path.join(eval_dir, 'live.json'))
+    results.json and agent/*.log beside live.json, else from raw.tar.xz. A folder without
+    live.json whose subfolders have one is a round run in parts (mapping/lab/per-app-eval.sh):
+    its parts, in name order, merged ([`merge_parts`])."""
+    path = os.path.join(eval_dir, 'live.json')
+    if not os.path.exists(path) and os.path.isdir(eval_dir):
+        parts = sorted(d for d in os.listdir(eval_dir)
+                       if os.path.exists(os.path.join(eval_dir, d, 'live.json')))
+        if parts:
+            return merge_parts([(d, read_eval_dir(os.path.join(eval_dir, d))) for d in parts])
+    live = read_json(path)
     results_path = os.path.join(eval_dir, 'results.json')
     results = read_json(results_path) if os.path.exists(results_path) else None
     agent_dir = os.path.join(eval_dir, 'agent')
@@ -452,7 +500,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('eval_dir', nargs='+',
                     help='a live evaluation folder (live.json; results.json and agent/*.log, '
-                         'or raw.tar.xz); several: one per boot')
+                         'or raw.tar.xz), or a round of parts (subfolders with live.json); '
+                         'several: one per boot or round')
     ap.add_argument('--classifier-report', required=True,
                     help="the application classifier's report.json (train_apps)")
     ap.add_argument('--json', help='also write the summary here')

@@ -289,3 +289,47 @@ def test_across_boots_scenarios_missing_from_a_boot_and_logs_of_every_boot(tmp_p
     assert per_app_eval.main([str(tmp_path / 'boot1'), str(tmp_path / 'boot2'),
                               '--classifier-report', str(report), '--json', str(out)]) == 0
     assert json.loads(out.read_text())['boots'] == 2
+
+
+def write_eval(d, data, logs=None, raw=None):
+    """An evaluation folder: live.json, agent/*.log and results.json."""
+    d.mkdir(parents=True)
+    (d / 'live.json').write_text(json.dumps(data))
+    if raw is not None:
+        (d / 'results.json').write_text(json.dumps(raw))
+    (d / 'agent').mkdir()
+    for name, text in (logs or {}).items():
+        (d / 'agent' / name).write_text(text)
+
+
+def test_a_round_in_parts_reads_as_one_evaluation_with_the_largest_floor(tmp_path):
+    # Part 1 ran S1, part 2 ran S2 (two boots of one round): one evaluation of both scenarios,
+    # each scenario's cells from its own part; the floor the larger of the two.
+    part1 = live([live_scenario('S1', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.02)
+    part2 = live([live_scenario('S2', {'asa': (0.52, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+                 experts=('cosmos',), floor=0.04)
+    round_dir = tmp_path / 'round1'
+    write_eval(round_dir / 'part1', part1, {'agent-1.log': app_class(10, 'cpu_batch', 3.0)},
+               results({'S1': [run('asa', {'build': 1.1}), run('cosmos', {'build': 1.0})]}))
+    write_eval(round_dir / 'part2', part2, {'agent-1.log': app_class(11, 'cpu_batch', 5.0)},
+               results({'S2': [run('asa', {'xz': 0.9}), run('cosmos', {'xz': 1.0})]}))
+    merged, raw, logs = per_app_eval.read_eval_dir(str(round_dir))
+    assert [s['scenario'] for s in merged['scenarios']] == ['S1', 'S2']
+    assert merged['noise']['floor'] == 0.04
+    assert sorted(logs) == ['part1/agent-1.log', 'part2/agent-1.log']
+    s = per_app_eval.summarise(merged, raw, logs, REPORT)
+    assert s['scenarios'] == 2
+    # S1 +0.10 beyond 0.04: a win; S2 +0.02 within it: a tie.
+    assert (s['wins_vs_best_static'], s['losses_vs_best_static']) == (1, 0)
+    assert s['background_throughput_ratio'] == pytest.approx((1.1 + 0.9) / 2)
+    assert s['class_settle_s_count'] == 2
+
+
+def test_a_scenario_run_in_two_parts_of_a_round_is_refused(tmp_path):
+    one = live([live_scenario('S1', {'asa': (0.6, 0.0, 2), 'cosmos': (0.5, 0.0, 2)})],
+               experts=('cosmos',))
+    write_eval(tmp_path / 'round1' / 'part1', one)
+    write_eval(tmp_path / 'round1' / 'part2', one)
+    with pytest.raises(ValueError, match='S1 is in part1 and part2'):
+        per_app_eval.read_eval_dir(str(tmp_path / 'round1'))

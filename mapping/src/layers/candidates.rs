@@ -311,7 +311,7 @@ pub fn candidate_catalogue(
         "ASA's default layer plan".to_string()
     } else {
         format!(
-            "the base table's plan: its policies for {}",
+            "the base table's plan: its own policies\n# for {}",
             base.keys().cloned().collect::<Vec<_>>().join(", ")
         )
     };
