@@ -176,6 +176,8 @@ impl From<&SupervisorArgs> for Supervising {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: boxing the larger arguments (calibrate's) would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run one expert until Ctrl-C (or, with `asa run` active, tell the agent to pin it).
     Pin {

@@ -92,6 +92,18 @@ pub struct CalibrateArgs {
         value_name = "FRACTION,..."
     )]
     pub layer_shares: Vec<f64>,
+    /// Stage layers: the classes to try without preemption where their layer preempts (one
+    /// candidate each, layered-<class>-nopreempt, if the class is calibrated): an application
+    /// classed I/O- or network-bound may be a bulk transfer that holds a CPU; none with the
+    /// flag alone.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        num_args = 0..,
+        default_value = "io_bound,network",
+        value_name = "CLASS,..."
+    )]
+    pub layer_no_preempt: Vec<String>,
     /// Stage layers: whole-machine experts run besides `layered`, so the class rows say per
     /// load whether the layers or one expert serve it better (--experts is stage prototype's,
     /// unused here); "" for none.

@@ -1,7 +1,8 @@
 //! The candidates of stage layers: for each application class, the reference plan's policy
-//! with another time slice (`layered-<class>-<slice>`) and, for a class whose layer does not preempt,
-//! the same policy on a share of the CPUs (`layered-<class>-share<pct>`), each an expert of its
-//! own, and the expert catalogue that holds them (`DIR/candidates.toml`).
+//! with another time slice (`layered-<class>-<slice>`), for a class whose layer does not preempt
+//! the same policy on a share of the CPUs (`layered-<class>-share<pct>`), and for a class whose
+//! layer preempts the same policy without preemption (`layered-<class>-nopreempt`), each an
+//! expert of its own, and the expert catalogue that holds them (`DIR/candidates.toml`).
 //!
 //! Invariant: a candidate differs from the reference plan (the default plan, or a base table's
 //! rows over it: `--layer-base`) in one class's policy only — its slice, or the CPUs its layer
@@ -168,8 +169,56 @@ pub fn share_candidates(
     Ok(out)
 }
 
+/// The name ending of a candidate without preemption.
+const NO_PREEMPT: &str = "nopreempt";
+
+/// `layered-<class>-nopreempt`: the class's layer without preemption.
+pub fn no_preempt_candidate_name(class: &str) -> String {
+    format!("{LAYERED}-{class}-{NO_PREEMPT}")
+}
+
+/// For each class of `classes` that `no_preempt` names and whose layer in `plan` preempts, the
+/// candidate with the class's policy not preempting (the rest unchanged): an application the
+/// plan's prior takes for latency-bound (an I/O- or network-bound one) may be a bulk transfer
+/// that holds a CPU, and preempting then takes the CPU from the foreground. A class of
+/// `no_preempt` that `plan` lacks is an error naming it; one that is not calibrated now, or
+/// does not preempt, gets none.
+pub fn no_preempt_candidates(
+    plan: &LayerPlan,
+    classes: &[String],
+    no_preempt: &[String],
+) -> Result<Vec<Candidate>> {
+    for class in no_preempt {
+        if plan_policy(plan, class).is_none() {
+            bail!(
+                "--layer-no-preempt {class}: not a class of the layer plan (its classes: {})",
+                plan_classes(plan).join(", ")
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for class in classes.iter().filter(|c| no_preempt.contains(*c)) {
+        let base = plan_policy(plan, class).expect("checked above");
+        if !base.preempt {
+            continue;
+        }
+        out.push(Candidate {
+            name: no_preempt_candidate_name(class),
+            class: class.clone(),
+            policy: LayerPolicy {
+                preempt: false,
+                ..base
+            },
+        });
+    }
+    Ok(out)
+}
+
 /// What a candidate changes, for its catalogue entry.
 fn describe_candidate(c: &Candidate) -> String {
+    if c.name.ends_with(NO_PREEMPT) {
+        return format!("the {} layer without preemption", c.class);
+    }
     match (c.policy.kind, c.policy.cpus_frac) {
         (LayerKind::Grouped, Some((share, _))) => format!(
             "the {} layer on {:.0} % of the CPUs",
@@ -576,5 +625,38 @@ mod tests {
             "{cat}"
         );
         asa_experts::Catalogue::parse(&cat, "candidates").unwrap();
+    }
+
+    /// network preempts in the default plan: one candidate without preemption, the rest of
+    /// its policy kept; cpu_batch does not preempt and gets none; a class not calibrated now
+    /// gets none; an unknown class is an error naming it.
+    #[test]
+    fn no_preempt_candidates_turn_off_preemption_of_preempting_classes_only() {
+        let plan = asa_layers::default_plan();
+        let got = no_preempt_candidates(
+            &plan,
+            &classes(&["network", "cpu_batch"]),
+            &classes(&["io_bound", "network", "cpu_batch"]),
+        )
+        .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].name, "layered-network-nopreempt");
+        let base = plan_policy(&plan, "network").unwrap();
+        assert!(base.preempt);
+        assert_eq!(
+            got[0].policy,
+            LayerPolicy {
+                preempt: false,
+                ..base
+            }
+        );
+        assert!(describe_candidate(&got[0]).contains("network layer without preemption"));
+        let e = no_preempt_candidates(&plan, &classes(&["network"]), &classes(&["gpu"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--layer-no-preempt gpu") && e.contains("interactive"),
+            "{e}"
+        );
     }
 }

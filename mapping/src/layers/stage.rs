@@ -15,8 +15,8 @@ use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 
 use super::{
     candidate_catalogue, candidate_skips, candidates, changes_from, check_slices, default_classes,
-    is_plan_variant, layer_rows, markdown, plan_changes, plan_classes, reference_plan,
-    scenario_runs, share_candidates, varied_classes, without_variants, LAYERED,
+    is_plan_variant, layer_rows, markdown, no_preempt_candidates, plan_changes, plan_classes,
+    reference_plan, scenario_runs, share_candidates, varied_classes, without_variants, LAYERED,
 };
 use crate::calibrate::{self, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
@@ -142,6 +142,11 @@ fn measuring_plan(args: &CalibrateArgs, plan: &LayerPlan) -> Result<MeasuringPla
     };
     let mut cands = candidates(plan, &classes, &args.layer_slices_us)?;
     cands.extend(share_candidates(plan, &classes, &args.layer_shares)?);
+    cands.extend(no_preempt_candidates(
+        plan,
+        &classes,
+        &args.layer_no_preempt,
+    )?);
     // A class no selected scenario has would get no row: say so before hours of runs.
     if let Some(absent) = classes.iter().find(|c| !present.contains(c)) {
         bail!(
@@ -235,8 +240,9 @@ fn measure(
         if written != m.catalogue_text {
             bail!(
                 "{} holds other candidates than these options give (--layer-classes, \
-                 --layer-slices-us, --layer-shares, --layer-experts, --layer-base, --scenarios): \
-                 rerun with the options its runs were made with, or calibrate into another --dir",
+                 --layer-slices-us, --layer-shares, --layer-no-preempt, --layer-experts, \
+                 --layer-base, --scenarios): rerun with the options its runs were made with, or \
+                 calibrate into another --dir",
                 path.display()
             );
         }
@@ -558,16 +564,25 @@ mod tests {
         set
     }
 
-    fn catalogue(classes: &[String]) -> Catalogue {
-        let cands = candidates(&asa_layers::default_plan(), classes, &[2000]).unwrap();
-        let text = candidate_catalogue(
+    /// The candidates.toml text of `classes` with these slices, from the default plan, beside
+    /// cosmos.
+    fn default_candidates_text(classes: &[String], slices_us: &[u64]) -> String {
+        let cands = candidates(&asa_layers::default_plan(), classes, slices_us).unwrap();
+        candidate_catalogue(
             asa_experts::catalogue::BUILTIN_CATALOGUE,
             &["cosmos".into()],
             &BTreeMap::new(),
             &cands,
         )
-        .unwrap();
-        Catalogue::parse(&text, "candidates.toml").unwrap()
+        .unwrap()
+    }
+
+    fn catalogue(classes: &[String]) -> Catalogue {
+        Catalogue::parse(
+            &default_candidates_text(classes, &[2000]),
+            "candidates.toml",
+        )
+        .unwrap()
     }
 
     /// The 2 ms network candidate answers in 40 ms where layered takes 250: it wins the
@@ -755,8 +770,8 @@ mod tests {
     /// S1 (game + archive extraction: cpu_batch) and S20 (web + network transfer: network):
     /// each class's candidates run only where the class is, `other`'s, `layered` and cosmos
     /// everywhere; cpu_batch (which does not preempt) also gets a share candidate, network
-    /// (which does) and `other` (kernel threads) none; 3 candidates × 1 scenario × 2 reps
-    /// saved, and the plan says so.
+    /// (which does) and `other` (kernel threads) none; network gets one without preemption;
+    /// 4 candidates × 1 scenario × 2 reps saved, and the plan says so.
     #[test]
     fn the_measuring_plan_runs_a_candidate_only_where_its_class_has_an_application() {
         let a = args(&[
@@ -779,6 +794,7 @@ mod tests {
                 "layered-network-2ms",
                 "layered-other-2ms",
                 "layered-cpu_batch-share50",
+                "layered-network-nopreempt",
                 "cosmos"
             ]
         );
@@ -798,19 +814,25 @@ mod tests {
                 LAYERED,
                 "layered-network-2ms",
                 "layered-other-2ms",
+                "layered-network-nopreempt",
                 "cosmos"
             ]
         );
-        assert_eq!((p.total_runs(), p.saved_runs()), (18, 6));
+        assert_eq!((p.total_runs(), p.saved_runs()), (20, 8));
         let text = describe_plan(&m);
         assert!(
-            text.contains("18 run(s)") && text.contains("6 saved"),
+            text.contains("20 run(s)") && text.contains("8 saved"),
             "{text}"
         );
         assert!(text.contains("layered-cpu_batch-2ms: S1\n"), "{text}");
         assert!(text.contains("layered-other-2ms: S1,S20"), "{text}");
-        assert!(text.ends_with("layered-cpu_batch-share50: S1"), "{text}");
-        let share = m.candidates.last().unwrap();
+        assert!(text.contains("layered-cpu_batch-share50: S1\n"), "{text}");
+        assert!(text.ends_with("layered-network-nopreempt: S20"), "{text}");
+        let share = m
+            .candidates
+            .iter()
+            .find(|c| c.name == "layered-cpu_batch-share50")
+            .unwrap();
         assert_eq!(share.policy.kind, asa_layers::LayerKind::Grouped);
         assert_eq!(share.policy.cpus_frac, Some((0.5, 0.5)));
         assert_eq!(share.policy.slice_us, 20_000, "only the CPUs differ");
@@ -839,14 +861,7 @@ mod tests {
     #[test]
     fn layered_stands_for_the_calibrated_plan_where_its_arm_did_not_run() {
         let classes: Vec<String> = ["cpu_batch"].iter().map(|c| c.to_string()).collect();
-        let cands = candidates(&asa_layers::default_plan(), &classes, &[5000]).unwrap();
-        let text = candidate_catalogue(
-            asa_experts::catalogue::BUILTIN_CATALOGUE,
-            &["cosmos".into()],
-            &BTreeMap::new(),
-            &cands,
-        )
-        .unwrap();
+        let text = default_candidates_text(&classes, &[5000]);
         let cat = Catalogue::parse(&text, "candidates.toml").unwrap();
         let mut set = measured(&[(LAYERED, 250.0), ("cosmos", 60.0)]);
         let mut s1 = set.scenarios[0].clone();
@@ -905,6 +920,10 @@ mod tests {
         assert_eq!(a.stage, Stage::Layers);
         assert_eq!(a.layer_slices_us, [5000, 2000]);
         assert_eq!(a.layer_shares, [0.5]);
+        assert_eq!(a.layer_no_preempt, ["io_bound", "network"]);
+        assert!(args(&["--dir", "d", "--layer-no-preempt"])
+            .layer_no_preempt
+            .is_empty());
         assert_eq!(a.layer_experts, ["cosmos"]);
         assert!(args(&["--dir", "d", "--layer-shares"])
             .layer_shares
@@ -1054,15 +1073,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join("cal");
         std::fs::create_dir_all(&d).unwrap();
-        let classes = vec!["network".to_string()];
-        let cands = candidates(&asa_layers::default_plan(), &classes, &[2000]).unwrap();
-        let text = candidate_catalogue(
-            asa_experts::catalogue::BUILTIN_CATALOGUE,
-            &["cosmos".into()],
-            &BTreeMap::new(),
-            &cands,
-        )
-        .unwrap();
+        let text = default_candidates_text(&["network".to_string()], &[2000]);
         std::fs::write(candidates_path(&d), text).unwrap();
         let base = dir.path().join("base.toml");
         let table = MappingTable {
