@@ -73,7 +73,38 @@ fn events(sample: &Sample, schema: &SchemaFile, name: &str) -> f64 {
 /// Runs a ping-pong of `round_trips` between two readings of `sampler` (BPF active) and
 /// checks that voluntary switches and wakeups moved by 2 per round trip and context switches
 /// (procfs) by 4, after subtracting the background of an idle interval of the same length.
+///
+/// The counters are machine-wide, so a burst of background work during the ping-pong (that
+/// the idle interval before it did not see) inflates them. Background only adds events: the
+/// measurement is taken up to [`PING_PONG_ATTEMPTS`] times and the first attempt within the
+/// tolerance counts. A sampler that miscounts (say, double counts a switch) fails every one.
 pub fn check_ping_pong(sampler: &mut Sampler, schema: &SchemaFile, round_trips: usize) {
+    let mut failures = Vec::new();
+    for attempt in 1..=PING_PONG_ATTEMPTS {
+        match ping_pong_attempt(sampler, schema, round_trips) {
+            Ok(()) => return,
+            Err(why) => {
+                eprintln!("attempt {attempt}: {why}");
+                failures.push(why);
+            }
+        }
+    }
+    panic!(
+        "ping-pong counts out of tolerance in all {PING_PONG_ATTEMPTS} attempts: {}",
+        failures.join("; ")
+    );
+}
+
+/// Attempts of [`check_ping_pong`] before it fails.
+pub const PING_PONG_ATTEMPTS: usize = 3;
+
+/// One measurement of [`check_ping_pong`]: `Err` says which count fell out of the tolerance;
+/// the checks that background cannot disturb panic directly.
+fn ping_pong_attempt(
+    sampler: &mut Sampler,
+    schema: &SchemaFile,
+    round_trips: usize,
+) -> Result<(), String> {
     let expected_blocks = 2.0 * round_trips as f64;
 
     // Background: an idle interval of about the workload's length.
@@ -105,10 +136,11 @@ pub fn check_ping_pong(sampler: &mut Sampler, schema: &SchemaFile, round_trips: 
         ("wakeups", wakeups, expected_blocks),
         ("context switches (procfs)", ctxt, 2.0 * expected_blocks),
     ] {
-        assert!(
-            got >= 0.9 * want && got <= 1.3 * want,
-            "{name}: moved by {got:.0}, expected {want:.0} within -10%/+30%"
-        );
+        if !(got >= 0.9 * want && got <= 1.3 * want) {
+            return Err(format!(
+                "{name}: moved by {got:.0}, expected {want:.0} within -10%/+30%"
+            ));
+        }
     }
     let p50 = per_s(&busy, "sched_wakeup_latency_p50_us");
     let p99 = per_s(&busy, "sched_wakeup_latency_p99_us");
@@ -134,4 +166,5 @@ pub fn check_ping_pong(sampler: &mut Sampler, schema: &SchemaFile, round_trips: 
         missing.iter().all(|&f| f == SOMETIMES_MISSING_FEATURE),
         "missing with BPF on: {missing:?}"
     );
+    Ok(())
 }
