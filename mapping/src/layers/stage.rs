@@ -4,7 +4,7 @@
 //! Invariant: the runs are made with the candidate catalogue written to `DIR/candidates.toml`,
 //! and rows are read against that same file, so a row's policy is what its arm ran.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -16,9 +16,10 @@ use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 use super::{
     candidate_catalogue, candidate_skips, candidates, changes_from, check_slices, default_classes,
     is_plan_variant, layer_rows, markdown, no_preempt_candidates, plan_changes, plan_classes,
-    reference_plan, scenario_runs, share_candidates, varied_classes, without_variants, LAYERED,
+    reference_plan, scenario_classes, scenario_runs, share_candidates, varied_classes,
+    without_variants, LAYERED,
 };
-use crate::calibrate::{self, PrototypeOptions};
+use crate::calibrate::{self, stored_catalogue, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
 use crate::MappingTable;
 
@@ -424,14 +425,17 @@ pub fn layers_table(
     Ok((table, report))
 }
 
-/// The runs the class rows rank `layered` by: those of the arm that ran the calibrated plan
+/// The runs the class rows rank `layered` by: those of the arms that ran the calibrated plan
 /// (`plan`, the reference plan `layered` ran, with `rows` laid over it), renamed `layered`
 /// (what the agent's `layered` will run), beside the whole-machine experts' runs; the other
-/// plan arms' runs are left out. In a scenario that arm did not run (a candidate runs only
-/// where its class has an application, so there it would have run the reference plan),
-/// `layered`'s runs stand for it. When the rows change no layer, that arm is `layered` itself;
-/// when no measured arm ran exactly the calibrated plan (rows change two layers or more, each
-/// measured alone), the reference plan's runs stand in and the returned note says so.
+/// plan arms' runs are left out. A layer with no application in a scenario schedules nothing
+/// there, so in each scenario the calibrated plan is the arm that changed exactly the
+/// calibrated layers of that scenario's classes (and `other`, in every scenario): `layered`
+/// itself where none of them changed, a candidate where one did — so rows that change two
+/// layers, each measured alone, are measured wherever the two never meet. When the rows change
+/// no layer, that arm is `layered` everywhere; when a scenario has no arm that ran its part of
+/// the calibrated plan (two changed layers meet there), the reference plan's runs stand in
+/// everywhere and the returned note says so.
 pub fn calibrated_plan_runs(
     sets: &[ResultSet],
     catalogue: &Catalogue,
@@ -454,43 +458,117 @@ pub fn calibrated_plan_runs(
             format!("`layered` here is {reference}, which every layer row kept."),
         );
     }
-    let measured_as = catalogue
-        .experts()
-        .iter()
-        .find(|e| is_plan_variant(e) && changes_from(e, plan) == changed)
-        .map(|e| e.name.clone());
-    let Some(arm) = measured_as else {
+    let arm_of = |changes: &BTreeMap<String, LayerPolicy>| -> Option<String> {
+        if changes.is_empty() {
+            return Some(LAYERED.to_string());
+        }
+        catalogue
+            .experts()
+            .iter()
+            .find(|e| is_plan_variant(e) && changes_from(e, plan) == *changes)
+            .map(|e| e.name.clone())
+    };
+    // Per set, per scenario result: the arm that ran the calibrated plan there.
+    let mut arms: Vec<Vec<String>> = Vec::new();
+    let mut unmeasured = Vec::new();
+    for set in sets {
+        let scenarios = stored_catalogue(set, "a result set")
+            .ok()
+            .or_else(|| ScenarioCatalogue::builtin().ok());
+        let mut set_arms = Vec::new();
+        for result in &set.scenarios {
+            let present = scenarios.as_ref().and_then(|c| {
+                let spec = c.scenario(&result.scenario).ok()?;
+                scenario_classes(c, spec).ok()
+            });
+            let here: BTreeMap<String, LayerPolicy> = changed
+                .iter()
+                .filter(|(class, _)| {
+                    *class == asa_layers::OTHER_LAYER
+                        || present.as_ref().is_none_or(|p| p.contains(*class))
+                })
+                .map(|(c, p)| (c.clone(), *p))
+                .collect();
+            let ran = |arm: &str| {
+                result.runs.iter().any(|r| r.expert == arm)
+                    || result.skipped.iter().any(|r| r.expert == arm)
+            };
+            match arm_of(&here).filter(|a| a == LAYERED || ran(a)) {
+                Some(arm) => set_arms.push(arm),
+                None => {
+                    unmeasured.push(result.scenario.clone());
+                    set_arms.push(String::new());
+                }
+            }
+        }
+        arms.push(set_arms);
+    }
+    if !unmeasured.is_empty() {
+        unmeasured.dedup();
         return (
             without_variants(sets, catalogue),
             format!(
-                "The calibrated plan changes the layers {} together, and no arm ran that plan: \
-                 `layered` here is {reference} (measure the calibrated plan against the \
+                "The calibrated plan changes the layers {} together, and no arm ran that plan in \
+                 {}: `layered` here is {reference} (measure the calibrated plan against the \
                  whole-machine experts to rank it).",
-                changed.keys().cloned().collect::<Vec<_>>().join(", ")
+                changed.keys().cloned().collect::<Vec<_>>().join(", "),
+                unmeasured.join(", ")
             ),
         );
-    };
-    let whole_machine = |name: &str| catalogue.get(name).is_none_or(|e| !e.layer_plan);
-    let rename = |name: &mut String| {
-        if *name == arm {
-            *name = LAYERED.to_string();
+    }
+    // Which arm stood for the plan in which scenarios, for the note.
+    let mut by_arm: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (set, set_arms) in sets.iter().zip(&arms) {
+        for (result, arm) in set.scenarios.iter().zip(set_arms) {
+            let list = by_arm.entry(arm.as_str()).or_default();
+            if !list.contains(&result.scenario.as_str()) {
+                list.push(result.scenario.as_str());
+            }
         }
-    };
+    }
+    let mut parts: Vec<String> = by_arm
+        .iter()
+        .filter(|(arm, _)| **arm != LAYERED)
+        .map(|(arm, scenarios)| format!("`{arm}` ran it ({})", scenarios.join(", ")))
+        .collect();
+    if let Some(scenarios) = by_arm.get(LAYERED) {
+        parts.push(format!(
+            "{reference} ran it where no changed layer has an application ({})",
+            scenarios.join(", ")
+        ));
+    }
+    let note = format!(
+        "`layered` here is the calibrated plan, as {}.",
+        parts.join("; ")
+    );
+    let whole_machine = |name: &str| catalogue.get(name).is_none_or(|e| !e.layer_plan);
+    let used: BTreeSet<&str> = arms.iter().flatten().map(String::as_str).collect();
     let sets = sets
         .iter()
-        .map(|set| {
+        .zip(&arms)
+        .map(|(set, set_arms)| {
             let mut set = set.clone();
-            set.options
-                .experts
-                .retain(|e| *e == arm || whole_machine(e));
-            set.options.experts.iter_mut().for_each(rename);
-            for result in &mut set.scenarios {
-                // Where the arm did not run (its changed layers have no application there, so
-                // it would run the default plan), `layered`'s runs stand for it.
-                let ran = result.runs.iter().any(|r| r.expert == arm)
-                    || result.skipped.iter().any(|r| r.expert == arm);
-                let plan_arm = if ran { arm.as_str() } else { LAYERED };
-                let keep = |name: &str| name == plan_arm || whole_machine(name);
+            let mut experts = Vec::new();
+            for e in &set.options.experts {
+                let name = if used.contains(e.as_str()) {
+                    LAYERED.to_string()
+                } else if whole_machine(e) {
+                    e.clone()
+                } else {
+                    continue;
+                };
+                if !experts.contains(&name) {
+                    experts.push(name);
+                }
+            }
+            set.options.experts = experts;
+            for (result, arm) in set.scenarios.iter_mut().zip(set_arms) {
+                let keep = |name: &str| name == arm || whole_machine(name);
+                let rename = |name: &mut String| {
+                    if name == arm {
+                        *name = LAYERED.to_string();
+                    }
+                };
                 result.runs.retain(|r| keep(&r.expert));
                 result.runs.iter_mut().for_each(|r| rename(&mut r.expert));
                 result.skipped.retain(|r| keep(&r.expert));
@@ -502,10 +580,7 @@ pub fn calibrated_plan_runs(
             set
         })
         .collect();
-    (
-        sets,
-        format!("`layered` here is the calibrated plan, as its arm `{arm}` ran it."),
-    )
+    (sets, note)
 }
 
 #[cfg(test)]
@@ -514,6 +589,24 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    /// The default plan with a network layer that preempts (the default's does not): a class
+    /// that gets a no-preemption candidate and no share candidate.
+    fn plan_with_preempting_network() -> LayerPlan {
+        let plan = asa_layers::default_plan();
+        let network = plan
+            .classes
+            .iter()
+            .find(|l| l.class == "network")
+            .unwrap()
+            .policy;
+        let preempting = LayerPolicy {
+            preempt: true,
+            ..network
+        };
+        plan.with_policies(&BTreeMap::from([("network".to_string(), preempting)]))
+            .unwrap()
+    }
 
     /// The table of `sets` over `classes` with the default plan and options.
     fn default_plan_table(sets: &[ResultSet], classes: &[String]) -> (MappingTable, String) {
@@ -618,7 +711,7 @@ mod tests {
             .collect();
         assert_eq!(experts, [LAYERED, "cosmos"]);
         assert!(
-            report.contains("the calibrated plan, as its arm `layered-network-2ms` ran it"),
+            report.contains("the calibrated plan, as `layered-network-2ms` ran it (S20)"),
             "{report}"
         );
         let layer_classes: Vec<&str> = table.layers.iter().map(|r| r.class.as_str()).collect();
@@ -691,6 +784,53 @@ mod tests {
         let (sets, _) = calibrated_plan_runs(&[set], &cat, &plan, &one);
         assert_eq!(sets[0].options.experts, [LAYERED, "cosmos"]);
         assert_eq!(runs_of(&sets).len(), 2);
+    }
+
+    /// Rows that change two layers, each measured alone, where the two never meet (S20 has a
+    /// network application and no cpu_batch one, S1 the reverse): in each scenario `layered`
+    /// is the arm that changed its own class's layer, the note names both.
+    #[test]
+    fn class_rows_take_each_scenarios_arm_where_the_changed_layers_never_meet() {
+        let classes: Vec<String> = ["network", "cpu_batch"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let mut set = measured(&[
+            (LAYERED, 250.0),
+            ("layered-network-2ms", 40.0),
+            ("layered-cpu_batch-2ms", 300.0),
+            ("cosmos", 60.0),
+        ]);
+        let mut s1 = set.scenarios[0].clone();
+        s1.scenario = "S1".into();
+        set.scenarios.push(s1);
+        let rows = [row("network", 2000), row("cpu_batch", 2000)];
+        let (sets, note) = calibrated_plan_runs(
+            &[set],
+            &catalogue(&classes),
+            &asa_layers::default_plan(),
+            &rows,
+        );
+        assert!(
+            note.contains("`layered-network-2ms` ran it (S20)")
+                && note.contains("`layered-cpu_batch-2ms` ran it (S1)"),
+            "{note}"
+        );
+        assert_eq!(sets[0].options.experts, [LAYERED, "cosmos"]);
+        let pinned = |i: usize| -> Vec<&str> {
+            let runs = &sets[0].scenarios[i].runs;
+            runs.iter()
+                .filter(|r| r.expert == LAYERED)
+                .map(|r| r.pinned.as_str())
+                .collect()
+        };
+        assert_eq!(pinned(0), ["layered-network-2ms"; 4], "S20");
+        assert_eq!(pinned(1), ["layered-cpu_batch-2ms"; 4], "S1");
+        assert!(sets[0]
+            .scenarios
+            .iter()
+            .flat_map(|s| &s.runs)
+            .all(|r| r.expert == LAYERED || r.expert == "cosmos"));
     }
 
     /// S20 measured in two boots (files) with the network candidate 210 ms faster in both: the
@@ -767,10 +907,11 @@ mod tests {
         assert_eq!(a.from_results, [PathBuf::from("a.json"), "b.json".into()]);
     }
 
-    /// S1 (game + archive extraction: cpu_batch) and S20 (web + network transfer: network):
-    /// each class's candidates run only where the class is, `other`'s, `layered` and cosmos
-    /// everywhere; cpu_batch (which does not preempt) also gets a share candidate, network
-    /// (which does) and `other` (kernel threads) none; network gets one without preemption;
+    /// S1 (game + archive extraction: cpu_batch) and S20 (web + network transfer: network, its
+    /// layer preempting here): each class's candidates run only where the class is, `other`'s,
+    /// `layered` and cosmos everywhere; cpu_batch (which does not preempt) also gets a share
+    /// candidate, network (which does) and `other` (kernel threads) none; network gets one
+    /// without preemption;
     /// 4 candidates × 1 scenario × 2 reps saved, and the plan says so.
     #[test]
     fn the_measuring_plan_runs_a_candidate_only_where_its_class_has_an_application() {
@@ -784,7 +925,7 @@ mod tests {
             "--layer-slices-us",
             "2000",
         ]);
-        let m = measuring_plan(&a, &asa_layers::default_plan()).unwrap();
+        let m = measuring_plan(&a, &plan_with_preempting_network()).unwrap();
         let p = &m.plan;
         assert_eq!(
             p.experts,
@@ -1061,7 +1202,7 @@ mod tests {
             "{report}"
         );
         assert!(
-            report.contains("the calibrated plan, as its arm `layered-network-2ms` ran it"),
+            report.contains("the calibrated plan, as `layered-network-2ms` ran it (S20)"),
             "{report}"
         );
     }
