@@ -627,21 +627,21 @@ mod tests {
         asa_experts::Catalogue::parse(&cat, "candidates").unwrap();
     }
 
-    /// network preempts in the default plan: one candidate without preemption, the rest of
-    /// its policy kept; cpu_batch does not preempt and gets none; a class not calibrated now
-    /// gets none; an unknown class is an error naming it.
+    /// interactive preempts in the default plan: one candidate without preemption, the rest
+    /// of its policy kept; cpu_batch and network do not preempt and get none; a class not
+    /// calibrated now gets none; an unknown class is an error naming it.
     #[test]
     fn no_preempt_candidates_turn_off_preemption_of_preempting_classes_only() {
         let plan = asa_layers::default_plan();
         let got = no_preempt_candidates(
             &plan,
-            &classes(&["network", "cpu_batch"]),
-            &classes(&["io_bound", "network", "cpu_batch"]),
+            &classes(&["interactive", "network", "cpu_batch"]),
+            &classes(&["interactive", "io_bound", "network", "cpu_batch"]),
         )
         .unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].name, "layered-network-nopreempt");
-        let base = plan_policy(&plan, "network").unwrap();
+        assert_eq!(got[0].name, "layered-interactive-nopreempt");
+        let base = plan_policy(&plan, "interactive").unwrap();
         assert!(base.preempt);
         assert_eq!(
             got[0].policy,
@@ -650,7 +650,7 @@ mod tests {
                 ..base
             }
         );
-        assert!(describe_candidate(&got[0]).contains("network layer without preemption"));
+        assert!(describe_candidate(&got[0]).contains("interactive layer without preemption"));
         let e = no_preempt_candidates(&plan, &classes(&["network"]), &classes(&["gpu"]))
             .unwrap_err()
             .to_string();
