@@ -744,6 +744,16 @@ mod tests {
         }
     }
 
+    /// What `layered`'s runs of the set's `i`th scenario result pinned (the arm they came from).
+    fn layered_pinned(set: &ResultSet, i: usize) -> Vec<&str> {
+        set.scenarios[i]
+            .runs
+            .iter()
+            .filter(|r| r.expert == LAYERED)
+            .map(|r| r.pinned.as_str())
+            .collect()
+    }
+
     #[test]
     fn class_rows_rank_the_default_plan_when_no_arm_ran_the_calibrated_plan() {
         let classes: Vec<String> = ["interactive", "network"]
@@ -791,39 +801,26 @@ mod tests {
     /// is the arm that changed its own class's layer, the note names both.
     #[test]
     fn class_rows_take_each_scenarios_arm_where_the_changed_layers_never_meet() {
-        let classes: Vec<String> = ["network", "cpu_batch"]
-            .iter()
-            .map(|c| c.to_string())
-            .collect();
-        let mut set = measured(&[
+        let cat = catalogue(&["network".to_string(), "cpu_batch".to_string()]);
+        let arms = [
             (LAYERED, 250.0),
             ("layered-network-2ms", 40.0),
             ("layered-cpu_batch-2ms", 300.0),
             ("cosmos", 60.0),
-        ]);
+        ];
+        let mut set = measured(&arms);
         let mut s1 = set.scenarios[0].clone();
         s1.scenario = "S1".into();
         set.scenarios.push(s1);
         let rows = [row("network", 2000), row("cpu_batch", 2000)];
-        let (sets, note) = calibrated_plan_runs(
-            &[set],
-            &catalogue(&classes),
-            &asa_layers::default_plan(),
-            &rows,
-        );
+        let (sets, note) = calibrated_plan_runs(&[set], &cat, &asa_layers::default_plan(), &rows);
         assert!(
             note.contains("`layered-network-2ms` ran it (S20)")
                 && note.contains("`layered-cpu_batch-2ms` ran it (S1)"),
             "{note}"
         );
         assert_eq!(sets[0].options.experts, [LAYERED, "cosmos"]);
-        let pinned = |i: usize| -> Vec<&str> {
-            let runs = &sets[0].scenarios[i].runs;
-            runs.iter()
-                .filter(|r| r.expert == LAYERED)
-                .map(|r| r.pinned.as_str())
-                .collect()
-        };
+        let pinned = |i: usize| layered_pinned(&sets[0], i);
         assert_eq!(pinned(0), ["layered-network-2ms"; 4], "S20");
         assert_eq!(pinned(1), ["layered-cpu_batch-2ms"; 4], "S1");
         assert!(sets[0]
@@ -1040,13 +1037,7 @@ mod tests {
                 .iter()
                 .all(|r| r.expert == LAYERED || r.expert == "cosmos"));
         }
-        let pinned = |i: usize| -> Vec<&str> {
-            let runs = &sets[0].scenarios[i].runs;
-            runs.iter()
-                .filter(|r| r.expert == LAYERED)
-                .map(|r| r.pinned.as_str())
-                .collect()
-        };
+        let pinned = |i: usize| layered_pinned(&sets[0], i);
         assert_eq!(pinned(0), [LAYERED; 4], "S20: the default plan's runs");
         assert_eq!(
             pinned(1),
