@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use asa_scenarios::catalogue::{Catalogue, BUILTIN_SCENARIOS};
+use asa_scenarios::probes::ProbeSettings;
 use asa_scenarios::runner::{ResultSet, RunOptions};
 use asa_scenarios::work::WorkUnit;
 use asa_scenarios::{run_scenario, CurrentSchedulerOnly, ExpertSwitcher};
@@ -61,6 +62,17 @@ fn quick_options(experts: &[&str], duration: Duration, work_dir: &Path) -> RunOp
         work_dir: work_dir.to_owned(),
         work_unit: WorkUnit::calibrate_with(2, 1.0),
     }
+}
+
+/// The fastest of five runs of `ms` of `work`: the least time a probe's work can take.
+fn fastest_ms(work: WorkUnit, ms: f64) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            std::hint::black_box(work.spin(ms));
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 #[test]
@@ -120,7 +132,17 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
             assert!(game["fps"] > 5.0 && game["fps"] < 61.0, "{game:?}");
             assert!(game["frame_time_p50_ms"] >= 16.0, "{game:?}");
         } else {
-            assert!(game["response_p50_ms"] > 15.0, "{game:?}");
+            // A click's chain does script, worker, layout and raster work in turn. Compared
+            // with the unit's fastest run of that work, not with its nominal milliseconds: the
+            // tests beside this one may have contended the calibration, which makes its
+            // milliseconds short on a free core.
+            let ProbeSettings::Web(w) = &cat.probes["web"].settings else {
+                panic!("the web probe's settings are not web settings")
+            };
+            let chain_ms = w.script_ms + w.worker_ms + w.layout_ms + w.raster_ms;
+            let floor = fastest_ms(opts.work_unit, chain_ms);
+            let p50 = game["response_p50_ms"];
+            assert!(p50 >= 0.8 * floor, "{p50} ms, work {floor} ms: {game:?}");
         }
         set.scenarios.push(r);
     }
