@@ -84,12 +84,13 @@ live-eval: setup
 	  mapping/lab/live-run.sh $(LIVE_EVAL_OUT) $(LIVE_EVAL_TABLE) classifier/models/lab/classifier.onnx
 
 # Long run, not in CI: issue 40's per-application evaluation, every scenario (28 single-phase,
-# 4 phased) under cosmos and under `asa run` in per-application mode, 2 rounds of 4 parts, one
-# lab-VM boot per part (MTTCG; about an hour each), resumable: rerun with the same
-# PER_APP_OUT (PARTS=1,2 runs only those parts). Writes $(PER_APP_OUT)/summary.json once every
-# part is in (mapping/lab/per-app-eval.sh).
+# 4 phased) under cosmos and under `asa run` in per-application mode, 2 rounds of 8 parts, one
+# lab-VM boot per part (MTTCG; about half an hour each), resumable: rerun with the same
+# PER_APP_OUT (PARTS=1,2 runs only those parts, ROUNDS=1 only the first round). Writes
+# $(PER_APP_OUT)/summary.json once every part is in (mapping/lab/per-app-eval.sh). The table:
+# the lab VM's calibrated class rows (per-application mode or cosmos, per load).
 PER_APP_OUT ?= results/$(shell date -u +%F)-per-app-eval
-PER_APP_TABLE ?= mapping/tables/per-application.toml
+PER_APP_TABLE ?= results/2026-11-30-class-rows-every-load-mttcg/mapping-load.toml
 per-app-eval: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	ASA_LAB_TCG_THREAD=multi mapping/lab/per-app-eval.sh $(PER_APP_OUT) $(PER_APP_TABLE)

@@ -12,11 +12,12 @@
 # layers`); MODEL: the load classifier (default classifier/models/lab/classifier.onnx).
 # Resumable: a part whose OUT_DIR/roundR/partP/live.json exists is not run again; rerun the
 # same command after an interruption (or with PARTS to run only some, e.g. PARTS=1,2 for
-# about two hours). Writes OUT_DIR/summary.json and OUT_DIR/summary.txt once every part of
+# about an hour). Writes OUT_DIR/summary.json and OUT_DIR/summary.txt once every part of
 # every round is there.
 #
-# Settings (environment): ROUNDS (default 2), PART_SIZE (scenarios per part, default 8: 4
-# parts of the 32 scenarios, about an hour each at the defaults), PARTS (the part numbers to
+# Settings (environment): ROUNDS (default 2), PART_SIZE (scenarios per part, default 4: 8
+# parts of the 32 scenarios, about half an hour each at the defaults; keep it for every part of
+# one evaluation), PARTS (the part numbers to
 # run, comma-separated; default all), SCENARIOS (default: every scenario of `asa scenario
 # list`), EXPERTS (the static experts, default cosmos), BASELINE (default cosmos), APP_MODEL
 # (default classifier/models/default/app-classifier.onnx), CLASSIFIER_REPORT (its training
@@ -29,7 +30,7 @@ OUT=${1:?usage: $0 OUT_DIR TABLE [MODEL]}
 TABLE=${2:?usage: $0 OUT_DIR TABLE [MODEL]}
 MODEL=${3:-classifier/models/lab/classifier.onnx}
 ROUNDS=${ROUNDS:-2}
-PART_SIZE=${PART_SIZE:-8}
+PART_SIZE=${PART_SIZE:-4}
 PARTS=${PARTS:-}
 BIN=${BIN:-target/release}
 EXPERTS=${EXPERTS:-cosmos}
