@@ -10,7 +10,9 @@ tick) and voted (Algorithm 1, the window restarted per run) accuracy. A recorded
 does not know counts as wrong on every tick, and is named. With `--heldout-of` (a training
 report, `report.json` of `asa_classifier.train`) the same figures are also given for the runs
 that training held out, alone: a model that never saw any of these runs compared with the
-trained one on the very same ticks. `asa calibrate --retrain` calls it to say whether the
+trained one on the very same ticks. When the runs were recorded under several experts
+(the manifest's `expert`), the figures are also given per expert (`by_expert`): the features
+describe a load as the running scheduler lets it run. `asa calibrate --retrain` calls it to say whether the
 shipped model holds on the calibrated machine.
 
 Prints one line per set and writes OUT.json (schema `asa.classifier-evaluation` v1) when asked.
@@ -68,6 +70,11 @@ def evaluate_model(model_path: Path, manifests: list[Path], schema: FeatureSchem
     result = {"schema": "asa.classifier-evaluation", "version": 1, "model": str(model_path),
               "model_classes": list(model.classes), "manifests": [str(m) for m in manifests],
               "class_set": class_set, "voting": VOTING, "all": score(model, dataset.runs)}
+    experts = sorted({r.expert for r in dataset.runs if r.expert})
+    if len(experts) > 1:
+        # The features describe the load as the running scheduler lets it run: a model can hold
+        # under one expert and not under another (scx_layered, 2026-11-30).
+        result["by_expert"] = {e: score(model, [r for r in dataset.runs if r.expert == e]) for e in experts}
     if heldout_of is not None:
         names = set(json.loads(Path(heldout_of).read_text())["heldout_runs"])
         held = [r for r in dataset.runs if r.name in names]
@@ -101,6 +108,8 @@ def main(argv=None) -> None:
     result = evaluate_model(args.model, args.manifest, FeatureSchema.load(args.feature_schema), args.classes,
                             args.heldout_of)
     print(line(f"{args.model} on every run", result["all"]))
+    for expert, m in result.get("by_expert", {}).items():
+        print(line(f"  under {expert}", m))
     if "heldout" in result:
         print(line(f"{args.model} on the runs {args.heldout_of} held out", result["heldout"]))
     if args.json:

@@ -53,6 +53,35 @@ def test_a_class_the_model_does_not_know_counts_as_wrong_and_is_named(tmp_path, 
     assert "does not know" in evaluate_cli.line("x", m)
 
 
+def test_runs_under_several_experts_are_also_scored_per_expert(tmp_path, schema):
+    """A model that holds under one scheduler and not under another: the per-expert figures
+    show it where the pooled one averages it away."""
+    rng = np.random.default_rng(7)
+    train_cli.run(write_machine(tmp_path / "train", rng), schema, tmp_path / "m", small=True, class_set="load")
+    directory = tmp_path / "two-experts"
+    directory.mkdir()
+    entries = []
+    for c, label in enumerate(CLASSES):
+        for expert, shift in (("cosmos", 2.5 * c), ("layered", 2.5 * ((c + 1) % len(CLASSES)))):
+            name = f"S{c}-{expert}-r1"
+            write_run(directory / f"{name}.parquet", label, 20, rng, shift)
+            entries.append(f'[[run]]\nname = "{name}"\nfile = "{name}.parquet"\nscenario = "S{c}"\n'
+                           f'expert = "{expert}"\n')
+    (directory / "manifest.toml").write_text(
+        'schema = "asa.dataset"\nversion = 1\nfeature_schema = "asa.features.test"\nfeature_schema_version = 3\n'
+        'machine = "pytest two experts"\n\n' + "\n".join(entries))
+    result = evaluate_cli.evaluate_model(tmp_path / "m" / "classifier.onnx", [directory / "manifest.toml"], schema)
+    by_expert = result["by_expert"]
+    assert set(by_expert) == {"cosmos", "layered"}
+    assert by_expert["cosmos"]["runs"] == 3 and by_expert["cosmos"]["raw"] > 0.9
+    assert by_expert["layered"]["raw"] < 0.2
+    assert by_expert["layered"]["raw"] < result["all"]["raw"] < by_expert["cosmos"]["raw"]
+    # One expert: nothing to break down.
+    one = evaluate_cli.evaluate_model(tmp_path / "m" / "classifier.onnx", [tmp_path / "train" / "manifest.toml"],
+                                      schema)
+    assert "by_expert" not in one
+
+
 def test_the_cli_writes_the_json_the_calibration_reads(dataset_dir, schema, tmp_path, capsys):
     train_cli.run(dataset_dir / "manifest.toml", schema, tmp_path / "m", small=True, class_set="load")
     schema_file = tmp_path / "schema.toml"
