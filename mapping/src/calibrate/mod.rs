@@ -453,11 +453,19 @@ mod tests {
             report.contains(": 2 boots, good − stay per boot"),
             "{report}"
         );
+        // Each results file has its line, numbered (the two here share their settings).
+        assert!(
+            report.contains("Runs (results file 1 of 2): ")
+                && report.contains("Runs (results file 2 of 2): "),
+            "{report}"
+        );
         // One boot: ranked as before, labelled as one boot.
         let proto = prototype(&sets[..1], test_machine(), String::new(), &across).unwrap();
         assert_eq!(proto.table.classes[0].ranked[0].expert, "good");
         assert_eq!(proto.table.classes[0].boots, Some(1));
-        assert!(markdown(&proto, &sets[..1]).contains("rests on one boot"));
+        let report = markdown(&proto, &sets[..1]);
+        assert!(report.contains("rests on one boot"), "{report}");
+        assert!(report.contains("\nRuns: "), "{report}");
     }
 
     /// Two experts 1 ms apart in a plan of 2 repetitions: the runs cannot tell them apart, so

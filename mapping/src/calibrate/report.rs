@@ -24,10 +24,17 @@ pub fn markdown(proto: &Prototype, sets: &[ResultSet]) -> String {
                 .join(", ")
         ));
     }
-    for set in sets {
+    for (i, set) in sets.iter().enumerate() {
         let o = &set.options;
+        // One line per results file: several files (boots, sessions) may share settings, so
+        // each says which file it is.
+        let which = if sets.len() > 1 {
+            format!(" (results file {} of {})", i + 1, sets.len())
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "Runs: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle, {:.0} s hold (measured on {}, {} CPUs, kernel {}).\n",
+            "Runs{which}: {} scenario(s), experts {}, {} rep(s), {:.0} s probe, {:.0} s settle, {:.0} s hold (measured on {}, {} CPUs, kernel {}).\n",
             set.scenarios.len(),
             o.experts.join(", "),
             o.reps,
