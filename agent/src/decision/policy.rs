@@ -862,8 +862,16 @@ impl Policy {
         let unsure = matches!(reason, Reason::NoDecision | Reason::NotConfident { .. });
         self.unsure_ticks = if unsure { self.unsure_ticks + 1 } else { 0 };
         self.confident_seen |= !unsure;
+        // Confidence is needed to move, not to stay: after a confident vote, an unsure vote
+        // whose leading class is served first by the running expert keeps it. (Live, archive
+        // extraction under cosmos voted at p ~0.6 with support just under the threshold;
+        // falling back to the default expert there sent the machine back to the expert the
+        // table had left, 2-4 times a run.) Start-up is unchanged: before any confident vote
+        // the default expert runs.
+        let vote_keeps_running =
+            self.confident_seen && preferred.is_some() && preferred == self.current_expert;
         let (target, action, reason) = match self.fallback_due(now) {
-            Some(fallback) if unsure => (
+            Some(fallback) if unsure && !vote_keeps_running => (
                 Some(fallback),
                 Action::Switch,
                 Reason::Fallback {
@@ -923,7 +931,8 @@ impl Policy {
 
     /// The default expert, when an unsure vote should go back to it now: it is usable, not
     /// quarantined and not running, the vote has been unsure since the start or for `fallback_after_ticks` ticks,
-    /// and no cooldown runs.
+    /// and no cooldown runs. [`Self::decide`] also keeps the running expert while the unsure
+    /// vote's leading class maps to it first.
     fn fallback_due(&self, now: Duration) -> Option<String> {
         let fallback = self
             .fallback
@@ -1048,6 +1057,41 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         assert_eq!(p.current_expert(), Some("bpfland"));
         // The busy window decays first: the vote is unsure from a few ticks in, then 4 more.
         assert!((10..=16).contains(&at_s), "fell back at t = {at_s}");
+    }
+
+    /// An unsure vote that still leads with the running expert's class keeps that expert: only
+    /// a vote that no longer points there (here: no class at all) falls back to the default.
+    #[test]
+    fn an_unsure_vote_for_the_running_experts_class_does_not_fall_back() {
+        let mut p = policy_with_default(0, 4);
+        for s in 1..=6 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        // Busy at p 0.55 every other tick, below the threshold between: busy leads, with half
+        // the support a confident vote needs.
+        const LEANING: [f32; 3] = [0.55, 0.25, 0.2];
+        const UNDER: [f32; 3] = [0.45, 0.3, 0.25];
+        for s in 7..=30 {
+            let r = p
+                .on_tick(at(s), if s % 2 == 0 { &LEANING } else { &UNDER })
+                .unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {r:?}");
+            if s > 12 {
+                assert_eq!(r.voted_class.as_deref(), Some("busy"), "t = {s}");
+                assert!(
+                    matches!(r.reason, Reason::NotConfident { support, .. } if support < 0.5),
+                    "t = {s}: {:?}",
+                    r.reason
+                );
+            }
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        // The vote stops pointing at busy: the default expert, once the window has emptied.
+        let fell_back =
+            (31..=40).find(|&s| p.on_tick(at(s), &UNSURE).unwrap().action == Action::Switch);
+        assert!(fell_back.is_some(), "falls back once no class leads");
+        assert_eq!(p.current_expert(), Some("bpfland"));
     }
 
     /// vm_decision's burst, in the policy: a hot standby started on a burst's first tick makes
