@@ -1001,6 +1001,17 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     }
 
     /// TABLE naming bpfland as the default expert (the best over all classes).
+    /// A policy with a default expert (bpfland, fallback after 4 unsure ticks, no cooldown)
+    /// that six busy ticks have switched to busy's expert, lavd.
+    fn busy_on_lavd() -> Policy {
+        let mut p = policy_with_default(0, 4);
+        for s in 1..=6 {
+            p.on_tick(at(s), &BUSY).unwrap();
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        p
+    }
+
     fn policy_with_default(cooldown_s: u64, fallback_after_ticks: u32) -> Policy {
         let text = TABLE.replace(
             "created = \"2026-11-22\"",
@@ -1039,11 +1050,7 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// vote is unsure for a tick or two, goes straight to the new class's expert.
     #[test]
     fn a_lasting_unsure_vote_returns_to_the_default_expert() {
-        let mut p = policy_with_default(0, 4);
-        for s in 1..=6 {
-            p.on_tick(at(s), &BUSY).unwrap();
-        }
-        assert_eq!(p.current_expert(), Some("lavd"));
+        let mut p = busy_on_lavd();
         let mut fell_back_at = None;
         for s in 7..=20 {
             let r = p.on_tick(at(s), &UNSURE).unwrap();
@@ -1063,11 +1070,7 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// a vote that no longer points there (here: no class at all) falls back to the default.
     #[test]
     fn an_unsure_vote_for_the_running_experts_class_does_not_fall_back() {
-        let mut p = policy_with_default(0, 4);
-        for s in 1..=6 {
-            p.on_tick(at(s), &BUSY).unwrap();
-        }
-        assert_eq!(p.current_expert(), Some("lavd"));
+        let mut p = busy_on_lavd();
         // Busy at p 0.55 every other tick, below the threshold between: busy leads, with half
         // the support a confident vote needs.
         const LEANING: [f32; 3] = [0.55, 0.25, 0.2];
@@ -1198,11 +1201,7 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// default expert nor reset the count; wrong-length probabilities are refused.
     #[test]
     fn own_work_ticks_leave_the_unsure_count_alone() {
-        let mut p = policy_with_default(0, 4);
-        for s in 1..=6 {
-            p.on_tick(at(s), &BUSY).unwrap();
-        }
-        assert_eq!(p.current_expert(), Some("lavd"));
+        let mut p = busy_on_lavd();
         for s in 7..=8 {
             assert_eq!(p.on_tick(at(s), &UNSURE).unwrap().action, Action::Stay);
         }
