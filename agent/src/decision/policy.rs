@@ -194,8 +194,9 @@ pub enum Reason {
     /// A confident vote for a class whose expert is not running, outside the cooldown.
     Switch,
     /// The vote has been unsure (no vote, or not confident) since the agent started, or for
-    /// [`PolicyConfig::fallback_after_ticks`] ticks: the policy returns to the table's default
-    /// expert, the best over all classes. Such a switch does not start the cooldown, so the
+    /// [`PolicyConfig::fallback_after_ticks`] ticks while leading (or, without a vote, leaning)
+    /// to a class the running expert does not serve first: the policy returns to the table's
+    /// default expert, the best over all classes. Such a switch does not start the cooldown, so the
     /// first confident vote is followed at once.
     Fallback {
         /// Consecutive unsure ticks.
@@ -863,13 +864,18 @@ impl Policy {
         self.unsure_ticks = if unsure { self.unsure_ticks + 1 } else { 0 };
         self.confident_seen |= !unsure;
         // Confidence is needed to move, not to stay: after a confident vote, an unsure vote
-        // whose leading class is served first by the running expert keeps it. (Live, archive
-        // extraction under cosmos voted at p ~0.6 with support just under the threshold;
-        // falling back to the default expert there sent the machine back to the expert the
-        // table had left, 2-4 times a run.) Start-up is unchanged: before any confident vote
-        // the default expert runs.
+        // whose leading class is served first by the running expert keeps it — the voted class,
+        // or where the window leans when no tick was sure enough to vote. (Live, archive
+        // extraction under cosmos voted at p ~0.6 with support just under the threshold, and
+        // beside the office at p 0.35-0.5, under θ on every tick; falling back to the default
+        // expert there sent the machine back to the expert the table had left.) Start-up is
+        // unchanged: before any confident vote the default expert runs.
+        let leading_first = vote
+            .class
+            .or(vote.leaning)
+            .and_then(|c| self.available(c, now).into_iter().next());
         let vote_keeps_running =
-            self.confident_seen && preferred.is_some() && preferred == self.current_expert;
+            self.confident_seen && leading_first.is_some() && leading_first == self.current_expert;
         let (target, action, reason) = match self.fallback_due(now) {
             Some(fallback) if unsure && !vote_keeps_running => (
                 Some(fallback),
@@ -971,7 +977,9 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     const BUSY: [f32; 3] = [0.9, 0.05, 0.05];
     const CALM: [f32; 3] = [0.05, 0.9, 0.05];
     const UNMAPPED: [f32; 3] = [0.05, 0.05, 0.9];
-    const UNSURE: [f32; 3] = [0.4, 0.3, 0.3];
+    /// Below θ on every class, leaning to "odd", which the table does not map: no evidence
+    /// for any of its experts.
+    const UNSURE: [f32; 3] = [0.3, 0.3, 0.4];
 
     /// Classes busy, calm and "odd" (not in the table); everything usable unless `not_usable`.
     fn policy(cooldown_s: u64, not_usable: &'static str) -> Policy {
@@ -1094,6 +1102,35 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         let fell_back =
             (31..=40).find(|&s| p.on_tick(at(s), &UNSURE).unwrap().action == Action::Switch);
         assert!(fell_back.is_some(), "falls back once no class leads");
+        assert_eq!(p.current_expert(), Some("bpfland"));
+    }
+
+    /// A window where no tick reaches θ votes for nothing, but where it leans still counts:
+    /// leaning to the running expert's class keeps it (archive extraction beside the office,
+    /// live, at p 0.35-0.5 on every tick); leaning to another class falls back to the default.
+    #[test]
+    fn a_window_below_the_threshold_that_leans_to_the_running_experts_class_keeps_it() {
+        let mut p = busy_on_lavd();
+        const LEANS_BUSY: [f32; 3] = [0.4, 0.3, 0.3];
+        for s in 7..=40 {
+            let r = p.on_tick(at(s), &LEANS_BUSY).unwrap();
+            assert_eq!(r.action, Action::Stay, "t = {s}: {r:?}");
+            if s > 12 {
+                assert_eq!(
+                    (r.voted_class, r.reason.clone()),
+                    (None, Reason::NoDecision)
+                );
+            }
+        }
+        assert_eq!(p.current_expert(), Some("lavd"));
+        // Leaning to calm (eevdf's class): unsure, so not to eevdf but back to the default.
+        const LEANS_CALM: [f32; 3] = [0.3, 0.4, 0.3];
+        let fell_back =
+            (41..=60).find(|&s| p.on_tick(at(s), &LEANS_CALM).unwrap().action == Action::Switch);
+        assert!(
+            fell_back.is_some(),
+            "falls back once the window leans elsewhere"
+        );
         assert_eq!(p.current_expert(), Some("bpfland"));
     }
 

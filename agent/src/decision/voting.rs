@@ -11,7 +11,11 @@
 //! - **no decision** ([`Vote::class`] is `None`) when every `A_c` is 0: an empty window, or no
 //!   probability above θ anywhere in it;
 //! - ties between the highest scores go to the lowest class index (deterministic; a tie has
-//!   margin 0, so the policy never switches on one).
+//!   margin 0, so the policy never switches on one);
+//! - besides the vote, where the window *leans* ([`Vote::leaning`]): the class with the largest
+//!   `Σ_t p_{t,c} · α^(W−t)` with θ not applied, so that a window of ticks that each fall short
+//!   of θ still says which class its evidence favours (the policy keeps the running expert on
+//!   it, never moves on it).
 
 use std::collections::VecDeque;
 
@@ -85,6 +89,11 @@ pub struct Vote {
     pub support: f64,
     /// Ticks in the window.
     pub ticks: usize,
+    /// The class with the largest time-weighted probability when θ is not applied (ties to the
+    /// lowest index), `None` for an empty window: where the evidence leans even when no tick is
+    /// sure enough to vote. Equal to `class` whenever a tick's probability dominates; never a
+    /// reason to switch.
+    pub leaning: Option<usize>,
 }
 
 /// Algorithm 1 over a sliding window, fed one probability vector per tick.
@@ -145,23 +154,27 @@ impl TimeWeightedVoter {
     /// Votes over the current window without adding a tick.
     pub fn vote(&self) -> Vote {
         let mut scores = vec![0.0f64; self.classes];
+        let mut unthresholded = vec![0.0f64; self.classes];
         let mut weight = 1.0f64;
         // Newest first: weight α^0, α^1, …
         for tick in self.window.iter().rev() {
-            for (score, &p) in scores.iter_mut().zip(tick.iter()) {
+            for ((score, raw), &p) in scores
+                .iter_mut()
+                .zip(unthresholded.iter_mut())
+                .zip(tick.iter())
+            {
                 let p = f64::from(p);
                 if p > self.config.threshold {
                     *score += p * weight;
                 }
+                if p > 0.0 {
+                    *raw += p * weight;
+                }
             }
             weight *= self.config.decay;
         }
-        let mut best: Option<usize> = None;
-        for (class, &score) in scores.iter().enumerate() {
-            if score > 0.0 && best.is_none_or(|b| score > scores[b]) {
-                best = Some(class);
-            }
-        }
+        let best = highest(&scores);
+        let leaning = highest(&unthresholded);
         let total: f64 = scores.iter().sum();
         let (margin, support) = match best {
             Some(b) => {
@@ -184,8 +197,20 @@ impl TimeWeightedVoter {
             margin,
             support,
             ticks: self.window.len(),
+            leaning,
         }
     }
+}
+
+/// The index of the largest positive value (ties to the lowest index), None when none is > 0.
+fn highest(values: &[f64]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, &v) in values.iter().enumerate() {
+        if v > 0.0 && best.is_none_or(|b| v > values[b]) {
+            best = Some(i);
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -231,6 +256,23 @@ mod tests {
             assert_eq!(vote.class, None);
             assert_eq!(vote.scores, vec![0.0; 3]);
         }
+    }
+
+    /// Ticks that each fall short of θ vote for nothing but still lean: [0.4, 0.3, 0.3] then
+    /// [0.2, 0.45, 0.35] (newest weight 1, older 0.8): A = [0.52, 0.69, 0.59] → class 1.
+    #[test]
+    fn a_window_below_the_threshold_still_leans_to_a_class() {
+        let mut v = voter(3, 0.5, 0.8, 3);
+        assert_eq!(v.vote().leaning, None, "an empty window leans nowhere");
+        assert_eq!(v.push(&[0.4, 0.3, 0.3]).unwrap().leaning, Some(0));
+        let vote = v.push(&[0.2, 0.45, 0.35]).unwrap();
+        assert_eq!((vote.class, vote.leaning), (None, Some(1)));
+        // A confident tick: the vote and the leaning agree.
+        let vote = v.push(&[0.05, 0.9, 0.05]).unwrap();
+        assert_eq!((vote.class, vote.leaning), (Some(1), Some(1)));
+        // Missing probabilities (NaN) lean nowhere.
+        let mut w = voter(3, 0.5, 0.8, 2);
+        assert_eq!(w.push(&[f32::NAN, f32::NAN]).unwrap().leaning, None);
     }
 
     /// W = 3, θ = 0.3, α = 0.5, pushes (oldest first):
