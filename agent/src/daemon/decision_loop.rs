@@ -20,7 +20,7 @@ use crate::action::controller::ControllerHandle;
 use crate::control::AgentStatus;
 use crate::decision::engine::{DecisionEngine, Outcome, TickRecord};
 use crate::decision::policy::Reason;
-use crate::decision::standby::{loading_during, vote_candidates};
+use crate::decision::standby::{insurance_standby, loading_during, vote_candidates};
 use crate::stop::Stop;
 
 /// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
@@ -154,7 +154,8 @@ impl<'a> DecisionLoop<'a> {
             let policy = self.pipeline.engine.policy();
             handle.set_standby_candidates(
                 vote_candidates(&record.decision.vote_scores, |c| policy.expert_for(c)),
-                policy.overall_best().map(str::to_owned),
+                insurance_standby(policy.overall_best(), self.pipeline.idle_cpus())
+                    .map(str::to_owned),
             );
         }
         if record.outcome == Outcome::Switched {

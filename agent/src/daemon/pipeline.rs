@@ -34,6 +34,8 @@ pub(super) struct Pipeline {
     pub(super) engine: DecisionEngine,
     /// The schema's feature names, when every tick's record carries its feature vector.
     feature_log: Option<Vec<String>>,
+    /// The last sample's idle CPUs ([`crate::perception::Sample::idle_cpus`]).
+    idle_cpus: Option<f64>,
 }
 
 impl Pipeline {
@@ -81,11 +83,18 @@ impl Pipeline {
             sampler,
             engine,
             feature_log,
+            idle_cpus: None,
         })
     }
 
     /// Processes the perception leaves out of the per-process features from the next tick on
     /// (the agent's hot-standby experts), in place of the previous call's.
+    /// How many CPUs' worth of time the machine left idle over the last tick's sample (None
+    /// before the first, or when no CPU time was counted).
+    pub(super) fn idle_cpus(&self) -> Option<f64> {
+        self.idle_cpus
+    }
+
     pub(super) fn ignore_processes(&mut self, pids: impl IntoIterator<Item = i32>) {
         self.sampler.ignore_processes(pids);
     }
@@ -116,6 +125,7 @@ impl Pipeline {
         let sample = self.sampler.sample().context("perception sample")?;
         let sample_us = t0.elapsed().as_secs_f64() * 1e6;
         let own_work = loading.filter(|_| sample.ignored_cpus >= OWN_WORK_MIN_CPUS);
+        self.idle_cpus = sample.idle_cpus;
         let mut record = self.engine.decide(now, &sample, own_work)?;
         record.cost.sample_us = sample_us;
         record.cost.perception = self.sampler.last_cost();

@@ -2,9 +2,11 @@
 //! attach gates (see `asa_experts::supervisor`), so that the switches the agent is likely to
 //! make next are only "stop the old one, release the gate".
 //!
-//! Pure logic in two steps, each tested on its own, and one check on the pool's state:
+//! Pure logic in three steps, each tested on its own, and one check on the pool's state:
 //! * [`vote_candidates`] (decision thread, every tick): the experts the mapping table gives for
 //!   the classes in order of their vote scores, best first;
+//! * [`insurance_standby`] (decision thread, every tick): the table's overall best, offered
+//!   only while the machine has CPU to spare;
 //! * [`wanted_standby`] (controller): from those candidates and the table's overall best, the
 //!   standbys wanted now, without the running expert and EEVDF, bounded by a count and a
 //!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate);
@@ -71,6 +73,25 @@ pub fn vote_candidates<'a>(
         }
     }
     out
+}
+
+/// The idle CPU (CPUs' worth, over the last tick's sample) the machine must have for the
+/// table's overall best to start loading as a standby when no class of the vote asks for it:
+/// half a CPU. A standby loads at nice 19, but its BPF verification still takes CPU from a
+/// machine the load saturates: in the lab VM scx_layered took 50 s to load beside archive
+/// extraction under cosmos, the load ran at 0.69-0.79 of its throughput under cosmos alone
+/// (results/2026-11-30-load-model-under-layered, second live check), and a loading lavd took 15 % of a CPU hog's work
+/// (results/2026-11-27-standby-foreground-cost). The overall best is insurance for a later
+/// fallback; it waits for CPU to spare, while the vote's candidates (the switch the agent is
+/// about to make) load at once.
+pub const INSURANCE_MIN_IDLE_CPUS: f64 = 0.5;
+
+/// The table's overall best as the pool's insurance slot ([`wanted_standby`]'s
+/// `overall_best`): given while the last sample left at least [`INSURANCE_MIN_IDLE_CPUS`] idle,
+/// or when the idle CPU is unknown. A standby already loading or parked keeps its slot through
+/// `keep`, so a busy spell does not stop one half loaded.
+pub fn insurance_standby(overall_best: Option<&str>, idle_cpus: Option<f64>) -> Option<&str> {
+    overall_best.filter(|_| idle_cpus.is_none_or(|idle| idle >= INSURANCE_MIN_IDLE_CPUS))
 }
 
 /// The standbys wanted, most wanted first: the vote's candidates, with the table's overall
@@ -179,6 +200,28 @@ mod tests {
         max: 10,
         memory_kib: u64::MAX / 2,
     };
+
+    /// On a saturated machine the overall best is not started as insurance; with half a CPU
+    /// idle, or nothing measured, it is; one already in the pool stays either way.
+    #[test]
+    fn the_insurance_standby_waits_for_idle_cpu_but_one_loading_keeps_its_slot() {
+        assert_eq!(insurance_standby(Some("layered"), Some(0.1)), None);
+        assert_eq!(
+            insurance_standby(Some("layered"), Some(0.5)),
+            Some("layered")
+        );
+        assert_eq!(insurance_standby(Some("layered"), None), Some("layered"));
+        assert_eq!(insurance_standby(None, Some(2.0)), None);
+        let busy = insurance_standby(Some("layered"), Some(0.0));
+        let w = wanted_standby(&[], busy, &[], "cosmos", "eevdf", |_| None, UNLIMITED);
+        assert!(
+            w.is_empty(),
+            "nothing to start while the load saturates: {w:?}"
+        );
+        let pool = names(&["layered"]);
+        let w = wanted_standby(&[], busy, &pool, "cosmos", "eevdf", |_| None, UNLIMITED);
+        assert_eq!(w, pool, "a standby already loading is not stopped");
+    }
 
     #[test]
     fn candidates_follow_the_vote_scores_each_expert_once() {

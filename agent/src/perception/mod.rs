@@ -95,6 +95,9 @@ pub struct Sample {
     /// interval) the processes passed to [`Sampler::ignore_processes`] used: the agent's own
     /// work in this sample (0 when none, or when the process scan is unavailable).
     pub ignored_cpus: f64,
+    /// How many CPUs' worth of time the machine left idle over the interval (idle and I/O
+    /// wait); None when no CPU time was counted between the readings.
+    pub idle_cpus: Option<f64>,
 }
 
 impl Sample {
@@ -262,6 +265,7 @@ impl Sampler {
             }
         };
         procfs_source::procfs_features(&self.previous_proc, &current, &mut emit);
+        let idle_cpus = procfs_source::idle_cpus(&self.previous_proc, &current);
         let dt = current.at_s - self.previous_proc.at_s;
         let bpf_started = Instant::now();
         let mut bpf_us = 0.0;
@@ -302,6 +306,7 @@ impl Sampler {
             values,
             missing,
             ignored_cpus,
+            idle_cpus,
         })
     }
 }
@@ -322,6 +327,7 @@ mod tests {
             values: vec![0.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -3.0],
             missing: vec![false, true, false, false, false, false],
             ignored_cpus: 0.0,
+            idle_cpus: None,
         };
         let values = sample.to_f32();
         assert_eq!(values[0], 0.5);

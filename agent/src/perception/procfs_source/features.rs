@@ -13,6 +13,15 @@ fn ratio(num: f64, den: f64) -> f64 {
     }
 }
 
+/// How many CPUs' worth of time the machine left idle (idle and I/O wait) between two
+/// snapshots: the idle share of every CPU's time times the number of CPUs; None when no CPU
+/// time passed (the first snapshot, or a counter that went back).
+pub fn idle_cpus(prev: &ProcSnapshot, cur: &ProcSnapshot) -> Option<f64> {
+    let d = cur.cpu_total.saturating_sub(&prev.cpu_total);
+    let total = d.total();
+    (total > 0).then(|| (d.idle + d.iowait) as f64 / total as f64 * cur.cpus.len() as f64)
+}
+
 /// Computes the procfs features from two consecutive snapshots; `emit(name, value)` is called
 /// once per feature (names as in the schema) whose inputs are present in both snapshots.
 pub fn procfs_features(
@@ -328,6 +337,10 @@ mod tests {
         let mut expected_names = emitted.clone();
         expected_names.sort();
         assert_eq!(names, expected_names);
+
+        // Idle 105 + iowait 20 of 400 ticks on 2 CPUs; none without a previous snapshot.
+        assert_eq!(idle_cpus(&a, &b), Some(125.0 / 400.0 * 2.0));
+        assert_eq!(idle_cpus(&a, &a), None);
 
         let tps = procfs::ticks_per_second() as f64;
         let expect = [

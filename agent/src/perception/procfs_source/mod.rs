@@ -25,7 +25,7 @@ pub mod reader;
 pub mod snapshot;
 
 pub use features::{
-    procfs_features, HOTSPOT_BUSY_SHARE, PROCFS_FEATURES, SOMETIMES_MISSING_FEATURE,
+    idle_cpus, procfs_features, HOTSPOT_BUSY_SHARE, PROCFS_FEATURES, SOMETIMES_MISSING_FEATURE,
 };
 pub use processes::{
     ProcessScanner, ProcessTick, IO_NEW_READS_PER_SCAN, IO_READS_PER_SCAN, MAX_OPEN_STAT_FILES,
