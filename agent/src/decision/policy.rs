@@ -61,11 +61,14 @@ fn default_fallback_after() -> u32 {
 }
 
 /// Most consecutive ticks the policy leaves out of the vote as the agent's own work
-/// ([`Policy::on_own_work_tick`]): 10. A hot standby verifies its BPF programs in about a second
-/// on real hardware and in 2–3 s under the lab's emulator; one that keeps loading for longer (a
-/// standby lost and started again and again) must not blind the vote, so from the 11th such tick
-/// in a row the ticks count again.
-pub const MAX_OWN_WORK_TICKS: u32 = 10;
+/// ([`Policy::on_own_work_tick`]): 30. A hot standby verifies its BPF programs in about a second
+/// on real hardware; under the lab's emulator the small experts take 2–3 s and scx_layered, the
+/// catalogue's largest, 16–20 s at full priority on an idle VM and 22 s at nice 19 beside LLM
+/// inference (2026-11-30; with a bound of 10 its last 12 loading ticks counted, voted nothing
+/// and sent the agent back from cosmos: results/2026-11-30-per-app-eval). One that keeps loading
+/// for longer (a standby lost and started again and again) must not blind the vote, so from the
+/// 31st such tick in a row the ticks count again.
+pub const MAX_OWN_WORK_TICKS: u32 = 30;
 
 /// Parameters of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
