@@ -13,7 +13,9 @@
 # Resumable: a part whose OUT_DIR/roundR/partP/live.json exists is not run again; rerun the
 # same command after an interruption (or with PARTS to run only some, e.g. PARTS=1,2 for
 # about an hour). Writes OUT_DIR/summary.json and OUT_DIR/summary.txt once every part of
-# every round is there.
+# every round is there. Each part keeps live.json, live.md, mapping.toml and `commit` (the
+# source tree's commit when it started) in the open and packs the rest (results.json, the
+# agent's logs, the console) into its raw.tar.xz, which the summary reads.
 #
 # Settings (environment): ROUNDS (default 2), PART_SIZE (scenarios per part, default 4: 8
 # parts of the 32 scenarios, about half an hour each at the defaults; keep it for every part of
@@ -56,6 +58,10 @@ part_scenarios() { # part number (1-based) -> its scenarios, comma-separated
   echo "$SCENARIOS" | tr , '\n' | grep . | awk -v p="$1" -v k="$nparts" '(NR - 1) % k == p - 1' | paste -sd, -
 }
 wanted() { [ -z "$PARTS" ] || echo ",$PARTS," | grep -q ",$1,"; }
+pack_raw() { # a finished part's folder: everything but the reports into raw.tar.xz
+  (cd "$1" && set -- $(ls -A | grep -v -x -e live.json -e live.md -e mapping.toml -e commit -e raw.tar.xz) \
+    && if [ $# -gt 0 ]; then tar cJf raw.tar.xz "$@" && rm -rf "$@"; fi)
+}
 arms=$(( $(echo "$EXPERTS" | tr , '\n' | grep -c .) + 1 ))
 per_part_min=$(( PART_SIZE * arms * REPS * (DURATION + HOLD + 25) / 60 + 3 ))
 echo "per-application evaluation: $n scenarios in $nparts part(s) of up to $PART_SIZE, $ROUNDS round(s); \
@@ -73,10 +79,17 @@ while [ "$r" -le "$ROUNDS" ]; do
     elif wanted "$p"; then
       scen=$(part_scenarios "$p")
       echo "round $r part $p of $nparts ($(date -u +%H:%M) UTC): $scen" >&2
+      mkdir -p "$dir"
+      git rev-parse HEAD > "$dir/commit" 2>/dev/null || rm -f "$dir/commit"
       SCENARIOS=$scen EXPERTS=$EXPERTS BASELINE=$BASELINE APP_MODEL=$APP_MODEL REPS=$REPS \
         DURATION=$DURATION MIN_PHASE=$MIN_PHASE HOLD=$HOLD DRY_RUN=0 BIN=$BIN \
         mapping/lab/live-run.sh "$dir" "$TABLE" "$MODEL" || true
-      [ -s "$dir/live.json" ] || { echo "round $r part $p brought back no live.json (see $dir)" >&2; missing=$((missing + 1)); }
+      if [ -s "$dir/live.json" ]; then
+        pack_raw "$dir" || echo "round $r part $p: packing its raw files failed (left in $dir)" >&2
+      else
+        echo "round $r part $p brought back no live.json (see $dir)" >&2
+        missing=$((missing + 1))
+      fi
     else
       missing=$((missing + 1))
     fi
