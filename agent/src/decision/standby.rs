@@ -77,14 +77,18 @@ pub fn vote_candidates<'a>(
 
 /// The idle CPU (CPUs' worth, over the last tick's sample) the machine must have for the
 /// table's overall best to start loading as a standby when no class of the vote asks for it:
-/// half a CPU. A standby loads at nice 19, but its BPF verification still takes CPU from a
-/// machine the load saturates: in the lab VM scx_layered took 50 s to load beside archive
-/// extraction under cosmos, the load ran at 0.69-0.79 of its throughput under cosmos alone
-/// (results/2026-11-30-load-model-under-layered, second live check), and a loading lavd took 15 % of a CPU hog's work
-/// (results/2026-11-27-standby-foreground-cost). The overall best is insurance for a later
-/// fallback; it waits for CPU to spare, while the vote's candidates (the switch the agent is
-/// about to make) load at once.
-pub const INSURANCE_MIN_IDLE_CPUS: f64 = 0.5;
+/// 1.5 CPUs, a whole one for the verifier and half of one for the workload's bursts. A standby
+/// loads at nice 19, but its BPF verification still takes a CPU the workload may need. In the
+/// lab VM (2 vCPUs) scx_layered loading beside archive extraction under cosmos took 50 s and the
+/// load ran at 0.69-0.79 of its throughput under cosmos alone
+/// (results/2026-11-30-load-model-under-layered, second live check); beside LLM inference, which
+/// left 0.5-1 CPU idle, it took 16-22 s of the CPU the audio probe needed: 29 and 42 underruns a
+/// minute against 6 and 11 under cosmos alone (results/2026-11-30-per-app-eval, S25); a loading
+/// lavd took 15 % of a CPU hog's work (results/2026-11-27-standby-foreground-cost). The overall
+/// best is insurance for a later fallback (which, without it, starts the default expert while
+/// the running one keeps scheduling): it waits for a quiet machine, while the vote's candidates
+/// (the switch the agent is about to make) load at once.
+pub const INSURANCE_MIN_IDLE_CPUS: f64 = 1.5;
 
 /// The table's overall best as the pool's insurance slot ([`wanted_standby`]'s
 /// `overall_best`): given while the last sample left at least [`INSURANCE_MIN_IDLE_CPUS`] idle,
@@ -201,13 +205,18 @@ mod tests {
         memory_kib: u64::MAX / 2,
     };
 
-    /// On a saturated machine the overall best is not started as insurance; with half a CPU
+    /// Beside a load the overall best is not started as insurance; with a CPU and a half
     /// idle, or nothing measured, it is; one already in the pool stays either way.
     #[test]
     fn the_insurance_standby_waits_for_idle_cpu_but_one_loading_keeps_its_slot() {
         assert_eq!(insurance_standby(Some("layered"), Some(0.1)), None);
         assert_eq!(
-            insurance_standby(Some("layered"), Some(0.5)),
+            insurance_standby(Some("layered"), Some(1.0)),
+            None,
+            "LLM inference's"
+        );
+        assert_eq!(
+            insurance_standby(Some("layered"), Some(1.5)),
             Some("layered")
         );
         assert_eq!(insurance_standby(Some("layered"), None), Some("layered"));
