@@ -173,6 +173,7 @@ mod tests {
             kind: LayerKind::Open,
             slice_us,
             preempt,
+            preempt_first: false,
             weight,
             util_range: None,
             cpus_frac: None,

@@ -4,7 +4,8 @@
 //! scx_layered 1.1.4's `src/config.rs`) by which one class of application should be treated
 //! differently from another: the layer's kind (open to every CPU, or grouped on a share of the
 //! CPUs it grows and shrinks with its utilisation), its time slice, whether it preempts tasks of
-//! non-preempting layers, and its weight under contention. Everything else stays at
+//! non-preempting layers (and whether a waking task tries its previous CPU's preemption before
+//! an idle CPU), and its weight under contention. Everything else stays at
 //! scx_layered's defaults. [`LayerPolicy::check`] refuses what scx_layered would refuse.
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,11 @@ pub struct LayerPolicy {
     /// Whether the layer's tasks preempt tasks of non-preempting layers when no CPU is idle.
     #[serde(default)]
     pub preempt: bool,
+    /// A preempting layer only: a waking task preempts its previous CPU before it looks for an
+    /// idle one (scx_layered `preempt_first`; it keeps the task's cache warm and skips the idle
+    /// search, at the cost of the task running there now).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preempt_first: bool,
     /// Weight under contention (1–10 000; scx_layered's default is 100).
     pub weight: u32,
     /// `grouped` only: utilisation per owned CPU below which the layer shrinks and above which
@@ -69,6 +75,9 @@ impl LayerPolicy {
                 "slice_us = {} is below {MIN_SLICE_US} µs",
                 self.slice_us
             ));
+        }
+        if self.preempt_first && !self.preempt {
+            return Err("preempt_first = true needs preempt = true".into());
         }
         if self.weight < WEIGHT_RANGE.0 || self.weight > WEIGHT_RANGE.1 {
             return Err(format!(
@@ -111,6 +120,9 @@ impl LayerPolicy {
             "preempt": self.preempt,
             "weight": self.weight,
         });
+        if self.preempt_first {
+            common["preempt_first"] = serde_json::json!(true);
+        }
         match self.kind {
             LayerKind::Open => serde_json::json!({ "Open": common }),
             LayerKind::Grouped => {
@@ -132,6 +144,7 @@ mod tests {
             kind: LayerKind::Open,
             slice_us,
             preempt: true,
+            preempt_first: false,
             weight,
             util_range: None,
             cpus_frac: None,
@@ -148,11 +161,38 @@ mod tests {
     }
 
     #[test]
+    fn preempt_first_is_written_only_when_asked_for_and_needs_preemption() {
+        let first = LayerPolicy {
+            preempt_first: true,
+            ..open(3000, 400)
+        };
+        assert_eq!(first.check(), Ok(()));
+        assert_eq!(
+            first.to_scx_layered_kind(),
+            serde_json::json!({"Open": {"slice_us": 3000, "preempt": true,
+                "preempt_first": true, "weight": 400}})
+        );
+        let text = toml::to_string(&open(3000, 400)).unwrap();
+        assert!(!text.contains("preempt_first"), "{text}");
+        let back: LayerPolicy = toml::from_str(&toml::to_string(&first).unwrap()).unwrap();
+        assert_eq!(back, first);
+        let without_preempt = LayerPolicy {
+            preempt: false,
+            ..first
+        };
+        assert!(without_preempt
+            .check()
+            .unwrap_err()
+            .contains("preempt_first = true needs preempt = true"));
+    }
+
+    #[test]
     fn a_grouped_policy_carries_its_utilisation_and_cpu_share() {
         let policy = LayerPolicy {
             kind: LayerKind::Grouped,
             slice_us: 20_000,
             preempt: false,
+            preempt_first: false,
             weight: 50,
             util_range: Some((0.5, 0.8)),
             cpus_frac: Some((0.25, 0.75)),

@@ -104,6 +104,12 @@ pub struct CalibrateArgs {
         value_name = "CLASS,..."
     )]
     pub layer_no_preempt: Vec<String>,
+    /// Stage layers: the classes whose preempting layer to try with preemption of the waking
+    /// task's previous CPU before any idle one (scx_layered `preempt_first`; one candidate each,
+    /// layered-<class>-preemptfirst, if the class is calibrated and its layer preempts); default
+    /// none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., value_name = "CLASS,...")]
+    pub layer_preempt_first: Vec<String>,
     /// Stage layers: whole-machine experts run besides `layered`, so the class rows say per
     /// load whether the layers or one expert serve it better (--experts is stage prototype's,
     /// unused here); "" for none.

@@ -1,7 +1,8 @@
 //! The candidates of stage layers: for each application class, the reference plan's policy
 //! with another time slice (`layered-<class>-<slice>`), for a class whose layer does not preempt
 //! the same policy on a share of the CPUs (`layered-<class>-share<pct>`), and for a class whose
-//! layer preempts the same policy without preemption (`layered-<class>-nopreempt`), each an
+//! layer preempts the same policy without preemption (`layered-<class>-nopreempt`) or, asked
+//! for, preempting the waking task's previous CPU first (`layered-<class>-preemptfirst`), each an
 //! expert of its own, and the expert catalogue that holds them (`DIR/candidates.toml`).
 //!
 //! Invariant: a candidate differs from the reference plan (the default plan, or a base table's
@@ -188,36 +189,98 @@ pub fn no_preempt_candidates(
     classes: &[String],
     no_preempt: &[String],
 ) -> Result<Vec<Candidate>> {
-    for class in no_preempt {
+    switch_candidates(
+        plan,
+        classes,
+        no_preempt,
+        "--layer-no-preempt",
+        |p| {
+            p.preempt.then_some(LayerPolicy {
+                preempt: false,
+                ..p
+            })
+        },
+        no_preempt_candidate_name,
+    )
+}
+
+/// For each class of `classes` that `asked` names, the candidate with `change`'s policy (a class
+/// `change` gives none, given its policy in `plan`, gets none), named by `name`. A class of
+/// `asked` that `plan` lacks is an error naming it and the option (`flag`) that asked.
+fn switch_candidates(
+    plan: &LayerPlan,
+    classes: &[String],
+    asked: &[String],
+    flag: &str,
+    change: impl Fn(LayerPolicy) -> Option<LayerPolicy>,
+    name: impl Fn(&str) -> String,
+) -> Result<Vec<Candidate>> {
+    for class in asked {
         if plan_policy(plan, class).is_none() {
             bail!(
-                "--layer-no-preempt {class}: not a class of the layer plan (its classes: {})",
+                "{flag} {class}: not a class of the layer plan (its classes: {})",
                 plan_classes(plan).join(", ")
             );
         }
     }
-    let mut out = Vec::new();
-    for class in classes.iter().filter(|c| no_preempt.contains(*c)) {
-        let base = plan_policy(plan, class).expect("checked above");
-        if !base.preempt {
-            continue;
-        }
-        out.push(Candidate {
-            name: no_preempt_candidate_name(class),
-            class: class.clone(),
-            policy: LayerPolicy {
-                preempt: false,
-                ..base
-            },
-        });
-    }
-    Ok(out)
+    Ok(classes
+        .iter()
+        .filter(|c| asked.contains(*c))
+        .filter_map(|class| {
+            let policy = change(plan_policy(plan, class).expect("checked above"))?;
+            Some(Candidate {
+                name: name(class),
+                class: class.clone(),
+                policy,
+            })
+        })
+        .collect())
+}
+
+/// The name ending of a candidate that preempts the previous CPU first.
+const PREEMPT_FIRST: &str = "preemptfirst";
+
+/// `layered-<class>-preemptfirst`: the class's layer preempting the previous CPU first.
+pub fn preempt_first_candidate_name(class: &str) -> String {
+    format!("{LAYERED}-{class}-{PREEMPT_FIRST}")
+}
+
+/// For each class of `classes` that `preempt_first` names and whose layer in `plan` preempts but
+/// not first, the candidate whose waking tasks preempt their previous CPU before looking for an
+/// idle one (scx_layered `preempt_first`; the rest unchanged): a periodic task with a deadline
+/// (audio) that scx_layered places on an idle CPU only after its search, or behind a queued
+/// task, may miss it. A class of `preempt_first` that `plan` lacks is an error naming it; one
+/// that is not calibrated now, or does not preempt, gets none.
+pub fn preempt_first_candidates(
+    plan: &LayerPlan,
+    classes: &[String],
+    preempt_first: &[String],
+) -> Result<Vec<Candidate>> {
+    switch_candidates(
+        plan,
+        classes,
+        preempt_first,
+        "--layer-preempt-first",
+        |p| {
+            (p.preempt && !p.preempt_first).then_some(LayerPolicy {
+                preempt_first: true,
+                ..p
+            })
+        },
+        preempt_first_candidate_name,
+    )
 }
 
 /// What a candidate changes, for its catalogue entry.
 fn describe_candidate(c: &Candidate) -> String {
     if c.name.ends_with(NO_PREEMPT) {
         return format!("the {} layer without preemption", c.class);
+    }
+    if c.name.ends_with(PREEMPT_FIRST) {
+        return format!(
+            "the {} layer preempting the previous CPU before an idle one",
+            c.class
+        );
     }
     match (c.policy.kind, c.policy.cpus_frac) {
         (LayerKind::Grouped, Some((share, _))) => format!(
@@ -613,18 +676,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"gpu\" is not in the layer plan"), "{e}");
-        let cat = candidate_catalogue(
-            asa_experts::catalogue::BUILTIN_CATALOGUE,
-            &[],
-            &BTreeMap::new(),
-            &got[..1],
-        )
-        .unwrap();
+        let cat = parsed_catalogue(&got[..1]);
         assert!(
             cat.contains("the cpu_batch layer on 50 % of the CPUs"),
             "{cat}"
         );
+    }
+
+    /// The candidate catalogue of `candidates` over the built-in one, checked to parse.
+    fn parsed_catalogue(candidates: &[Candidate]) -> String {
+        let cat = candidate_catalogue(
+            asa_experts::catalogue::BUILTIN_CATALOGUE,
+            &[],
+            &BTreeMap::new(),
+            candidates,
+        )
+        .unwrap();
         asa_experts::Catalogue::parse(&cat, "candidates").unwrap();
+        cat
+    }
+
+    /// interactive preempts in the default plan: one candidate that preempts first, the rest of
+    /// its policy kept; non-preempting classes get none, nor does a class not calibrated now;
+    /// an unknown class is an error naming it.
+    #[test]
+    fn preempt_first_candidates_only_for_preempting_classes_that_ask() {
+        let plan = asa_layers::default_plan();
+        let got = preempt_first_candidates(
+            &plan,
+            &classes(&["interactive", "cpu_batch", "network"]),
+            &classes(&["interactive", "cpu_batch", "io_bound"]),
+        )
+        .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].name, "layered-interactive-preemptfirst");
+        let base = plan_policy(&plan, "interactive").unwrap();
+        assert!(base.preempt && !base.preempt_first);
+        assert_eq!(
+            got[0].policy,
+            LayerPolicy {
+                preempt_first: true,
+                ..base
+            }
+        );
+        assert_eq!(got[0].policy.check(), Ok(()));
+        assert!(describe_candidate(&got[0]).contains("previous CPU before an idle one"));
+        let none =
+            preempt_first_candidates(&plan, &classes(&["cpu_batch"]), &classes(&["interactive"]))
+                .unwrap();
+        assert!(none.is_empty());
+        let e = preempt_first_candidates(&plan, &classes(&["interactive"]), &classes(&["gpu"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--layer-preempt-first gpu"), "{e}");
+        let cat = parsed_catalogue(&got);
+        assert!(cat.contains("preempt_first = true"), "{cat}");
     }
 
     /// interactive preempts in the default plan: one candidate without preemption, the rest

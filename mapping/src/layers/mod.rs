@@ -6,7 +6,8 @@
 //! default slice, a *candidate* is `layered` with that slice for that class alone
 //! ([`candidates`]); a class whose layer does not preempt also gets candidates on a share of
 //! the CPUs ([`share_candidates`]), one whose layer preempts one without preemption
-//! ([`no_preempt_candidates`]); their catalogue is `DIR/candidates.toml`. Every scenario runs under `layered`, the
+//! ([`no_preempt_candidates`]) and, asked for, one preempting the previous CPU first
+//! ([`preempt_first_candidates`]); their catalogue is `DIR/candidates.toml`. Every scenario runs under `layered`, the
 //! candidates and some whole-machine experts (default cosmos), the applications in their
 //! labelled classes' layers (the agent's oracle-hint writer). Then, per class, `layered` and
 //! the candidates that change that class are scored over the scenarios with an application of

@@ -14,7 +14,11 @@ pub fn describe_policy(p: &LayerPolicy) -> String {
         format!("{:?}", p.kind).to_lowercase(),
         p.cpu_share_words(),
         p.slice_us,
-        if p.preempt { ", preempt" } else { "" },
+        match (p.preempt, p.preempt_first) {
+            (true, true) => ", preempt (previous CPU first)",
+            (true, false) => ", preempt",
+            _ => "",
+        },
         p.weight
     )
 }

@@ -16,8 +16,8 @@ use asa_scenarios::runner::{ResultSet, RunObserver, SupervisorSwitcher};
 use super::{
     candidate_catalogue, candidate_skips, candidates, changes_from, check_slices, default_classes,
     is_plan_variant, layer_rows, markdown, no_preempt_candidates, plan_changes, plan_classes,
-    reference_plan, scenario_classes, scenario_runs, share_candidates, varied_classes,
-    without_variants, LAYERED,
+    preempt_first_candidates, reference_plan, scenario_classes, scenario_runs, share_candidates,
+    varied_classes, without_variants, LAYERED,
 };
 use crate::calibrate::{self, stored_catalogue, PrototypeOptions};
 use crate::cli::{self, CalibrateArgs};
@@ -148,6 +148,11 @@ fn measuring_plan(args: &CalibrateArgs, plan: &LayerPlan) -> Result<MeasuringPla
         &classes,
         &args.layer_no_preempt,
     )?);
+    cands.extend(preempt_first_candidates(
+        plan,
+        &classes,
+        &args.layer_preempt_first,
+    )?);
     // A class no selected scenario has would get no row: say so before hours of runs.
     if let Some(absent) = classes.iter().find(|c| !present.contains(c)) {
         bail!(
@@ -241,8 +246,8 @@ fn measure(
         if written != m.catalogue_text {
             bail!(
                 "{} holds other candidates than these options give (--layer-classes, \
-                 --layer-slices-us, --layer-shares, --layer-no-preempt, --layer-experts, \
-                 --layer-base, --scenarios): rerun with the options its runs were made with, or \
+                 --layer-slices-us, --layer-shares, --layer-no-preempt, --layer-preempt-first, \
+                 --layer-experts, --layer-base, --scenarios): rerun with the options its runs were made with, or \
                  calibrate into another --dir",
                 path.display()
             );
@@ -1057,6 +1062,11 @@ mod tests {
             .layer_no_preempt
             .is_empty());
         assert_eq!(a.layer_experts, ["cosmos"]);
+        assert!(a.layer_preempt_first.is_empty());
+        assert_eq!(
+            args(&["--dir", "d", "--layer-preempt-first", "interactive"]).layer_preempt_first,
+            ["interactive"]
+        );
         assert!(args(&["--dir", "d", "--layer-shares"])
             .layer_shares
             .is_empty());

@@ -142,7 +142,11 @@ impl MappingTable {
                 p.kind,
                 p.cpu_share_words(),
                 p.slice_us,
-                if p.preempt { " preempt" } else { "" },
+                match (p.preempt, p.preempt_first) {
+                    (true, true) => " preempt first",
+                    (true, false) => " preempt",
+                    _ => "",
+                },
                 p.weight
             )
             .to_lowercase();
