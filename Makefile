@@ -90,7 +90,7 @@ live-eval: setup
 # $(PER_APP_OUT)/summary.json once every part is in (mapping/lab/per-app-eval.sh). The table:
 # the lab VM's calibrated class rows (per-application mode or cosmos, per load).
 PER_APP_OUT ?= results/$(shell date -u +%F)-per-app-eval
-PER_APP_TABLE ?= results/2026-11-30-povray-inference-rows-60s-mttcg/mapping-load.toml
+PER_APP_TABLE ?= results/2026-11-30-class-rows-60s-mttcg/mapping-load.toml
 per-app-eval: setup
 	$(CARGO) build --release -p asa-agent -p asa-lab -p asa-scenarios
 	ASA_LAB_TCG_THREAD=multi mapping/lab/per-app-eval.sh $(PER_APP_OUT) $(PER_APP_TABLE)
