@@ -93,8 +93,8 @@ struct SupervisorArgs {
     expert_nice: Option<i32>,
     /// Hot standbys to keep: experts started ahead of need at low priority, loaded and held at
     /// their attach gates, so a switch to one is "stop the old, release the gate". `asa run`
-    /// keeps the experts of the next-voted classes and the table's overall best (default 2;
-    /// 0: none).
+    /// keeps the experts of the next-voted classes and the table's overall best, or while that
+    /// one runs the expert first in the most classes besides it (default 2; 0: none).
     #[arg(long, env = "ASA_STANDBY")]
     standby: Option<usize>,
     /// Keep exactly these experts standing by (comma-separated, most wanted first, at most
@@ -112,7 +112,8 @@ struct SupervisorArgs {
     #[arg(long, env = "ASA_STOP_GRACE_MS")]
     stop_grace_ms: Option<u64>,
     /// Memory budget of the standby pool in MiB, over all standbys: resident memory plus the
-    /// kernel memory of their BPF maps and programs (default 128).
+    /// kernel memory of their BPF maps and programs (default a tenth of the machine's memory, at
+    /// least 256).
     #[arg(long)]
     standby_memory_mib: Option<u64>,
 }
@@ -164,10 +165,14 @@ impl From<&SupervisorArgs> for Supervising {
                     max: args
                         .standby
                         .unwrap_or(asa_agent::decision::standby::DEFAULT_STANDBY),
-                    memory_kib: args
-                        .standby_memory_mib
-                        .unwrap_or(asa_agent::decision::standby::DEFAULT_STANDBY_MEMORY_MIB)
-                        .saturating_mul(1024),
+                    memory_kib: args.standby_memory_mib.map_or_else(
+                        || {
+                            asa_agent::decision::standby::default_standby_memory_kib(
+                                asa_agent::decision::standby::mem_total_kib(),
+                            )
+                        },
+                        |mib| mib.saturating_mul(1024),
+                    ),
                 },
                 fixed: args.standby_experts.clone(),
             },
@@ -781,7 +786,12 @@ mod tests {
         assert_eq!(s.config.standby_nice, 19);
         assert_eq!(s.config.stop_grace, None);
         assert_eq!(s.standby.bounds.max, 2);
-        assert_eq!(s.standby.bounds.memory_kib, 128 * 1024);
+        assert_eq!(
+            s.standby.bounds.memory_kib,
+            asa_agent::decision::standby::default_standby_memory_kib(
+                asa_agent::decision::standby::mem_total_kib()
+            )
+        );
         assert_eq!(s.standby.fixed, None);
         let text = help("run");
         for default in [
@@ -789,7 +799,7 @@ mod tests {
             "default -10",
             "default 2",
             "default 19",
-            "default 128",
+            "default a tenth of the machine's memory",
         ] {
             assert!(text.contains(default), "`asa run --help` lacks {default:?}");
         }

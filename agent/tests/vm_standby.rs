@@ -219,7 +219,8 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
 /// `xz_compress` to bpfland (0.5; rusty 0.4) and every other class to rusty (0.9), so each is
 /// first once and rusty, with the higher mean score, is the table's overall best: the pool
 /// loads it while the agent starts on EEVDF, and the agent's switch to rusty (the idle vote)
-/// takes it.
+/// takes it. Then, rusty running, the insurance is the runner-up, bpfland (first in the most
+/// classes besides rusty): it loads while the machine is idle.
 #[test]
 #[ignore = "boots the lab VM"]
 fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
@@ -251,6 +252,9 @@ asa status --json > /lab/out/start.json
 asa status --wait-for rusty --timeout 120 > /dev/null; rec switched $?
 sleep 1
 st rusty.json
+# rusty runs: the runner-up stands by (loading or parked) within a minute of the idle machine.
+i=0; until asa status | grep -Eq '^ +bpfland +pid' || [ $i -ge 120 ]; do sleep 0.5; i=$((i+1)); done
+st runner-up.json
 kill -TERM $D
 wait $D; rec daemon_exit $?
 rec final_state $(cat /sys/kernel/sched_ext/state)
@@ -292,6 +296,15 @@ rec scx_processes $(pidof scx_bpfland scx_rusty | wc -w)
         "the first switch did not take the standby: {status:#}"
     );
     assert_eq!(status["agent"]["standby"]["lost"], 0, "{status:#}");
+    let runner_up = json(&out, "runner-up.json");
+    assert_eq!(
+        runner_up["agent"]["active"]["expert"], "rusty",
+        "{runner_up:#}"
+    );
+    assert!(
+        standby(&runner_up, "bpfland").is_some(),
+        "with the overall best running, the runner-up does not stand by: {runner_up:#}"
+    );
     assert_eq!(r["final_state"], "disabled");
     assert_eq!(r["scx_processes"], "0", "{r:?}");
 }

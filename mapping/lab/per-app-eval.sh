@@ -14,8 +14,9 @@
 # same command after an interruption (or with PARTS to run only some, e.g. PARTS=1,2 for
 # about an hour). Writes OUT_DIR/summary.json and OUT_DIR/summary.txt once every part of
 # every round is there. Each part keeps live.json, live.md, mapping.toml and `commit` (the
-# source tree's commit when it started) in the open and packs the rest (results.json, the
-# agent's logs, the console) into its raw.tar.xz, which the summary reads.
+# source tree's commit when it started, `-dirty` when the tree had changes) in the open and
+# packs the rest (results.json, the agent's logs, the console) into its raw.tar.xz, which the
+# summary reads.
 #
 # Settings (environment): ROUNDS (default 2), PART_SIZE (scenarios per part, default 4: 8
 # parts of the 32 scenarios, about half an hour each at the defaults; keep it for every part of
@@ -80,7 +81,7 @@ while [ "$r" -le "$ROUNDS" ]; do
       scen=$(part_scenarios "$p")
       echo "round $r part $p of $nparts ($(date -u +%H:%M) UTC): $scen" >&2
       mkdir -p "$dir"
-      git rev-parse HEAD > "$dir/commit" 2>/dev/null || rm -f "$dir/commit"
+      git describe --always --dirty --abbrev=40 > "$dir/commit" 2>/dev/null || rm -f "$dir/commit"
       SCENARIOS=$scen EXPERTS=$EXPERTS BASELINE=$BASELINE APP_MODEL=$APP_MODEL REPS=$REPS \
         DURATION=$DURATION MIN_PHASE=$MIN_PHASE HOLD=$HOLD DRY_RUN=0 BIN=$BIN \
         mapping/lab/live-run.sh "$dir" "$TABLE" "$MODEL" || true

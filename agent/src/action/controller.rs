@@ -252,7 +252,18 @@ impl Controller {
                 if let (asa_experts::supervisor::StandbyState::Parked, Some(memory)) =
                     (s.state, s.memory_kib())
                 {
-                    self.standby_rss.insert(s.expert.clone(), memory);
+                    let first = self.standby_rss.insert(s.expert.clone(), memory).is_none();
+                    let budget = self.standby.bounds.memory_kib;
+                    if first && memory > budget {
+                        warn!(
+                            "hot standby {} takes {:.1} MiB parked (resident + BPF), more than the \
+                             pool's {:.1} MiB budget: it is stopped and not loaded again as a \
+                             standby (--standby-memory-mib raises the budget)",
+                            s.expert,
+                            memory as f64 / 1024.0,
+                            budget as f64 / 1024.0
+                        );
+                    }
                 }
             }
         }

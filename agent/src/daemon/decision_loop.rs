@@ -154,7 +154,7 @@ impl<'a> DecisionLoop<'a> {
             let policy = self.pipeline.engine.policy();
             handle.set_standby_candidates(
                 vote_candidates(&record.decision.vote_scores, |c| policy.expert_for(c)),
-                insurance_standby(policy.overall_best(), self.pipeline.idle_cpus())
+                insurance_standby(policy.insurance_expert(), self.pipeline.idle_cpus())
                     .map(str::to_owned),
             );
         }

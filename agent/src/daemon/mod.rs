@@ -189,7 +189,7 @@ fn start_controller(
     let handle = controller.handle();
     handle.set_standby_candidates(
         Vec::new(),
-        engine.policy().overall_best().map(str::to_owned),
+        engine.policy().insurance_expert().map(str::to_owned),
     );
     handle.set_decision(DecisionStatus::new(engine.info().clone()));
     for link in links {

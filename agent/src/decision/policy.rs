@@ -370,6 +370,8 @@ pub struct Policy {
     switch_costs: BTreeMap<(String, String), (f64, f64, f64)>,
     voter: TimeWeightedVoter,
     overall_best: Option<String>,
+    /// The usable expert first in the most classes once the overall best is left out.
+    runner_up: Option<String>,
     current_expert: Option<String>,
     /// Since when the current expert runs (as far as the policy knows).
     current_since: Option<Duration>,
@@ -410,6 +412,8 @@ impl Policy {
         let overall_best = fallback
             .clone()
             .or_else(|| first_in_most_classes(mapping, &usable));
+        let runner_up =
+            first_in_most_classes(mapping, |e| usable(e) && Some(e) != overall_best.as_deref());
         let class_usable = classes
             .iter()
             .map(|class| {
@@ -480,6 +484,7 @@ impl Policy {
             switch_costs,
             voter,
             overall_best,
+            runner_up,
             current_expert,
             current_since: None,
             last_switch: None,
@@ -520,6 +525,18 @@ impl Policy {
     /// in the most classes ([`first_in_most_classes`]). The hot-standby pool keeps it loaded.
     pub fn overall_best(&self) -> Option<&str> {
         self.overall_best.as_deref()
+    }
+
+    /// The expert the hot-standby pool keeps as insurance: the overall best while another
+    /// expert runs (the fallback's target), and while the overall best itself runs, the
+    /// runner-up: the usable expert first in the most classes besides it — the likeliest
+    /// switch from the overall best, made a release of its gate instead of a load (scx_layered
+    /// verifies for a second or more on real hardware, 16–28 s under TCG).
+    pub fn insurance_expert(&self) -> Option<&str> {
+        match (&self.overall_best, &self.current_expert) {
+            (Some(best), Some(running)) if best == running => self.runner_up.as_deref(),
+            _ => self.overall_best.as_deref(),
+        }
     }
 
     /// Corrects what runs without starting a cooldown (e.g. a switch the policy asked for
@@ -1330,6 +1347,47 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         let tie = MappingTable::parse(&TABLE.replace("0.7", "0.9"), "test").unwrap();
         let p = Policy::new(PolicyConfig::default(), classes(), &tie, |_| true, None).unwrap();
         assert_eq!(p.overall_best(), Some("eevdf"));
+    }
+
+    /// While the overall best runs, the insurance is the expert first in the most classes
+    /// besides it; while anything else runs (or nothing is known), the overall best.
+    #[test]
+    fn the_insurance_is_the_runner_up_while_the_overall_best_runs() {
+        let table = MappingTable::parse(
+            &TABLE.replace(
+                "created = \"2026-11-22\"",
+                "created = \"2026-11-22\"\ndefault_expert = \"bpfland\"",
+            ),
+            "test",
+        )
+        .unwrap();
+        let classes = || vec!["busy".to_string(), "calm".to_string()];
+        let on = |running: Option<&str>| {
+            Policy::new(
+                PolicyConfig::default(),
+                classes(),
+                &table,
+                |_| true,
+                running.map(str::to_string),
+            )
+            .unwrap()
+        };
+        // busy → lavd, calm → eevdf: without bpfland, one first place each, lavd's mean higher.
+        assert_eq!(on(Some("bpfland")).insurance_expert(), Some("lavd"));
+        assert_eq!(on(Some("lavd")).insurance_expert(), Some("bpfland"));
+        assert_eq!(on(Some("eevdf")).insurance_expert(), Some("bpfland"));
+        assert_eq!(on(None).insurance_expert(), Some("bpfland"));
+        // The runner-up must be usable here too.
+        let p = Policy::new(
+            PolicyConfig::default(),
+            classes(),
+            &table,
+            |e| e != "lavd",
+            Some("bpfland".to_string()),
+        )
+        .unwrap();
+        assert_ne!(p.insurance_expert(), Some("lavd"));
+        assert_ne!(p.insurance_expert(), Some("bpfland"));
     }
 
     /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:

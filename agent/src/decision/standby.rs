@@ -5,8 +5,9 @@
 //! Pure logic in three steps, each tested on its own, and one check on the pool's state:
 //! * [`vote_candidates`] (decision thread, every tick): the experts the mapping table gives for
 //!   the classes in order of their vote scores, best first;
-//! * [`insurance_standby`] (decision thread, every tick): the table's overall best, offered
-//!   only while the machine has CPU to spare;
+//! * [`insurance_standby`] (decision thread, every tick): the policy's insurance expert (the
+//!   table's overall best, or its runner-up while the overall best runs), offered only while
+//!   the machine has CPU to spare;
 //! * [`wanted_standby`] (controller): from those candidates and the table's overall best, the
 //!   standbys wanted now, without the running expert and EEVDF, bounded by a count and a
 //!   memory budget (each expert's last measured memory, resident plus BPF, or an estimate);
@@ -26,9 +27,32 @@ use serde::{Deserialize, Serialize};
 /// next-voted class's expert and the table's overall best) within ~100 MiB; the catalogue has
 /// four BPF experts, so three would hold every other one and leave the policy nothing to choose.
 pub const DEFAULT_STANDBY: usize = 2;
-/// Default memory budget of the pool (MiB over all standbys, resident plus BPF kernel memory):
-/// rusty and lavd parked together take 102 MiB in the lab.
-pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 128;
+/// The least default memory budget of the pool (MiB over all standbys, resident plus BPF
+/// kernel memory): rusty and lavd parked together take 102 MiB in the lab.
+pub const DEFAULT_STANDBY_MEMORY_MIB: u64 = 256;
+/// The share of the machine's memory the pool may take by default: a tenth. scx_layered, the
+/// per-application expert, parks at 181 MiB resident plus 165 MiB of BPF maps (lab VM, 2 vCPUs,
+/// 4 GiB, 2026-11-30): a tenth of 4 GiB holds it, 256 MiB does not.
+pub const DEFAULT_STANDBY_MEMORY_SHARE: f64 = 0.1;
+
+/// The pool's default memory budget (KiB) on a machine with `mem_total_kib` of memory (unknown:
+/// none): [`DEFAULT_STANDBY_MEMORY_SHARE`] of it, at least [`DEFAULT_STANDBY_MEMORY_MIB`].
+pub fn default_standby_memory_kib(mem_total_kib: Option<u64>) -> u64 {
+    let share = mem_total_kib.map_or(0, |t| (t as f64 * DEFAULT_STANDBY_MEMORY_SHARE) as u64);
+    share.max(DEFAULT_STANDBY_MEMORY_MIB * 1024)
+}
+
+/// The machine's memory (MemTotal of /proc/meminfo, KiB), if it can be read.
+pub fn mem_total_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
 /// The memory assumed for an expert never measured yet (KiB), so that one is tried: twice
 /// lavd's 16.8 MiB, rounded (rusty's 85 MiB is then learned when it parks).
 pub const UNMEASURED_RSS_KIB: u64 = 32 * 1024;
@@ -43,10 +67,11 @@ pub struct StandbyBounds {
 }
 
 impl Default for StandbyBounds {
+    /// [`DEFAULT_STANDBY`] experts within [`default_standby_memory_kib`] of this machine.
     fn default() -> Self {
         Self {
             max: DEFAULT_STANDBY,
-            memory_kib: DEFAULT_STANDBY_MEMORY_MIB * 1024,
+            memory_kib: default_standby_memory_kib(mem_total_kib()),
         }
     }
 }
@@ -207,6 +232,24 @@ mod tests {
 
     /// Beside a load the overall best is not started as insurance; with a CPU and a half
     /// idle, or nothing measured, it is; one already in the pool stays either way.
+    #[test]
+    fn the_default_budget_is_a_tenth_of_memory_but_never_below_256_mib() {
+        let mib = 1024;
+        assert_eq!(default_standby_memory_kib(None), 256 * mib);
+        assert_eq!(default_standby_memory_kib(Some(2048 * mib)), 256 * mib);
+        // The lab VM (3917 MiB): 391 MiB, room for scx_layered's 346 MiB.
+        assert_eq!(default_standby_memory_kib(Some(3917 * mib)), 401_100);
+        assert!(default_standby_memory_kib(Some(3917 * mib)) > 346 * mib);
+        assert_eq!(
+            default_standby_memory_kib(Some(32 * 1024 * mib)),
+            3276 * mib + 819
+        );
+        assert!(
+            mem_total_kib().is_some_and(|t| t > 0),
+            "/proc/meminfo has MemTotal"
+        );
+    }
+
     #[test]
     fn the_insurance_standby_waits_for_idle_cpu_but_one_loading_keeps_its_slot() {
         assert_eq!(insurance_standby(Some("layered"), Some(0.1)), None);
