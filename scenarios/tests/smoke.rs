@@ -97,6 +97,14 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
     let mut switcher = CurrentSchedulerOnly::eevdf().unwrap();
     let mut set = ResultSet::new(opts.clone(), text.clone());
     let mut completed_xz_runs = 0;
+    // The web chain's least time, measured before the runs and again after them: the other
+    // tests of this binary run loads beside this one, and a floor taken only while they
+    // contend the core can be longer than a click measured while they did not.
+    let ProbeSettings::Web(w) = &cat.probes["web"].settings else {
+        panic!("the web probe's settings are not web settings")
+    };
+    let chain_ms = w.script_ms + w.worker_ms + w.layout_ms + w.raster_ms;
+    let floor_before = fastest_ms(opts.work_unit, chain_ms);
     for name in ["SMOKE-GAME", "SMOKE-WEB"] {
         let s = cat.scenario(name).unwrap();
         let r = run_scenario(&cat, s, &mut switcher, &opts).unwrap();
@@ -135,14 +143,11 @@ fn two_scenarios_on_the_current_scheduler_produce_samples_and_a_full_report() {
             // A click's chain does script, worker, layout and raster work in turn. Compared
             // with the unit's fastest run of that work, not with its nominal milliseconds: the
             // tests beside this one may have contended the calibration, which makes its
-            // milliseconds short on a free core.
-            let ProbeSettings::Web(w) = &cat.probes["web"].settings else {
-                panic!("the web probe's settings are not web settings")
-            };
-            let chain_ms = w.script_ms + w.worker_ms + w.layout_ms + w.raster_ms;
-            let floor = fastest_ms(opts.work_unit, chain_ms);
+            // milliseconds short on a free core. Half the floor: a probe that skipped its work
+            // answers in well under a millisecond, one that did it cannot beat the floor by 2x.
+            let floor = floor_before.min(fastest_ms(opts.work_unit, chain_ms));
             let p50 = game["response_p50_ms"];
-            assert!(p50 >= 0.8 * floor, "{p50} ms, work {floor} ms: {game:?}");
+            assert!(p50 >= 0.5 * floor, "{p50} ms, work {floor} ms: {game:?}");
         }
         set.scenarios.push(r);
     }
