@@ -163,7 +163,16 @@ fn dry_run_decides_every_tick_logs_json_and_stops_on_sigterm() {
     let child = asa()
         .arg("--socket")
         .arg(&socket)
-        .args(["run", "--dry-run", "--interval-ms", "200", "--onnxruntime"])
+        // Every tick a full one: no steady stretch of glances.
+        .args([
+            "run",
+            "--dry-run",
+            "--interval-ms",
+            "200",
+            "--settled-interval-ms",
+            "0",
+        ])
+        .arg("--onnxruntime")
         .arg(ort_library())
         .arg("--decision-log")
         .arg(&log)
@@ -315,7 +324,14 @@ fn log_features_puts_each_ticks_feature_vector_in_the_decision_log_only() {
     let out = procfs_dry_run(&dir.path().join("control.sock"))
         .arg("--log-features")
         .env("RUST_LOG", "debug")
-        .args(["--interval-ms", "200", "--duration-s", "1.5"])
+        .args([
+            "--interval-ms",
+            "200",
+            "--settled-interval-ms",
+            "0",
+            "--duration-s",
+            "1.5",
+        ])
         .arg("--decision-log")
         .arg(&log)
         .output()

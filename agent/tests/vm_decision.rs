@@ -222,6 +222,14 @@ rec scx_processes $(pidof scx_bpfland | wc -w)
     let idle = serde_json::from_str::<Value>(&out.read_out("idle.json").unwrap()).unwrap();
     assert_eq!(idle["agent"]["active"]["expert"], "eevdf", "{idle:#}");
     assert_eq!(idle["agent"]["decision"]["last"]["voted_class"], "idle");
+    // The idle vote held: glances stood in for full ticks (and the spikes still got theirs).
+    let glances = idle["agent"]["decision"]["glances"].as_u64().unwrap_or(0);
+    let logged_glances: u32 = before_load.iter().map(|x| x.cost.glances).sum();
+    eprintln!("idle phase: {glances} glances in asa status, {logged_glances} in the decision log");
+    assert!(
+        glances > 0 && u64::from(logged_glances) <= glances,
+        "{idle:#}"
+    );
 
     // The load: bpfland within W + cooldown.
     assert_eq!(

@@ -305,6 +305,12 @@ fn print_decision(d: &DecisionStatus) {
             "settled:     the table leaves nothing to decide from {default} (no class's vote would move it): ticking every {every} ms until a pin, a failure or a quarantine"
         );
     }
+    if let Some(class) = &d.steady_class {
+        println!(
+            "steady:      the vote has held {class}: glances at /proc stand in for full ticks while the machine's activity holds ({} glances so far)",
+            d.glances
+        );
+    }
     if let Some(r) = &d.last {
         line("last tick:", r);
         let mut top: Vec<(&String, &f32)> = r.decision.probabilities.iter().collect();

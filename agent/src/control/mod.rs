@@ -231,6 +231,13 @@ pub struct DecisionStatus {
     /// vote would move it): the tick length meanwhile, in ms.
     #[serde(default)]
     pub settled_interval_ms: Option<u64>,
+    /// Set while the vote is steady (daemon/steady.rs): the class it has held; glances at
+    /// /proc stand in for full ticks meanwhile.
+    #[serde(default)]
+    pub steady_class: Option<String>,
+    /// Glances that stood in for full ticks since the agent started.
+    #[serde(default)]
+    pub glances: u64,
     /// Whole-machine or per-application mode.
     #[serde(default)]
     pub apps: Option<AppsStatus>,
@@ -247,6 +254,8 @@ impl DecisionStatus {
             quarantine: Vec::new(),
             unlogged_ticks: 0,
             settled_interval_ms: None,
+            steady_class: None,
+            glances: 0,
             apps: None,
         }
     }

@@ -3,7 +3,9 @@
 //! a switch the policy chose (through the controller, unless pinned or a dry run), log the
 //! record and publish it to `asa status`. While the table leaves nothing to decide, full ticks
 //! come every `--settled-interval-ms` instead, and only a change in the controller's state
-//! cuts the stretch short.
+//! cuts the stretch short. While the vote is steady (steady.rs), a glance at three /proc files
+//! stands in for a full tick, at least every `--settled-interval-ms` a full one; a change in
+//! the machine's activity or in the controller's state cuts that stretch short.
 
 use std::time::{Duration, Instant};
 
@@ -13,14 +15,16 @@ use asa_experts::EEVDF;
 use super::apps::AppMode;
 use super::decision_log::DecisionLog;
 use super::heartbeat::Heartbeat;
-use super::pipeline::Pipeline;
+use super::pipeline::{thread_cpu_time, Pipeline};
 use super::settings::RunSettings;
 use super::status_sink::Sink;
+use super::steady::{Steady, SteadyConfig, TickPlan, DEFAULT_STEADY_TICKS};
 use crate::action::controller::ControllerHandle;
 use crate::control::AgentStatus;
 use crate::decision::engine::{DecisionEngine, Outcome, TickRecord};
 use crate::decision::policy::Reason;
 use crate::decision::standby::{insurance_standby, loading_during, vote_candidates};
+use crate::perception::procfs_source::{ActivityTolerance, GlanceReader};
 use crate::stop::Stop;
 
 /// After this many ticks in a row fail (perception or inference), the daemon stops (EEVDF is
@@ -89,6 +93,13 @@ struct DecisionLoop<'a> {
     /// When the last tick's sample was taken (ms since the epoch): the start of the next
     /// sample's window, which a loading standby must not overlap.
     last_sample_ms: Option<u64>,
+    /// Steady stretches (None: `--settled-interval-ms 0`), the glances' reader, the
+    /// controller's state at the last full tick, and the glances since it (count, CPU µs).
+    steady: Option<Steady>,
+    glance: GlanceReader,
+    full_tick_state: Option<ControllerState>,
+    glances_since_full: (u32, f64),
+    glance_failed: bool,
 }
 
 impl<'a> DecisionLoop<'a> {
@@ -120,6 +131,18 @@ impl<'a> DecisionLoop<'a> {
             apps: None,
             per_application: false,
             last_sample_ms: None,
+            steady: settings.settled_interval.map(|longest| {
+                Steady::new(SteadyConfig {
+                    ticks: DEFAULT_STEADY_TICKS,
+                    // Ticks jitter: the one due at `longest` must not fall a hair short of it.
+                    longest: longest.saturating_sub(settings.interval / 2),
+                    tolerance: ActivityTolerance::default(),
+                })
+            }),
+            glance: GlanceReader::new(),
+            full_tick_state: None,
+            glances_since_full: (0, 0.0),
+            glance_failed: false,
         })
     }
 
@@ -128,6 +151,9 @@ impl<'a> DecisionLoop<'a> {
         // What the controller did since the last tick: pins, unpins, an expert that died.
         let status = self.sink.status();
         if !self.per_application && self.settled_stretch_holds(at, &status) {
+            return Ok(());
+        }
+        if self.glance_holds(now, &status) {
             return Ok(());
         }
         if let Sink::Controller(_) = self.sink {
@@ -145,8 +171,14 @@ impl<'a> DecisionLoop<'a> {
             .unwrap_or_else(|| sample_ms.saturating_sub(self.settings.interval.as_millis() as u64));
         let loading = loading_during(&status.standby.experts, window_start, sample_ms);
         let Some(mut record) = self.decide(now, loading)? else {
+            if let Some(steady) = self.steady.as_mut() {
+                steady.break_streak();
+            }
             return Ok(());
         };
+        let (glances, glance_cpu_us) = std::mem::take(&mut self.glances_since_full);
+        record.cost.glances = glances;
+        record.cost.glance_cpu_us = glance_cpu_us;
         self.last_sample_ms = Some(record.unix_ms);
         self.per_application_tick(&status, now);
         record.pinned = status.pinned.clone();
@@ -161,9 +193,80 @@ impl<'a> DecisionLoop<'a> {
         if record.outcome == Outcome::Switched {
             self.carry_out(&mut record, &status, now);
         }
+        self.follow_steadiness(&record, now);
         self.log(&mut record)?;
         self.publish(&record, at, now);
         Ok(())
+    }
+
+    /// A steady stretch's tick: a glance at /proc, and true when it is enough (the vote is
+    /// steady, the activity holds, the controller's state is the last full tick's and no
+    /// application walk is due); false for a full tick.
+    fn glance_holds(&mut self, now: Duration, status: &AgentStatus) -> bool {
+        let Some(steady) = self.steady.as_mut() else {
+            return false;
+        };
+        let cpu0 = thread_cpu_time();
+        let counters = match self.glance.glance() {
+            Ok(c) => {
+                self.glance_failed = false;
+                Some(c)
+            }
+            Err(e) => {
+                if !self.glance_failed {
+                    log::warn!("{e:#}: full ticks until a glance succeeds");
+                }
+                self.glance_failed = true;
+                None
+            }
+        };
+        if self.per_application
+            || self.full_tick_state.as_ref() != Some(&ControllerState::of(status))
+        {
+            steady.break_streak();
+        }
+        let class = steady.steady_class().map(str::to_owned);
+        match steady.plan(now, counters) {
+            TickPlan::Glance => {
+                self.glances_since_full.0 += 1;
+                self.glances_since_full.1 += (thread_cpu_time() - cpu0).as_secs_f64() * 1e6;
+                self.sink.note_glance();
+                true
+            }
+            TickPlan::Full { moved: Some(moved) } => {
+                log::info!(
+                    "the machine's activity moved ({moved}) while the vote held {}: full ticks every {} ms until it holds again",
+                    class.as_deref().unwrap_or("?"),
+                    self.settings.interval.as_millis()
+                );
+                false
+            }
+            TickPlan::Full { moved: None } => false,
+        }
+    }
+
+    /// After a full tick: whether it continues a steady vote (said when one forms), and the
+    /// controller's state a glance must find unchanged.
+    fn follow_steadiness(&mut self, record: &TickRecord, now: Duration) {
+        let Some(steady) = self.steady.as_mut() else {
+            return;
+        };
+        let held = if self.per_application {
+            None
+        } else {
+            held_class(record)
+        };
+        if steady.after_full_tick(now, held) {
+            log::info!(
+                "the vote has held {} for {DEFAULT_STEADY_TICKS} ticks: a glance at /proc/stat, diskstats and net/dev stands in for each tick while the machine's activity holds, a full tick at least every {} ms",
+                held.unwrap_or("?"),
+                self.settings
+                    .settled_interval
+                    .unwrap_or(self.settings.interval)
+                    .as_millis()
+            );
+        }
+        self.full_tick_state = Some(ControllerState::of(&self.sink.status()));
     }
 
     /// Per-application mode's tick on this tick's walk (apps.rs), its mode into `asa status`.
@@ -327,6 +430,7 @@ impl<'a> DecisionLoop<'a> {
             policy.quarantine_entries(now),
             unlogged,
             settings.settled_interval.filter(|_| now_settled),
+            self.steady.as_ref().and_then(Steady::steady_class),
         );
     }
 }
@@ -421,6 +525,25 @@ fn decision_key(record: &TickRecord) -> DecisionKey {
         record.decision.target_expert.clone(),
         kind,
     )
+}
+
+/// The voted class when `record` stayed on a confident vote: the class's expert runs, the
+/// class maps to none, or its expert is within the noise or not worth the switch. None for no
+/// vote, an unsure one, a cooldown, the agent's own work or a switch.
+fn held_class(record: &TickRecord) -> Option<&str> {
+    let confident_stay = record.outcome == Outcome::Stay
+        && matches!(
+            record.decision.reason,
+            Reason::AlreadyRunning
+                | Reason::ClassNotMapped
+                | Reason::WithinNoise { .. }
+                | Reason::NotWorthSwitching { .. }
+        );
+    if confident_stay {
+        record.decision.voted_class.as_deref()
+    } else {
+        None
+    }
 }
 
 /// Counts a failure of `expert` towards its quarantine, and says so when it starts one.

@@ -7,6 +7,7 @@
 //! - [`settings`]: the command line over the config file over the defaults;
 //! - `pipeline`: one tick composed, perception's sample into the decision engine;
 //! - `decision_loop`: the decision thread, tick by tick, and what it does with a decision;
+//! - `steady`: when a glance at /proc may stand in for a full tick (a steady vote);
 //! - `apps`: per-application mode (a layer-plan expert runs): applications, classes, hints;
 //! - `status_sink`: where the loop reads the agent's state and publishes its decisions;
 //! - `control_socket`: the socket from its bind on, and its answers before the controller's;
@@ -29,6 +30,7 @@ pub mod heartbeat;
 mod pipeline;
 pub mod settings;
 mod status_sink;
+mod steady;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

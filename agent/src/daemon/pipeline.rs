@@ -15,7 +15,7 @@ use crate::perception::apps::{ThreadSample, ThreadWalk};
 use crate::perception::{BpfMode, Sampler, SchemaFile};
 
 /// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_time() -> Duration {
+pub(super) fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

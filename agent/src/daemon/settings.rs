@@ -20,7 +20,8 @@ pub const DEFAULT_CONFIG: &str = "/etc/asa/asa.toml";
 pub const DEFAULT_INTERVAL_MS: u64 = 1000;
 /// Default nice value of the decision thread: the workload the agent watches goes first.
 pub const DEFAULT_DECISION_NICE: i32 = 19;
-/// Default tick length while the table leaves nothing to decide ([`RunSettings::settled_interval`]).
+/// Default tick length while the table leaves nothing to decide, and longest time between
+/// full ticks while the vote is steady ([`RunSettings::settled_interval`]).
 pub const DEFAULT_SETTLED_INTERVAL_MS: u64 = 10_000;
 /// Shortest tick (perception's process scan runs at most ~1/s anyway).
 pub const MIN_INTERVAL_MS: u64 = 100;
@@ -51,7 +52,11 @@ pub struct RunArgs {
     /// Tick length in ms while the table leaves nothing to decide: the table's default expert
     /// runs and no class's vote could move it (every other expert a class maps to is within
     /// the noise of it or not worth its switch). A pin, an expert that fails or a quarantine
-    /// ends it at the next tick. 0: tick every --interval-ms throughout (default 10000).
+    /// ends it at the next tick. Also the longest time between full ticks while the vote is
+    /// steady (the same confident class 5 full ticks in a row, its expert running, outside
+    /// per-application mode): meanwhile every tick is a glance at /proc/stat, /proc/diskstats
+    /// and /proc/net/dev, and one whose activity moved is a full tick again. 0: a full tick
+    /// every --interval-ms throughout (default 10000).
     #[arg(long)]
     pub settled_interval_ms: Option<u64>,
     /// Minimum seconds between two switches (default 15).
@@ -118,7 +123,8 @@ pub struct ConfigFile {
     pub onnxruntime: Option<PathBuf>,
     /// Tick length in ms.
     pub interval_ms: Option<u64>,
-    /// Tick length in ms while the table leaves nothing to decide (0: off).
+    /// Tick length in ms while the table leaves nothing to decide, and the longest time
+    /// between full ticks while the vote is steady (0: off).
     pub settled_interval_ms: Option<u64>,
     /// JSON-lines decision log.
     pub decision_log: Option<PathBuf>,

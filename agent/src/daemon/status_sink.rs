@@ -26,18 +26,34 @@ impl Sink {
         }
     }
 
+    /// A glance stood in for a full tick: counted in `asa status`.
+    pub(super) fn note_glance(&self) {
+        let update = |d: &mut DecisionStatus| d.glances += 1;
+        match self {
+            Sink::Controller(h) => h.update_decision(update),
+            Sink::DryRun(s) => {
+                if let Some(d) = s.lock().unwrap().decision.as_mut() {
+                    update(d);
+                }
+            }
+        }
+    }
+
     /// The tick's `record` into `asa status`, with the quarantine, the decision log's unwritten
-    /// ticks and the settled tick length (None: not settled).
+    /// ticks, the settled tick length (None: not settled) and the class of a steady vote
+    /// (None: not steady).
     pub(super) fn publish(
         &self,
         record: &TickRecord,
         quarantine: Vec<QuarantineEntry>,
         unlogged: u64,
         settled: Option<Duration>,
+        steady: Option<&str>,
     ) {
         let update = |d: &mut DecisionStatus| {
             d.ticks += 1;
             d.settled_interval_ms = settled.map(|s| s.as_millis() as u64);
+            d.steady_class = steady.map(str::to_string);
             d.unlogged_ticks = unlogged;
             d.quarantine = quarantine;
             d.last = Some(record.clone());

@@ -59,6 +59,21 @@ pub struct TickCost {
     /// parts include on a busy machine).
     #[serde(default)]
     pub cpu_us: f64,
+    /// Glances that stood in for full ticks since the previous full tick (a steady stretch of
+    /// `asa run`), and the CPU time they used together, µs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub glances: u32,
+    /// See `glances`.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub glance_cpu_us: f64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl TickCost {

@@ -5,8 +5,9 @@ Reads decision-log files (JSON lines of schema asa.decision, one per tick, as `a
 prints, per part, the median, the 99th percentile and the maximum in milliseconds over every
 tick: the whole tick (perception + inference + decision), perception, inference, the
 decision, and perception's parts where the log has them (each /proc system file, their parse,
-the process scan and its source, the BPF counter read, the features). The first tick of each
-file is left out (it pays the start-up: caches, ONNX Runtime's first run).
+the process scan and its source, the BPF counter read, the features), and over the ticks that
+ended a steady stretch the glances before them and the CPU time of one glance. The first tick
+of each file is left out (it pays the start-up: caches, ONNX Runtime's first run).
 
 Usage: python -m asa_analysis.tick_cost LOG_OR_FOLDER... [--json]
        (a folder stands for every *.jsonl file below it)
@@ -44,6 +45,10 @@ def tick_parts(record):
     }
     if 'cpu_us' in cost:
         parts['tick CPU time'] = cost['cpu_us'] / 1e3
+    if cost.get('glances', 0) > 0:
+        # A steady stretch ended with this tick: its glances, and the CPU time of one.
+        parts['glances before the tick'] = float(cost['glances'])
+        parts['glance CPU time'] = cost.get('glance_cpu_us', 0.0) / cost['glances'] / 1e3
     perception = cost.get('perception')
     if perception:
         procfs = perception.get('procfs', {})
@@ -95,7 +100,8 @@ def render(rows):
     """The summary as a Markdown table (ms; the process count as a count)."""
     out = ['| part | ticks | p50 | p99 | max |', '|---|---:|---:|---:|---:|']
     for r in rows:
-        fmt = '%.0f' if r['part'] == 'processes scanned' else '%.2f'
+        counts = ('processes scanned', 'glances before the tick')
+        fmt = '%.0f' if r['part'] in counts else '%.2f'
         out.append('| %s | %d | %s | %s | %s |' % (
             r['part'], r['ticks'], fmt % r['p50'], fmt % r['p99'], fmt % r['max']))
     return '\n'.join(out)

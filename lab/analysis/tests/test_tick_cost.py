@@ -33,6 +33,16 @@ def test_perception_parts_are_named_by_file_and_scan_source():
     assert 'process scan (/proc/<pid>/stat)' not in values
 
 
+def test_a_tick_after_glances_counts_them_and_the_cpu_of_one():
+    glanced = json.loads(line(1000, 1000, 0))
+    glanced['cost'].update({'glances': 4, 'glance_cpu_us': 800.0})
+    values = tick_cost.collect(['\n'.join([line(0, 0, 0), json.dumps(glanced),
+                                           line(1000, 1000, 0)])])
+    assert values['glances before the tick'] == [4.0]
+    assert values['glance CPU time'] == [0.2]
+    assert len(values['tick']) == 2
+
+
 def test_logs_without_perception_parts_give_the_three_totals_only():
     values = tick_cost.collect(['\n'.join([line(0, 0, 0), line(1000, 1000, 1000)])])
     assert sorted(values) == ['decision', 'inference', 'perception', 'tick']

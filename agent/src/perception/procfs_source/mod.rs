@@ -7,6 +7,8 @@
 //!   most-I/O processes since the previous scan;
 //! - [`features`]: two snapshots → the schema's procfs features;
 //! - [`reader`]: [`ProcReader`], the I/O: keeps the files open and reads them once per tick;
+//! - [`glance`]: three of the system files only, as activity rates, and when they moved
+//!   (what `asa run` reads between full ticks while its vote is steady);
 //! - `pread`: reading an open /proc file from offset 0 (the leaf the scan and the reader share).
 //!
 //! Cost per tick: /proc/stat, /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/net/snmp
@@ -19,6 +21,7 @@
 //! second file.
 
 pub mod features;
+pub mod glance;
 mod pread;
 pub mod processes;
 pub mod reader;
@@ -27,6 +30,7 @@ pub mod snapshot;
 pub use features::{
     idle_cpus, procfs_features, HOTSPOT_BUSY_SHARE, PROCFS_FEATURES, SOMETIMES_MISSING_FEATURE,
 };
+pub use glance::{Activity, ActivityRange, ActivityTolerance, Counters, GlanceReader};
 pub use processes::{
     ProcessScanner, ProcessTick, IO_NEW_READS_PER_SCAN, IO_READS_PER_SCAN, MAX_OPEN_STAT_FILES,
 };
