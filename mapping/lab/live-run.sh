@@ -14,7 +14,8 @@
 # 30; adds up to HOLD to each run), REPS,
 # AGENT_COOLDOWN (s), AGENT_INTERVAL_MS (the agent's tick; default asa run's own), AGENT_NICE (the
 # agent's decision thread; default asa run's own), AGENT_NO_BPF (1: the
-# agent perceives without its BPF scheduler counters; default 0), EXPERT_NICE (the
+# agent perceives without its BPF scheduler counters; default 0), AGENT_STANDBY (the agent's hot
+# standbys, ASA_STANDBY: 0 for none; default asa run's own), EXPERT_NICE (the
 # experts' processes, static runs and the agent's alike: ASA_EXPERT_NICE, default asa's), MEMORY
 # (MiB), TIMEOUT (s), BIN (folder with asa, asa-lab, asa-scenarios), DRY_RUN (1: also the
 # `asa run --dry-run` column, the default; 0: without it), APP_MODEL (an application model for
@@ -38,6 +39,7 @@ AGENT_INTERVAL_MS=${AGENT_INTERVAL_MS:-}
 AGENT_NICE=${AGENT_NICE:-}
 AGENT_NO_BPF=${AGENT_NO_BPF:-0}
 EXPERT_NICE=${EXPERT_NICE:-}
+AGENT_STANDBY=${AGENT_STANDBY:-}
 MEMORY=${MEMORY:-4096}
 TIMEOUT=${TIMEOUT:-7200}
 BIN=${BIN:-target/release}
@@ -52,7 +54,7 @@ lab_prepare "$OUT" "$SCENARIOS" "$EXPERTS"
 # static ones (EXPERTS=eevdf alone would leave the agent nothing to switch to).
 GUEST_EXPERTS=$( { echo "$GUEST_EXPERTS" | tr , '\n'
   grep -o 'expert *= *"[a-z_]*"' "$TABLE" | sed 's/.*"\([a-z_]*\)"/\1/'; } | grep -v '^eevdf$' | grep . | sort -u | paste -sd, -)
-lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }${APP_MODEL:+ASA_APP_MODEL=/lab/app-model.onnx }asa calibrate --stage live --dir /tmp/live \
+lab_guest_script live calibrate.log "${EXPERT_NICE:+ASA_EXPERT_NICE=$EXPERT_NICE }${AGENT_STANDBY:+ASA_STANDBY=$AGENT_STANDBY }${APP_MODEL:+ASA_APP_MODEL=/lab/app-model.onnx }asa calibrate --stage live --dir /tmp/live \
   --table /lab/table.toml --model /lab/model.onnx --onnxruntime /lab/libonnxruntime.so \
   --agent-cooldown-s $AGENT_COOLDOWN ${AGENT_INTERVAL_MS:+--agent-interval-ms $AGENT_INTERVAL_MS }${AGENT_NICE:+--agent-nice $AGENT_NICE }--classes $CLASSES --scenarios $SCENARIOS --experts $EXPERTS ${BASELINE:+--baseline $BASELINE }\
   --reps $REPS --duration $DURATION --min-phase $MIN_PHASE --settle $SETTLE --hold $HOLD --cooldown $COOLDOWN --work-dir /var/tmp/asa-work$([ "$DRY_RUN" = 0 ] && echo ' --no-dry-run')$([ "$AGENT_NO_BPF" = 1 ] && echo ' --agent-no-bpf')"
