@@ -3,9 +3,9 @@
 # per-application mode on cosmos with scx_layered parked as its insurance standby. Writes
 # /lab/out/census: "LABEL PID TID COMM UTIME STIME VOLUNTARY INVOLUNTARY" per thread at the
 # start (pin0, run0) and end (pin1, run1) of each 30 s, and MemAvailable. Host command (ONNX
-# Runtime needs the Debian root filesystem's libraries):
+# Runtime needs the Debian root filesystem's libraries; the tests' one is cached):
 #
-#   asa-lab run --script lab/experiments/thread-census-guest.sh --rootfs xz-utils \
+#   asa-lab run --script lab/experiments/thread-census-guest.sh --rootfs 7zip,dbus-daemon,iperf3,sysbench,xz-utils \
 #     --expert cosmos --expert layered --memory 4096 --out OUT \
 #     --file results/2026-11-30-class-rows-60s-mttcg/mapping-load.toml:/lab/table.toml \
 #     --file classifier/models/lab/classifier.onnx:/lab/model.onnx \
