@@ -22,6 +22,7 @@ MODULES = (
     'standby_switch_times',
     'switch_transient',
     'task_census',
+    'thread_census',
     'task_states',
     'thread_samples',
     'tick_cost',
