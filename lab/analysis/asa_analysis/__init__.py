@@ -23,6 +23,7 @@ MODULES = (
     'switch_transient',
     'task_census',
     'thread_census',
+    'tick_phase',
     'task_states',
     'thread_samples',
     'tick_cost',
