@@ -106,3 +106,25 @@ def test_recording_half_of_the_new_shape_recovers_a_shape_that_moved_a_class_fea
     assert pair["voted_confused_with"]["kernel_build"] == "disk_io"
     assert pair["adapted"]["folds"] == 2 and pair["adapted"]["ticks"] == 240
     assert pair["adapted"]["voted"] > pair["voted"] + 0.2
+
+
+def test_unions_of_shapes_train_on_both_and_are_not_counted_as_shapes(tmp_path):
+    rng = np.random.default_rng(12)
+    two = write_shape(tmp_path / "two", rng, 3)
+    three = write_shape(tmp_path / "three", rng, 2)
+    four = write_shape(tmp_path / "four", rng, 2)
+    named = [("2cpu", [two]), ("3cpu", [three]), ("4cpu", [four]),
+             ("2+4cpu", [two, four]), ("2+3cpu", [two, three])]
+    assert shapes.base_shapes(named) == ["2cpu", "3cpu", "4cpu"]
+    report = shapes.shapes(SCHEMA, named, splits=1, small=True,
+                           only=[("2+4cpu", "3cpu"), ("2+3cpu", "4cpu")])
+    by = {(p["train"], p["test"]): p for p in report["pairs"]}
+    assert by[("2+4cpu", "3cpu")]["train_runs"] == 9 + 6
+    figures = shapes.summary(report, named, ("2+4cpu", "3cpu"), ("2+3cpu", "4cpu"))
+    assert figures["shapes"] == 3 and figures["classes"] == 3
+    assert figures["heldout_shape_accuracy"] == by[("2+4cpu", "3cpu")]["voted"]
+    assert figures["beyond_trained_shapes_accuracy"] == by[("2+3cpu", "4cpu")]["voted"]
+    assert figures["holds_between_trained_shapes"] == (figures["heldout_shape_accuracy"] >= 0.95)
+    assert set(figures["pairs_voted"]) == {"2+4cpu->3cpu", "2+3cpu->4cpu"}
+    with pytest.raises(ValueError, match="was not evaluated"):
+        shapes.summary(report, named, ("2cpu", "3cpu"))
