@@ -3,8 +3,12 @@
 //! lab VM (Debian's sched_ext kernel, the test root filesystem, no network, no systemd):
 //! - `dpkg -i` installs it (its `Depends:` are met by a minimal Debian) and `asa` is on PATH;
 //! - out of the box, `asa doctor` passes on the installed config, model, ONNX Runtime (shipped in
-//!   /usr/lib/asa, its licence in /usr/share/doc/asa) and built-in table, and the unit's
-//!   `ExecStart=` line runs the agent: its socket answers, it decides, and SIGTERM leaves EEVDF;
+//!   /usr/lib/asa, its licence in /usr/share/doc/asa) and built-in table;
+//! - `asa calibrate --budget` measures this machine (two short scenarios of the load the default
+//!   model knows, two experts) within its budget and writes a table whose rows say their margin
+//!   and whether they are settled; the administrator names it in `/etc/asa/asa.toml`;
+//! - the unit's `ExecStart=` line runs the agent on that table: its socket answers, it decides,
+//!   and SIGTERM leaves EEVDF;
 //! - with the shipped ONNX Runtime gone, `asa doctor` fails with one line that says what to do
 //!   and `asa run` refuses to start, the kernel untouched; a library named by `onnxruntime` in
 //!   the installed `/etc/asa/asa.toml` serves instead;
@@ -49,6 +53,17 @@ asa --version > /lab/out/version.txt 2>&1; rec version $?
 rec ort_licence "$(test -s /usr/share/doc/asa/onnxruntime/LICENSE && echo present || echo missing)"
 # Out of the box.
 asa doctor --json > /lab/out/doctor.json 2> /lab/out/doctor.err; rec doctor $?
+# This machine's table, within a budget, then named in the config.
+start=$(date +%s)
+asa calibrate --dir /var/tmp/asa-cal --catalogue /lab/cal.toml --scenarios CAL-GAME,CAL-AUDIO \
+  --experts eevdf,bpfland --classes load --budget 3m --duration 3 --settle 0.5 --hold 0 \
+  --cooldown 0.2 --work-dir /var/tmp/asa-cal-work > /lab/out/calibrate.log 2>&1; rec calibrate $?
+rec calibrate_s $(( $(date +%s) - start ))
+rec calibrate_state "$(state)"
+cp /var/tmp/asa-cal/mapping.toml /etc/asa/mapping.toml
+sed -i 's|^# mapping = .*|mapping = "/etc/asa/mapping.toml"|' /etc/asa/asa.toml
+rec mapping_line "$(grep -c '^mapping = "/etc/asa/mapping.toml"' /etc/asa/asa.toml)"
+asa mapping show /etc/asa/mapping.toml > /lab/out/mapping-show.txt 2>&1; rec mapping_show $?
 # What systemd would start.
 EXEC=$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/system/asa.service)
 rec exec_start "$EXEC"
@@ -85,20 +100,32 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let deb = build_package(dir.path());
     let mut run = asa_lab::GuestRun::new("install", SCRIPT);
-    run.files = vec![(deb, PathBuf::from("/lab/asa.deb"))];
+    // The scenario catalogue: the built-in one with two short scenarios of the xz load (the
+    // default model's one load class) beside the game and the audio probe.
+    let catalogue = dir.path().join("cal.toml");
+    std::fs::write(
+        &catalogue,
+        asa_scenarios::catalogue::calibration_test_catalogue(),
+    )
+    .unwrap();
+    run.files = vec![
+        (deb, PathBuf::from("/lab/asa.deb")),
+        (catalogue, PathBuf::from("/lab/cal.toml")),
+    ];
     // The experts of the built-in table's first choices.
     run.experts = vec!["bpfland".into(), "lavd".into()];
     run.rootfs = Some(asa_lab::RootfsSpec::with_packages(
         asa_lab::TEST_ROOTFS_PACKAGES,
     ));
-    run.vm.timeout = std::time::Duration::from_secs(600);
+    run.vm.timeout = std::time::Duration::from_secs(900);
     let lab = Lab::new().expect("the lab is set up (run lab/setup.sh)");
     let out = lab.run(&run).expect("the lab VM ran");
     let file = |name: &str| out.read_out(name).unwrap_or_default();
     eprintln!(
-        "---- guest console ----\n{}\n---- dpkg -i ----\n{}\n---- asa run ----\n{}",
+        "---- guest console ----\n{}\n---- dpkg -i ----\n{}\n---- asa calibrate ----\n{}\n---- asa run ----\n{}",
         out.script_output(),
         file("dpkg-install.log"),
+        file("calibrate.log"),
         file("run.log")
     );
     assert_eq!(out.exit_code, 0);
@@ -132,13 +159,50 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
         "{}",
         detail("config")
     );
+    // The budgeted calibration: within its budget (3 min, plus the last run and the report),
+    // back on EEVDF, and a table that says how sure each row is.
+    assert_eq!(r["calibrate"], "0", "{}", file("calibrate.log"));
+    let calibrate_s: u64 = r["calibrate_s"].parse().unwrap();
+    eprintln!("budgeted calibration: {calibrate_s} s");
+    assert!(
+        calibrate_s <= 240,
+        "{calibrate_s} s: {}",
+        file("calibrate.log")
+    );
+    assert_eq!(r["calibrate_state"], "disabled");
+    assert_eq!(r["mapping_line"], "1", "the config names the table");
+    let show = file("mapping-show.txt");
+    assert_eq!(r["mapping_show"], "0", "{show}");
+    let row = show
+        .lines()
+        .find(|l| l.starts_with("xz_compress"))
+        .unwrap_or_else(|| panic!("no xz_compress row: {show}"));
+    assert!(
+        row.contains("margin") && (row.contains("settled") || row.contains("open")),
+        "{row}"
+    );
     assert_eq!(r["exec_start"], "/usr/bin/asa run");
     assert_eq!(r["status"], "0", "{}", file("run.log"));
     let status: Value = serde_json::from_str(&file("status.json")).unwrap();
     assert_eq!(status["agent"]["mode"], "daemon", "{status:#}");
+    assert_eq!(
+        status["agent"]["decision"]["engine"]["mapping"], "/etc/asa/mapping.toml",
+        "the agent runs the calibrated table: {status:#}"
+    );
+    let decision = &status["agent"]["decision"];
     assert!(
-        status["agent"]["decision"]["ticks"].as_u64().unwrap_or(0) >= 3,
+        decision["ticks"].as_u64().unwrap_or(0) >= 1,
         "the agent decides: {status:#}"
+    );
+    // The calibrated table's best expert runs from the start; with one class mapped to it,
+    // nothing is left to decide and the agent settles.
+    let best = decision["engine"]["overall_best"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a calibrated table names its best expert: {status:#}"));
+    assert_eq!(status["agent"]["active"]["expert"], best, "{status:#}");
+    assert!(
+        decision["settled_interval_ms"].as_u64().is_some(),
+        "settled on the table's best: {status:#}"
     );
     assert_eq!(r["run_exit"], "0", "{}", file("run.log"));
     assert_eq!(r["final_state"], "disabled", "SIGTERM leaves EEVDF");

@@ -51,6 +51,34 @@ pub fn catalogue_text(file: Option<&Path>) -> Result<String> {
     }
 }
 
+/// The built-in catalogue cut for the lab's calibration tests: the xz load's corpus at 1 MB
+/// (8 in the catalogue) and two single-phase scenarios against it, `CAL-GAME` (game probe) and
+/// `CAL-AUDIO` (audio probe); classes `game+xz_compress` and `audio+xz_compress`, by load
+/// `xz_compress`, the one load the default model knows. xz-utils has Debian priority
+/// "required", so every root filesystem has it.
+pub fn calibration_test_catalogue() -> String {
+    let mut text = BUILTIN_SCENARIOS.replace(
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
+        "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 1 }]\ncommand = [\"xz\"",
+    );
+    text.push_str(
+        r#"
+[[scenario]]
+name = "CAL-GAME"
+title = "Game Play & xz Compression (calibration test)"
+probe = "game"
+load = "xz_compress"
+
+[[scenario]]
+name = "CAL-AUDIO"
+title = "Audio & xz Compression (calibration test)"
+probe = "audio"
+load = "xz_compress"
+"#,
+    );
+    text
+}
+
 /// The load name that means "no background load" in a phase.
 pub const IDLE: &str = "idle";
 
@@ -466,6 +494,19 @@ mod tests {
         assert_eq!(cat.select("S1, P2").unwrap().len(), 2);
         assert_eq!(cat.select("all").unwrap().len(), cat.scenarios.len());
         assert!(cat.select("S99").unwrap_err().to_string().contains("S99"));
+    }
+
+    #[test]
+    fn the_calibration_test_catalogue_cuts_the_xz_corpus_and_adds_two_scenarios() {
+        let text = calibration_test_catalogue();
+        assert!(
+            text.contains("megabytes = 1 }]\ncommand = [\"xz\""),
+            "the xz load changed"
+        );
+        let cat = Catalogue::parse(&text, "test").unwrap();
+        let cal = cat.select("CAL-GAME,CAL-AUDIO").unwrap();
+        assert_eq!(cal.len(), 2);
+        assert!(cal.iter().all(|s| s.load.as_deref() == Some("xz_compress")));
     }
 
     #[test]
