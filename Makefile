@@ -1,5 +1,5 @@
 # The two things to run on a fresh machine (each installs what it needs first):
-#   make demo   boot the lab VM and show asa run switching experts on its own, then asa pin gru
+#   make demo   boot the lab VM: calibrate a table within a budget, asa run on it, asa pin gru
 #   make test   every check: format, clippy, unit tests, and the VM acceptance tests
 CARGO ?= cargo
 

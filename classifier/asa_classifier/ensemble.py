@@ -76,9 +76,16 @@ class Ensemble:
 # converts them): a fifth of the per-class trees' cost per row at depth 4 or 7 alike, and at
 # depth 7 at least as accurate on the lab data (10 paired splits, 2026-11-25: voted 0.984 vs
 # 0.977; data/2026-11-23-lab-vm-schema-v3b/compare-xgboost/).
+#
+# The trees' nodes also set the agent's memory (target: peak RSS <= 30 MB): ONNX Runtime holds
+# each node and leaf weight as protobuf attributes and again in its kernels, about 0.4 KB of
+# peak RSS per forest node. Trained on the 2-, 3- and 4-vCPU recordings (2026-12-01, the default
+# model's list, seed 0), XGBoost depth 7 + forest depth 10 / leaves of >= 3 ticks (4966 + 9326
+# nodes) peaked at 33.4 MB in `cargo bench --bench daemon`, voted 0.987; XGBoost depth 6 +
+# forest depth 7 / leaves of >= 30 ticks (about 3400 + 2600 nodes) at 29.8-30.0 MB, voted 0.984.
 PRODUCTION = {
-    "xgboost": dict(n_estimators=40, max_depth=7, learning_rate=0.25, multi_strategy="multi_output_tree"),
-    "random_forest": dict(n_estimators=40, max_depth=10, min_samples_leaf=3),
+    "xgboost": dict(n_estimators=40, max_depth=6, learning_rate=0.25, multi_strategy="multi_output_tree"),
+    "random_forest": dict(n_estimators=40, max_depth=7, min_samples_leaf=30),
     "svm_max_ticks": 150,  # stratified subsample for the SVM: bounds its support vectors
 }
 SMALL = {

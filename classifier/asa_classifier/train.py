@@ -110,8 +110,12 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
         raise ValueError(f"a manifest is given twice: {', '.join(map(str, manifests))}")
     loaded = [load_manifest(m, schema, older_as_missing) for m in manifests]
     if heldout_from:
-        if any(h not in manifests for h in heldout_from):
-            raise ValueError(f"--heldout-from {', '.join(map(str, heldout_from))}: not all among the manifests")
+        # A manifest named by a list (absolute) and by --heldout-from (as typed) is one file.
+        by_file = {Path(m).resolve(): m for m in manifests}
+        missing = [h for h in heldout_from if Path(h).resolve() not in by_file]
+        if missing:
+            raise ValueError(f"--heldout-from {', '.join(map(str, missing))}: not among the manifests")
+        heldout_from = [by_file[Path(h).resolve()] for h in heldout_from]
         qualify_training_only(manifests, loaded, heldout_from)
         for path, data in zip(manifests, loaded):
             if path not in heldout_from:

@@ -142,12 +142,14 @@ def test_the_train_cli_reads_the_list_and_refuses_a_manifest_given_twice(tmp_pat
         train_cli.main(["--feature-schema", "x.toml", "--out", str(tmp_path / "o")])
 
 
-def test_the_lab_models_recordings_list_names_what_it_was_trained_on():
-    """models/lab/recordings.txt is the list `asa calibrate --retrain` trains on: the manifests the
-    shipped lab model's report says it was trained on, every one present."""
+@pytest.mark.parametrize("model", ["default", "lab"])
+def test_a_shipped_models_recordings_list_names_what_it_was_trained_on(model):
+    """models/default/recordings.txt is the list `asa calibrate --retrain` trains on (and
+    models/lab's the evaluation model's): the manifests the shipped model's report says it was
+    trained on, every one present."""
     from pathlib import Path
     classifier = Path(__file__).resolve().parents[1]
-    listed = train_cli.read_manifest_list(classifier / "models/lab/recordings.txt")
-    report = json.loads((classifier / "models/lab/report.json").read_text())
+    listed = train_cli.read_manifest_list(classifier / f"models/{model}/recordings.txt")
+    report = json.loads((classifier / f"models/{model}/report.json").read_text())
     trained_on = [(classifier / m).resolve() for m in report["manifest"].split(", ")]
     assert listed == trained_on

@@ -4,6 +4,7 @@ Mechanics tests: the export reproduces Python's probabilities within 1e-5; a mod
 of another feature schema is refused. No accuracy claim is made from synthetic data."""
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,8 +190,20 @@ def test_heldout_from_one_manifest(dataset_dir, schema, tmp_path):
     assert sum(not name.startswith("again-") for name in result["train_runs"]) == 9
     assert "drawn from" in (tmp_path / "out" / "report.md").read_text()
     assert json.loads((tmp_path / "out" / "report.json").read_text())["heldout_from"] == [str(manifests[1])]
-    with pytest.raises(ValueError, match="not all among the manifests"):
+    with pytest.raises(ValueError, match="second.toml: not among the manifests"):
         train_cli.run(manifests[:1], schema, tmp_path / "out", small=True, heldout_from=[manifests[1]])
+
+
+def test_heldout_from_names_a_listed_manifest_in_any_spelling(dataset_dir, schema, tmp_path):
+    """A list file names its manifests by absolute path (`--manifests-from`); `--heldout-from`
+    as typed (relative to the working directory) names the same file."""
+    second = (dataset_dir / "manifest.toml").read_text().replace('name = "', 'name = "again-')
+    (dataset_dir / "second.toml").write_text(second)
+    manifests = [(dataset_dir / "manifest.toml").resolve(), (dataset_dir / "second.toml").resolve()]
+    typed = Path(os.path.relpath(manifests[1]))
+    assert typed != manifests[1]
+    result = train_cli.run(manifests, schema, tmp_path / "out", small=True, heldout_from=[typed])
+    assert result["heldout_runs"] and all(name.startswith("again-") for name in result["heldout_runs"])
 
 
 def test_ignored_features_are_not_learnt_and_are_masked_in_the_model(dataset_dir, schema, tmp_path):

@@ -1,41 +1,55 @@
-//! `make demo` (`asa-lab demo`): the agent doing its main job in the lab VM. `asa run` watches
-//! an idle machine, then `xz` compressing (as the classifier's recordings ran it), then idle
-//! again, and switches on its own (the default classifier knows `idle` and `xz_compress`; the
-//! default table maps xz to bpfland); `asa status` shows what it sees and decides at each step.
-//! Then `asa pin gru` runs our learned scheduler under a load, and the machine goes back to
-//! EEVDF. Afterwards [`summary`] turns the agent's decision log into a short table of what it
-//! did and when.
+//! `make demo` (`asa-lab demo`): the agent doing its main job in the lab VM, the way a user
+//! runs it. `asa calibrate --budget` first measures this machine's table for the idle machine
+//! and xz compression (two probes beside xz, one beside nothing, under EEVDF, bpfland and
+//! cosmos); then `asa run`, with the default classifier (the ten load classes) and that table,
+//! watches an idle machine, then `xz` compressing (as the classifier's recordings ran it), then
+//! idle again, and runs the expert the table measured best for each; `asa status` shows what it
+//! sees and decides at each step. Then `asa pin gru` runs our learned scheduler under a load,
+//! and the machine goes back to EEVDF. Afterwards [`summary`] turns the agent's decision log
+//! into a short table of what it did and when.
 
 use std::fmt::Write as _;
 
 /// Where the guest writes the agent's decision log (under /lab/out, copied back).
 pub const DECISION_LOG: &str = "decisions.jsonl";
 
+/// Where the guest's calibration keeps its runs and writes its table.
+pub const CALIBRATION_DIR: &str = "/tmp/asa-cal";
+
 /// The guest script. `model` and `onnxruntime` are the guest paths of the classifier and of
-/// ONNX Runtime's library.
-pub fn script(model: &str, onnxruntime: &str) -> String {
+/// ONNX Runtime's library; `catalogue` the scenario catalogue the calibration measures
+/// ([`asa_scenarios::catalogue::calibration_test_catalogue`]).
+pub fn script(model: &str, onnxruntime: &str, catalogue: &str) -> String {
     format!(
         r#"set -u
 step() {{ echo; echo "=== $*"; }}
 step "kernel $(uname -r), sched_ext state: $(cat /sys/kernel/sched_ext/state)"
 asa experts
+step "asa calibrate --budget 2m: this machine's table (idle and xz beside the game and audio probes, eevdf/bpfland/cosmos)"
+asa calibrate --dir {CALIBRATION_DIR} --catalogue {catalogue} --scenarios CAL-IDLE,CAL-GAME,CAL-AUDIO \
+  --experts eevdf,bpfland,cosmos --classes load --budget 2m --duration 4 --settle 0.5 --hold 0 \
+  --cooldown 0.2 --work-dir /tmp/asa-cal-work 2>&1 | grep -v ' INFO '
+test -s {CALIBRATION_DIR}/mapping.toml || exit 1
 seq 1 1200000 > /tmp/corpus   # 8 MB of text, like the recorded load's corpus
-step "asa run: the agent, with the default classifier (idle, xz_compress) and table"
-RUST_LOG=info,asa::decision=warn asa run --model {model} --onnxruntime {onnxruntime} --cooldown-s 5 \
+step "asa run: the default classifier (ten load classes) on the table just measured"
+# Where the table leaves nothing to decide the agent ticks every 10 s; here every second, so
+# that each vote shows.
+RUST_LOG=info,asa::decision=warn asa run --model {model} --onnxruntime {onnxruntime} \
+  --mapping {CALIBRATION_DIR}/mapping.toml --settled-interval-ms 0 --cooldown-s 5 \
   --decision-log /lab/out/{DECISION_LOG} &
 AGENT=$!
 sleep 12
 step "idle for 12 s: what the agent sees and decides"
 asa status
 # The host's xz (busybox's applet only decompresses), as the classifier's recordings ran it.
-step "xz -T0 -3 for 30 s: the agent should recognise xz_compress and switch"
+step "xz -T0 -3 for 30 s: the agent should recognise xz_compress and run its row's expert"
 end=$(( $(date +%s) + 30 ))
 ( while [ $(date +%s) -lt $end ]; do /usr/local/bin/xz -T0 -3 --block-size=1MiB -c /tmp/corpus > /dev/null; done ) &
 XZ=$!
 sleep 15
 asa status
 wait $XZ
-step "idle again for 20 s: the agent goes back to the idle class's expert"
+step "idle again for 20 s: the agent goes back to the idle row's expert"
 sleep 20
 asa status
 step "SIGTERM to asa run: it restores EEVDF"
@@ -169,9 +183,12 @@ mod tests {
     }
 
     #[test]
-    fn the_script_runs_the_agent_then_pins_gru_and_ends_on_eevdf() {
-        let s = script("/lab/m.onnx", "/lab/ort.so");
+    fn the_script_calibrates_runs_the_agent_on_its_table_then_pins_gru_and_ends_on_eevdf() {
+        let s = script("/lab/m.onnx", "/lab/ort.so", "/lab/cal.toml");
         assert!(s.contains("asa run --model /lab/m.onnx --onnxruntime /lab/ort.so"));
+        assert!(s.contains(&format!("--mapping {CALIBRATION_DIR}/mapping.toml")));
+        assert!(s.find("asa calibrate --dir").unwrap() < s.find("asa run").unwrap());
+        assert!(s.contains("--catalogue /lab/cal.toml --scenarios CAL-IDLE,CAL-GAME,CAL-AUDIO"));
         assert!(s.contains(&format!("--decision-log /lab/out/{DECISION_LOG}")));
         assert!(s.find("asa run").unwrap() < s.find("asa pin gru").unwrap());
         assert!(s.contains("kill -TERM $AGENT") && s.contains("kill -INT $PIN"));

@@ -72,8 +72,9 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// The demo: boot the VM, let `asa run` recognise an idle machine, then xz, then idle
-    /// again and switch on its own; pin the GRU expert under a load; end on EEVDF.
+    /// The demo: boot the VM, calibrate a table for the idle machine and xz within a budget,
+    /// let `asa run` (default classifier, that table) recognise an idle machine, then xz, then
+    /// idle again and run each row's expert; pin the GRU expert under a load; end on EEVDF.
     Demo {
         /// The `asa` binary (default: next to asa-lab).
         #[arg(long)]
@@ -249,7 +250,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 bail!("the default classifier {} is missing", model.display());
             }
             // The gru expert brings ONNX Runtime into the guest; the agent's classifier uses it.
-            let script = demo::script("/lab/classifier.onnx", asa_lab::GRU_GUEST_ORT_LIB);
+            let script = demo::script(
+                "/lab/classifier.onnx",
+                asa_lab::GRU_GUEST_ORT_LIB,
+                "/lab/cal.toml",
+            );
+            let catalogue =
+                std::env::temp_dir().join(format!("asa-demo-{}.toml", std::process::id()));
+            std::fs::write(
+                &catalogue,
+                asa_scenarios::catalogue::calibration_test_catalogue(),
+            )
+            .with_context(|| format!("writing {}", catalogue.display()))?;
             let mut run = GuestRun::new("demo", &script).with_asa(&asa_binary(&asa)?);
             // Every expert of the catalogue, so the guest's `asa experts` lists none missing.
             run.experts = asa_experts::Catalogue::builtin()
@@ -259,9 +271,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             run.host_tools = vec!["stress-ng".into(), "xz".into()];
             run.files
                 .push((model, PathBuf::from("/lab/classifier.onnx")));
-            run.vm.timeout = Duration::from_secs(420);
+            run.files
+                .push((catalogue.clone(), PathBuf::from("/lab/cal.toml")));
+            run.vm.timeout = Duration::from_secs(600);
             run.vm.echo_console = true;
-            let outcome = lab.run(&run)?;
+            let outcome = lab.run(&run);
+            let _ = std::fs::remove_file(&catalogue);
+            let outcome = outcome?;
             println!("\n=== what the agent did (its decision log)\n");
             match outcome.read_out(demo::DECISION_LOG) {
                 Ok(log) => print!("{}", demo::summary(&log)),

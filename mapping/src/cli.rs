@@ -182,13 +182,13 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "eevdf>bpfland,bpfland>eevdf")]
     pub pairs: String,
     /// Stage live: the classifier model `asa run` uses (default: its own default). With
-    /// --retrain: the model the retrained one is compared with (default: the lab model,
-    /// models/lab/classifier.onnx of --classifier).
+    /// --retrain: the model the retrained one is compared with (default: the default model,
+    /// models/default/classifier.onnx of --classifier).
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Stage prototype: also record this machine's perception features during every run
     /// (`asa record` beside it, into DIR/features/, resumable with the runs), then train the
-    /// load classifier on the recordings the lab model was trained on plus this machine's
+    /// load classifier on the recordings the default model was trained on plus this machine's
     /// (a quarter of this machine's runs held out) into DIR/model/classifier.onnx, and say in
     /// calibration.md whether the shipped model holds here or the retrained one is needed.
     /// Needs --classes load and the project's Python environment (classifier/setup.sh), checked
@@ -196,7 +196,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub retrain: bool,
     /// With --retrain: the project's classifier folder, with its Python environment (.venv),
-    /// the lab model and the list of its recordings (default: classifier/ of the source tree
+    /// the default model and the list of its recordings (default: classifier/ of the source tree
     /// this asa was built from).
     #[arg(long, value_name = "DIR", requires = "retrain")]
     pub classifier: Option<PathBuf>,
@@ -452,7 +452,7 @@ fn retrainer(args: &CalibrateArgs) -> Result<Option<retrain::Trainer>> {
     }
     if args.classes != ClassScheme::Load {
         bail!(
-            "--retrain trains a model of the load classes (the lab model's), and `asa run` needs \
+            "--retrain trains a model of the load classes (the default model's), and `asa run` needs \
              a table of the model's classes: add --classes load"
         );
     }

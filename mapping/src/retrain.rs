@@ -1,15 +1,16 @@
 //! `asa calibrate --retrain`: the load classifier trained on this machine's own ticks.
 //!
-//! A model trained on one machine shape need not hold on another (the lab model, trained at
-//! 2 vCPUs, voted 0.884 on 4 vCPUs against 0.970 within its shape). With `--retrain`, every
+//! A model trained on some machine shapes need not hold on another (trained at 2 and 3 vCPUs,
+//! the load model voted 0.895 on 4 vCPUs; results/2026-11-30-model-across-three-shapes). With `--retrain`, every
 //! calibration run also records the perception features (`asa record` beside the run, as
 //! `asa scenario run --record-features`) into `DIR/features/` (a dataset manifest of labelled
 //! ticks, continued when the calibration resumes). After the runs, the project's trainer
 //! (`python -m asa_classifier.train`, in the Python environment `classifier/setup.sh` makes)
-//! learns the load classes from the recordings the lab model was trained on (the list
-//! `classifier/models/lab/recordings.txt`) plus this machine's, holding out a quarter of this
-//! machine's runs, and writes `DIR/model/classifier.onnx`; `python -m asa_classifier.evaluate`
-//! scores the shipped lab model on the same held-out runs and on every recorded run. The
+//! learns the load classes from the recordings the default model was trained on (the list
+//! `classifier/models/default/recordings.txt`) plus this machine's, holding out a quarter of
+//! this machine's runs, and writes `DIR/model/classifier.onnx`; `python -m
+//! asa_classifier.evaluate` scores the shipped default model on the same held-out runs and on
+//! every recorded run. The
 //! calibration report then says which model this machine needs ([`markdown`]).
 
 use std::path::{Path, PathBuf};
@@ -24,12 +25,12 @@ use serde::Serialize;
 pub const FEATURES_DIR: &str = "features";
 /// The retrained model's folder inside the calibration folder.
 pub const MODEL_DIR: &str = "model";
-/// The list of the lab model's recordings, relative to the classifier folder.
-pub const RECORDINGS_LIST: &str = "models/lab/recordings.txt";
+/// The list of the default model's recordings, relative to the classifier folder.
+pub const RECORDINGS_LIST: &str = "models/default/recordings.txt";
 /// The shipped model the retrained one is compared with, relative to the classifier folder.
-pub const SHIPPED_MODEL: &str = "models/lab/classifier.onnx";
+pub const SHIPPED_MODEL: &str = "models/default/classifier.onnx";
 /// Features the load model ignores: they describe the page cache built up since boot, not the
-/// load (classifier/models/lab/README.md).
+/// load (classifier/models/default/README.md).
 pub const IGNORED_FEATURES: &str = "mem_buffers_share,mem_free_share,mem_cached_share";
 /// The shipped model's evaluation, inside [`MODEL_DIR`].
 pub const SHIPPED_EVALUATION: &str = "shipped-model.json";
@@ -54,7 +55,7 @@ pub struct Trainer {
     pub classifier: PathBuf,
     /// `.venv/bin/python` in it.
     pub python: PathBuf,
-    /// The list of the lab model's recordings ([`RECORDINGS_LIST`]).
+    /// The list of the default model's recordings ([`RECORDINGS_LIST`]).
     pub recordings: PathBuf,
     /// The agent's feature schema (`agent/feature_schema.toml` beside the classifier folder).
     pub feature_schema: PathBuf,
@@ -83,7 +84,7 @@ impl Trainer {
         let recordings = classifier.join(RECORDINGS_LIST);
         let feature_schema = classifier.join("../agent/feature_schema.toml");
         for (what, path) in [
-            ("the list of the lab model's recordings", &recordings),
+            ("the list of the default model's recordings", &recordings),
             ("the feature schema", &feature_schema),
         ] {
             if !path.is_file() {
@@ -127,7 +128,7 @@ impl Trainer {
         Ok(trainer)
     }
 
-    /// The trainer's arguments: the load classes of the lab model's recordings plus this
+    /// The trainer's arguments: the load classes of the default model's recordings plus this
     /// machine's (`machine`, its manifest), held out from this machine's runs only, the memory
     /// features ignored, the model into `out`.
     pub fn train_args(&self, machine: &Path, out: &Path) -> Vec<String> {
@@ -143,7 +144,7 @@ impl Trainer {
             &machine,
             "--heldout-from",
             &machine,
-            // The lab's recordings span feature schema v1-v3, as the lab model's training did.
+            // The lab's recordings span feature schema v1-v3, as the default model's training did.
             "--older-as-missing",
             "--ignore-features",
             IGNORED_FEATURES,
@@ -464,7 +465,7 @@ mod tests {
             recorded_runs: 80,
             measured_runs: 80,
             retrained: acc(retrained),
-            shipped_model: "classifier/models/lab/classifier.onnx".into(),
+            shipped_model: "classifier/models/default/classifier.onnx".into(),
             shipped_heldout: Some(acc(shipped)),
             shipped_all: Accuracy {
                 runs: 80,
@@ -480,7 +481,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let root = tempfile::tempdir().unwrap();
         let classifier = root.path().join("classifier");
-        std::fs::create_dir_all(classifier.join("models/lab")).unwrap();
+        std::fs::create_dir_all(classifier.join("models/default")).unwrap();
         std::fs::create_dir_all(root.path().join("agent")).unwrap();
         std::fs::write(classifier.join(RECORDINGS_LIST), "x/manifest.toml\n").unwrap();
         std::fs::write(root.path().join("agent/feature_schema.toml"), "").unwrap();
@@ -531,7 +532,9 @@ mod tests {
             "--classes",
             "load",
             "--manifests-from",
-            &c.join("models/lab/recordings.txt").display().to_string(),
+            &c.join("models/default/recordings.txt")
+                .display()
+                .to_string(),
             "--manifest",
             "/cal/features/manifest.toml",
             "--heldout-from",
@@ -557,21 +560,26 @@ mod tests {
         let pair = |flag: &str| eval[eval.iter().position(|a| a == flag).unwrap() + 1].clone();
         assert_eq!(
             pair("--model"),
-            c.join("models/lab/classifier.onnx").display().to_string()
+            c.join("models/default/classifier.onnx")
+                .display()
+                .to_string()
         );
         assert_eq!(pair("--heldout-of"), "/cal/model/report.json");
         assert_eq!(pair("--classes"), "load");
     }
 
-    /// The real ignored features are the lab model's, and the recordings list is the
-    /// classifier's own file (not a list kept here).
+    /// The real ignored features are the default model's, and the recordings list is the
+    /// classifier's own file (not a list kept here), every machine shape recorded in it.
     #[test]
-    fn the_ignored_features_and_the_recordings_list_are_the_lab_models() {
-        let lab =
-            std::fs::read_to_string(source_tree_classifier().join("models/lab/README.md")).unwrap();
-        assert!(lab.contains(&format!("--ignore-features {IGNORED_FEATURES}")));
+    fn the_ignored_features_and_the_recordings_list_are_the_default_models() {
+        let readme =
+            std::fs::read_to_string(source_tree_classifier().join("models/default/README.md"))
+                .unwrap();
+        assert!(readme.contains(&format!("--ignore-features {IGNORED_FEATURES}")));
         let list = std::fs::read_to_string(source_tree_classifier().join(RECORDINGS_LIST)).unwrap();
         assert!(list.contains("2026-11-23-lab-vm-schema-v3/probe/manifest.toml"));
+        assert!(list.contains("2026-11-30-lab-vm-3cpu/probe/manifest.toml"));
+        assert!(list.contains("2026-11-29-lab-vm-4cpu/probe/manifest.toml"));
         assert!(source_tree_classifier().join(SHIPPED_MODEL).is_file());
     }
 
@@ -674,7 +682,7 @@ esac
         );
         assert!(
             text.contains(
-                "--model classifier/models/lab/classifier.onnx --mapping cal/mapping.toml"
+                "--model classifier/models/default/classifier.onnx --mapping cal/mapping.toml"
             ),
             "{text}"
         );

@@ -51,11 +51,11 @@ pub fn catalogue_text(file: Option<&Path>) -> Result<String> {
     }
 }
 
-/// The built-in catalogue cut for the lab's calibration tests: the xz load's corpus at 1 MB
-/// (8 in the catalogue) and two single-phase scenarios against it, `CAL-GAME` (game probe) and
-/// `CAL-AUDIO` (audio probe); classes `game+xz_compress` and `audio+xz_compress`, by load
-/// `xz_compress`, the one load the default model knows. xz-utils has Debian priority
-/// "required", so every root filesystem has it.
+/// The built-in catalogue cut for the lab's calibration tests and the demo: the xz load's
+/// corpus at 1 MB (8 in the catalogue), two single-phase scenarios against it, `CAL-GAME` (game
+/// probe) and `CAL-AUDIO` (audio probe), by load `xz_compress`, and `CAL-IDLE` (the game probe
+/// beside no load), by load `idle`. xz-utils has Debian priority "required", so every root
+/// filesystem has it.
 pub fn calibration_test_catalogue() -> String {
     let mut text = BUILTIN_SCENARIOS.replace(
         "prepare = [{ kind = \"text_corpus\", file = \"corpus.txt\", megabytes = 8 }]\ncommand = [\"xz\"",
@@ -74,6 +74,12 @@ name = "CAL-AUDIO"
 title = "Audio & xz Compression (calibration test)"
 probe = "audio"
 load = "xz_compress"
+
+[[scenario]]
+name = "CAL-IDLE"
+title = "Game Play on an Idle Machine (calibration test)"
+probe = "game"
+load = "idle"
 "#,
     );
     text
@@ -497,7 +503,7 @@ mod tests {
     }
 
     #[test]
-    fn the_calibration_test_catalogue_cuts_the_xz_corpus_and_adds_two_scenarios() {
+    fn the_calibration_test_catalogue_cuts_the_xz_corpus_and_adds_three_scenarios() {
         let text = calibration_test_catalogue();
         assert!(
             text.contains("megabytes = 1 }]\ncommand = [\"xz\""),
@@ -507,6 +513,8 @@ mod tests {
         let cal = cat.select("CAL-GAME,CAL-AUDIO").unwrap();
         assert_eq!(cal.len(), 2);
         assert!(cal.iter().all(|s| s.load.as_deref() == Some("xz_compress")));
+        let idle = cat.select("CAL-IDLE").unwrap();
+        assert_eq!(idle[0].load.as_deref(), Some(IDLE));
     }
 
     #[test]

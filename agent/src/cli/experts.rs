@@ -78,9 +78,22 @@ pub fn row(
     // Variants of one binary differ by their arguments only.
     for arg in &expert.args {
         row.binary.push(' ');
-        row.binary.push_str(arg);
+        row.binary.push_str(&shown_arg(arg));
     }
     row
+}
+
+/// Arguments longer than this are shortened in the table (scx_layered's layer plan is a JSON
+/// argument of a few kilobytes).
+const LONGEST_SHOWN_ARG: usize = 48;
+
+/// `arg` as the table shows it: whole, or its start and its length when it is long.
+fn shown_arg(arg: &str) -> String {
+    if arg.chars().count() <= LONGEST_SHOWN_ARG {
+        return arg.to_owned();
+    }
+    let start: String = arg.chars().take(LONGEST_SHOWN_ARG / 2).collect();
+    format!("{start}… ({} bytes)", arg.len())
 }
 
 /// The table (a header and a line per row), then the rows' notes.
@@ -120,6 +133,19 @@ mod tests {
     use asa_experts::Origin;
 
     use super::*;
+
+    #[test]
+    fn a_long_argument_such_as_a_layer_plan_is_shortened_to_its_start_and_length() {
+        assert_eq!(shown_arg("--task-hint-map"), "--task-hint-map");
+        let plan = format!("[{}]", "{\"name\":\"interactive\"},".repeat(40));
+        let shown = shown_arg(&plan);
+        assert!(shown.starts_with("[{\"name\":\"interactive\"},"), "{shown}");
+        assert!(
+            shown.ends_with(&format!("… ({} bytes)", plan.len())),
+            "{shown}"
+        );
+        assert!(shown.chars().count() < 48, "{shown}");
+    }
 
     fn expert(name: &str) -> Expert {
         Catalogue::builtin().require(name).unwrap().clone()

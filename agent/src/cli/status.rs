@@ -203,7 +203,7 @@ fn print_status(agent: Option<&AgentStatus>) {
         print_standby(&st.standby);
     }
     if let Some(d) = &st.decision {
-        print_decision(d);
+        print_decision(d, &st.active.expert);
     }
     println!("note:        {}", st.note);
     match st.consistent {
@@ -255,7 +255,7 @@ fn print_standby(s: &StandbyStatus) {
     }
 }
 
-fn print_decision(d: &DecisionStatus) {
+fn print_decision(d: &DecisionStatus, active: &str) {
     let e = &d.engine;
     println!(
         "decision:    {}every {} ms, {} ticks; model {} (trained {}, {} classes), mapping {}{}",
@@ -269,7 +269,14 @@ fn print_decision(d: &DecisionStatus) {
         if e.bpf { "" } else { ", no BPF features" }
     );
     if let Some(apps) = &d.apps {
-        println!("mode:        {}", super::apps::mode_line(apps));
+        // The snapshot is the last full tick's: in whole-machine mode the expert running now is
+        // the controller's (a switch, or settled ticking, can be newer than the snapshot).
+        let mode = if apps.mode == "per_application" {
+            super::apps::mode_line(apps)
+        } else {
+            format!("whole machine: {active}")
+        };
+        println!("mode:        {mode}");
         if let Some(problem) = &apps.problem {
             println!("             {problem}");
         }
