@@ -18,7 +18,11 @@ What each key is (None/null when it cannot be measured, never a default):
   first in live.json's `experts`) — the rule of the table's `overall_best`, not a per-scenario
   oracle.
 - `gain_vs_best_static`: mean over scenarios of (agent − best static) / best static (scenarios
-  where the best static mean is not above 0 left out, as live.json's mean gain does).
+  where the best static mean is not above 0 left out, as live.json's mean gain does). A mean of
+  ratios: one scenario with a low base can carry it, so two measures beside it say how much:
+  `gain_vs_best_static_median` (the median of the same ratios) and
+  `gain_of_mean_scores` (the agent's mean score over those scenarios ÷ the best static
+  expert's, − 1).
 - `wins_vs_best_static`, `losses_vs_best_static`: scenarios where the agent's cell is above /
   below the best static cell beyond the noise: means further apart than max(floor, 2 standard
   errors of the difference), a cell run once borrowing the floor as its spread (verdict.rs
@@ -162,15 +166,28 @@ def noise_floor(live):
     return noise['floor'] if noise else None
 
 
+def gains(pairs, ratios=None):
+    """The gain measures of (agent mean, best static mean) per scenario, pairs whose best static
+    mean is not above 0 left out: {gain_vs_best_static, gain_vs_best_static_median,
+    gain_of_mean_scores} (each None without a pair). `ratios`: the scenarios' relative gains
+    when they are not the pairs' own (over several boots, each boot's ratio averaged)."""
+    pairs = [(a, b) for a, b in pairs if b > 0]
+    if ratios is None:
+        ratios = [(a - b) / b for a, b in pairs]
+    return {'gain_vs_best_static': statistics.fmean(ratios) if ratios else None,
+            'gain_vs_best_static_median': statistics.median(ratios) if ratios else None,
+            'gain_of_mean_scores': (sum(a for a, _ in pairs) / sum(b for _, b in pairs) - 1.0
+                                    if pairs else None)}
+
+
 def scores_vs_best(live, scenarios, best, floor):
     """gain, wins, losses against `best`, and the phased scenarios won against every static
     expert (None where the best expert or the floor is unknown)."""
-    out = {'gain_vs_best_static': None, 'wins_vs_best_static': None,
+    out = {'gain_vs_best_static': None, 'gain_vs_best_static_median': None,
+           'gain_of_mean_scores': None, 'wins_vs_best_static': None,
            'losses_vs_best_static': None, 'phased_above_best_static': None}
     if best is not None:
-        gains = [(s['cells'][AGENT]['mean'] - s['cells'][best]['mean']) / s['cells'][best]['mean']
-                 for s in scenarios if s['cells'][best]['mean'] > 0]
-        out['gain_vs_best_static'] = statistics.fmean(gains) if gains else None
+        out.update(gains((s['cells'][AGENT]['mean'], s['cells'][best]['mean']) for s in scenarios))
     if best is not None and floor is not None:
         verdicts = [compare(s['cells'][AGENT], s['cells'][best], floor) for s in scenarios]
         out['wins_vs_best_static'] = verdicts.count('win')
@@ -356,17 +373,21 @@ def summarise_boots(boots, classifier_report):
                                        if e in b[sc]['cells']), default=None),
                'noise_floor': floor, 'best_static': best}
     per_scenario = []
-    gains = []
+    means = []
+    ratios = []
     verdicts = []
     phased_above = 0
     for sc in common:
         cells = [b[sc]['cells'] for b in by_boot]
         row = {'scenario': sc, 'phased': bool(by_boot[0][sc].get('phased'))}
         if best is not None:
-            rel = [(c[AGENT]['mean'] - c[best]['mean']) / c[best]['mean'] for c in cells
-                   if c[best]['mean'] > 0]
-            if rel:
-                gains.append(statistics.fmean(rel))
+            # A scenario's agent and best static means over the boots that measured it above 0.
+            kept = [c for c in cells if c[best]['mean'] > 0]
+            if kept:
+                means.append((statistics.fmean(c[AGENT]['mean'] for c in kept),
+                              statistics.fmean(c[best]['mean'] for c in kept)))
+                ratios.append(statistics.fmean((c[AGENT]['mean'] - c[best]['mean'])
+                                               / c[best]['mean'] for c in kept))
             diffs = [c[AGENT]['mean'] - c[best]['mean'] for c in cells]
             row['diffs'] = diffs
             if floor is not None:
@@ -382,7 +403,7 @@ def summarise_boots(boots, classifier_report):
                     floor)[0] == 'win' for e in others):
                 phased_above += 1
         per_scenario.append(row)
-    summary['gain_vs_best_static'] = statistics.fmean(gains) if gains else None
+    summary.update(gains(means, ratios))
     known = best is not None and floor is not None
     summary['wins_vs_best_static'] = verdicts.count('win') if known else None
     summary['losses_vs_best_static'] = verdicts.count('loss') if known else None

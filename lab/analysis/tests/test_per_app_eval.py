@@ -48,6 +48,8 @@ def test_the_best_static_expert_is_the_best_over_all_scenarios_not_per_scenario(
     assert s['best_static'] == 'cosmos'
     assert s['scenarios'] == 3 and s['repetitions_min'] == 2
     assert s['gain_vs_best_static'] == pytest.approx((-0.1 / 0.9 + 0.1 / 0.5 + 0.1 / 0.4) / 3)
+    assert s['gain_vs_best_static_median'] == pytest.approx(0.1 / 0.5)
+    assert s['gain_of_mean_scores'] == pytest.approx(1.9 / 1.8 - 1)
     # floor 0.03, spreads 0: S1 loss, S2 and S3 wins against cosmos
     assert (s['wins_vs_best_static'], s['losses_vs_best_static']) == (2, 1)
     assert s['targets']['wins_vs_best_static'] == {'min': 1.5}
@@ -249,6 +251,25 @@ def test_across_boots_a_lead_must_hold_beyond_the_spread_of_the_per_boot_differe
     assert rows['S2']['verdict'] == 'win'
     assert (s['wins_vs_best_static'], s['losses_vs_best_static']) == (1, 0)
     assert s['gain_vs_best_static'] == pytest.approx(((0.2 - 0.12) / 2 + (0.4 + 0.36) / 2) / 2)
+    assert s['gain_of_mean_scores'] == pytest.approx((0.52 + 0.69) / 1.0 - 1)
+
+
+def test_one_scenario_on_a_low_base_carries_the_mean_gain_and_the_other_measures_say_so():
+    # The agent triples a scenario scored 0.07 and loses a little in three others: the mean of
+    # ratios reads +47 %, the median and the gain of the mean scores a loss.
+    data = live([
+        live_scenario('S1', {'asa': (0.21, 0.0, 2), 'cosmos': (0.07, 0.0, 2)}),
+        live_scenario('S2', {'asa': (0.68, 0.0, 2), 'cosmos': (0.70, 0.0, 2)}),
+        live_scenario('S3', {'asa': (0.58, 0.0, 2), 'cosmos': (0.60, 0.0, 2)}),
+        live_scenario('S4', {'asa': (0.78, 0.0, 2), 'cosmos': (0.80, 0.0, 2)}),
+    ], experts=('cosmos',))
+    s = per_app_eval.summarise(data, None, {}, REPORT)
+    ratios = [2.0, -0.02 / 0.70, -0.02 / 0.60, -0.02 / 0.80]
+    assert s['gain_vs_best_static'] == pytest.approx(sum(ratios) / 4)
+    assert s['gain_vs_best_static'] > 0.4
+    assert s['gain_vs_best_static_median'] == pytest.approx((-0.02 / 0.70 - 0.02 / 0.80) / 2)
+    assert s['gain_of_mean_scores'] == pytest.approx(2.25 / 2.17 - 1)
+    assert s['gain_vs_best_static_median'] < 0 < s['gain_of_mean_scores'] < 0.05
 
 
 def test_across_boots_one_boot_is_held_to_its_own_noise_and_a_missing_floor_decides_nothing():
