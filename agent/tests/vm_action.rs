@@ -369,13 +369,13 @@ rec final_state $(state)
 #[test]
 #[ignore = "boots the lab VM"]
 fn daemon_serves_pin_unpin_and_restores_eevdf_on_sigterm() {
-    // The decision engine runs with the default model and a mapping that keeps every class on
+    // The decision engine runs with the loop tests' model and a mapping that keeps every class on
     // EEVDF, so every switch here is a pin (the decisions themselves: tests/vm_decision.rs).
     let dir = tempfile::tempdir().unwrap();
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
         &mapping,
-        daemon_common::mapping_table(&daemon_common::default_model_classes(), |_| "eevdf"),
+        daemon_common::mapping_table(&daemon_common::loop_test_model_classes(), |_| "eevdf"),
     )
     .unwrap();
     let args = daemon_common::GUEST_RUN_ARGS;

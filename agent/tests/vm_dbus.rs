@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use asa_lab::Lab;
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 const SCRIPT: &str = r#"
@@ -88,7 +88,7 @@ fn lab_run() -> asa_lab::VmOutcome {
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
         &mapping,
-        mapping_table(&default_model_classes(), |_| "eevdf"),
+        mapping_table(&loop_test_model_classes(), |_| "eevdf"),
     )
     .unwrap();
     let bus_conf = dir.path().join("bus.conf");

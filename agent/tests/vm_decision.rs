@@ -1,5 +1,5 @@
 //! `asa run` end to end in the lab VM (Debian's sched_ext kernel under qemu, a Debian root
-//! filesystem with xz-utils): the committed default classifier, a mapping that sends the
+//! filesystem with xz-utils): the loop tests' classifier (two classes, `daemon_common::loop_test_model`), a mapping that sends the
 //! background load `xz_compress` to bpfland and `idle` to EEVDF, and a background load that
 //! changes mid-run. The agent must
 //! - refuse a corrupt model at start with one error and switch nothing;
@@ -15,7 +15,7 @@
 //!   else;
 //! - restore EEVDF on SIGTERM.
 //!
-//! The model was trained on lab-VM recordings of the same loads (classifier/models/default/);
+//! The model was trained on lab-VM recordings of the same loads (tests/data/loop-model/);
 //! nothing in this test feeds it probabilities.
 
 mod daemon_common;
@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use asa_agent::decision::engine::{Outcome, TickRecord};
 use asa_agent::decision::policy::Reason;
 use asa_lab::Lab;
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 /// Algorithm 1 window and the policy's cooldown (the defaults `asa run` uses here).
@@ -38,10 +38,10 @@ const SPIKES: usize = 3;
 #[ignore = "boots the lab VM"]
 fn phased_load_switches_to_the_mapped_expert_and_back_obeys_pins_and_ignores_a_spike() {
     let dir = tempfile::tempdir().unwrap();
-    let classes = default_model_classes();
+    let classes = loop_test_model_classes();
     assert!(
         classes.iter().any(|c| c == "idle") && classes.iter().any(|c| c == "xz_compress"),
-        "the default model knows the VM loads: {classes:?}"
+        "the loop tests' model knows the VM loads: {classes:?}"
     );
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
@@ -56,7 +56,7 @@ fn phased_load_switches_to_the_mapped_expert_and_back_obeys_pins_and_ignores_a_s
     )
     .unwrap();
     let broken = dir.path().join("broken.onnx");
-    let model = std::fs::read(daemon_common::default_model()).unwrap();
+    let model = std::fs::read(daemon_common::loop_test_model()).unwrap();
     std::fs::write(&broken, &model[..model.len() / 3]).unwrap();
     let args = GUEST_RUN_ARGS;
     let script = format!(

@@ -1,6 +1,6 @@
 //! Issue 32, point 7: the fault-injection suite. One lab VM boot (Debian's sched_ext kernel
 //! under qemu, the Debian test root filesystem), one `asa run` as the other daemon tests run it
-//! (the default model, every class mapped to scx_bpfland, hot standbys on, a decision log), and
+//! (the loop tests' model, every class mapped to scx_bpfland, hot standbys on, a decision log), and
 //! one fault after the other:
 //!
 //! - the expert SIGKILLed, SIGABRTed, SIGSTOPped (then 7 s for the kernel's watchdog, and a
@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use asa_experts::Catalogue;
 use asa_lab::Lab;
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table, GUEST_RUN_ARGS};
 use faults_common::{markdown_table, parse_records};
 
 /// The rows, in the guest's order.
@@ -155,7 +155,7 @@ fn inputs(dir: &Path, decide_args: &str) -> Inputs {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let table = mapping_table(&default_model_classes(), |_| "bpfland");
+    let table = mapping_table(&loop_test_model_classes(), |_| "bpfland");
     // Truncated inside the first expert's name: never a valid (smaller) table.
     let cut = table.find("\"bpfland\"").expect("the table names bpfland") + 4;
     let catalogue_text = format!(

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use asa_agent::decision::engine::TickRecord;
 use asa_lab::Lab;
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table, GUEST_RUN_ARGS};
 use sandbox_common::{unit_setting, write_unit_filter, UnitFilter};
 use serde_json::Value;
 
@@ -73,7 +73,7 @@ fn lab_run(
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
         &mapping,
-        mapping_table(&default_model_classes(), |_| mapping_expert),
+        mapping_table(&loop_test_model_classes(), |_| mapping_expert),
     )
     .unwrap();
     let mut files = Vec::new();

@@ -101,7 +101,7 @@ fn the_package_installs_runs_the_unit_command_and_removes_cleanly() {
     let deb = build_package(dir.path());
     let mut run = asa_lab::GuestRun::new("install", SCRIPT);
     // The scenario catalogue: the built-in one with two short scenarios of the xz load (the
-    // default model's one load class) beside the game and the audio probe.
+    // default model knows it) beside the game and the audio probe.
     let catalogue = dir.path().join("cal.toml");
     std::fs::write(
         &catalogue,

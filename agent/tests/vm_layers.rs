@@ -15,7 +15,7 @@ use asa_lab::{GuestRun, Lab, VmOutcome};
 
 mod daemon_common;
 
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table, GUEST_RUN_ARGS};
 
 /// One VM at a time.
 static VM: Mutex<()> = Mutex::new(());
@@ -133,7 +133,7 @@ fn pinned_applications_run_in_their_classes_layers_under_asa_run() {
     let layer_row = "[[layer]]\nclass = \"cpu_batch\"\npolicy = { kind = \"open\", slice_us = 5000, weight = 100 }\nranked = [{ expert = \"layered-cpu_batch-5ms\", score = 0.6, spread = 0.01, runs = 4 }]\n";
     std::fs::write(
         &mapping,
-        mapping_table(&default_model_classes(), |_| "layered") + layer_row,
+        mapping_table(&loop_test_model_classes(), |_| "layered") + layer_row,
     )
     .unwrap();
     let script = format!(
@@ -256,7 +256,7 @@ fn a_killed_agent_leaves_eevdf_and_a_restarted_one_takes_its_applications_back()
     let mapping = dir.path().join("mapping.toml");
     std::fs::write(
         &mapping,
-        mapping_table(&default_model_classes(), |_| "layered"),
+        mapping_table(&loop_test_model_classes(), |_| "layered"),
     )
     .unwrap();
     let script = format!(

@@ -1,5 +1,5 @@
 //! Calibration stage 3 (live) in the lab VM: `asa calibrate --stage live` runs two scenarios
-//! under EEVDF, scx_bpfland and the real agent (`asa run` with the committed default model and a
+//! under EEVDF, scx_bpfland and the real agent (`asa run` with the loop tests' model and a
 //! table mapping `xz_compress` to bpfland). The agent must start and stop cleanly between the
 //! static runs (one ASA process drives the scheduler at a time), switch to bpfland by itself
 //! while xz runs (in the phased scenario only once xz starts), and leave EEVDF at the end; the
@@ -16,7 +16,7 @@ use asa_lab::Lab;
 use asa_mapping::live::{LiveSummary, AGENT, AGENT_DRY_RUN};
 use asa_mapping::MappingTable;
 use asa_scenarios::runner::ResultSet;
-use daemon_common::{asa_run_guest, default_model_classes, mapping_table};
+use daemon_common::{asa_run_guest, loop_test_model_classes, mapping_table};
 
 /// The built-in catalogue with a small xz corpus, a single-phase scenario against xz and a phased
 /// one (idle, then xz).
@@ -70,7 +70,7 @@ echo "left=$(pidof scx_bpfland asa | wc -w)" >> /lab/out/results
 #[test]
 #[ignore = "boots the lab VM"]
 fn live_calibration_runs_the_agent_next_to_the_static_experts() {
-    let classes = default_model_classes();
+    let classes = loop_test_model_classes();
     assert!(
         classes.iter().any(|c| c == "xz_compress") && classes.iter().any(|c| c == "idle"),
         "{classes:?}"

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use asa_lab::{GuestRun, Lab, VmOutcome};
-use daemon_common::{asa_run_guest, default_model_classes, GUEST_RUN_ARGS};
+use daemon_common::{asa_run_guest, loop_test_model_classes, GUEST_RUN_ARGS};
 use serde_json::Value;
 
 /// One VM at a time: each uses a host core, and attach times must not depend on the others.
@@ -215,7 +215,7 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
     assert_eq!(r["final_state"], "disabled");
 }
 
-/// `asa run` chooses the pool itself. The default model knows two classes; the table maps
+/// `asa run` chooses the pool itself. The loop tests' model knows two classes; the table maps
 /// `xz_compress` to bpfland (0.5; rusty 0.4) and every other class to rusty (0.9), so each is
 /// first once and rusty, with the higher mean score, is the table's overall best: the pool
 /// loads it while the agent starts on EEVDF, and the agent's switch to rusty (the idle vote)
@@ -225,7 +225,7 @@ rec final_state $(cat /sys/kernel/sched_ext/state)
 #[ignore = "boots the lab VM"]
 fn the_daemon_keeps_the_tables_overall_best_standing_by_and_switches_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    let classes = default_model_classes();
+    let classes = loop_test_model_classes();
     let mapping = dir.path().join("mapping.toml");
     let mut table = String::from(
         "schema = \"asa.mapping\"\nversion = 1\nsource = \"hand-written\"\ncreated = \"2026-11-27\"\n",

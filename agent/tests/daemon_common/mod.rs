@@ -10,9 +10,13 @@ pub fn default_model() -> PathBuf {
 
 /// Class names of the default model, from its report (classifier/models/default/report.json).
 pub fn default_model_classes() -> Vec<String> {
-    let report = default_model().with_file_name("report.json");
+    classes_of(&default_model().with_file_name("report.json"))
+}
+
+/// The `classes` of a training report.
+fn classes_of(report: &Path) -> Vec<String> {
     let text =
-        std::fs::read_to_string(&report).unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+        std::fs::read_to_string(report).unwrap_or_else(|e| panic!("{}: {e}", report.display()));
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     json["classes"]
         .as_array()
@@ -20,6 +24,17 @@ pub fn default_model_classes() -> Vec<String> {
         .iter()
         .map(|c| c.as_str().unwrap().to_string())
         .collect()
+}
+
+/// The model the lab VM tests of `asa run` run (tests/data/loop-model/: two classes, `idle`
+/// and `xz_compress`, called crisply; see its README): they time the loop, not the classifier.
+pub fn loop_test_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/loop-model/classifier.onnx")
+}
+
+/// Class names of [`loop_test_model`], from its training report.
+pub fn loop_test_model_classes() -> Vec<String> {
+    classes_of(&loop_test_model().with_file_name("report.json"))
 }
 
 /// A mapping table (asa.mapping v1, hand-written) giving each class the one expert `expert_of`
@@ -53,7 +68,7 @@ pub const GUEST_RUN_ARGS: &str =
     "--model /lab/classifier.onnx --mapping /lab/mapping.toml --onnxruntime /lab/libonnxruntime.so";
 
 /// A lab guest that runs `script` with `asa run` [`GUEST_RUN_ARGS`] at hand: this package's
-/// `asa`, the default model, the mapping table at `mapping` and ONNX Runtime (with its libraries,
+/// `asa`, the loop tests' model ([`loop_test_model`]), the mapping table at `mapping` and ONNX Runtime (with its libraries,
 /// for the busybox guest), then `files`; the `experts`, the test root filesystem
 /// ([`asa_lab::TEST_ROOTFS_PACKAGES`]) and a 600 s bound. A test that differs sets the field
 /// after.
@@ -70,7 +85,7 @@ pub fn asa_run_guest(
     run.executables
         .push((ort_library(), PathBuf::from("/lab/libonnxruntime.so")));
     run.files = vec![
-        (default_model(), PathBuf::from("/lab/classifier.onnx")),
+        (loop_test_model(), PathBuf::from("/lab/classifier.onnx")),
         (mapping.to_path_buf(), PathBuf::from("/lab/mapping.toml")),
     ];
     run.files.extend(files);
