@@ -87,6 +87,15 @@ def read_manifest_list(path: Path) -> list[Path]:
     return manifests
 
 
+def shown(path: str | Path) -> str:
+    """A path as a report names it: relative to the working directory when it lies inside it (a
+    shipped report must not carry the checkout's location), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def qualify_training_only(manifests: list[Path], loaded: list, heldout_from: list[Path]) -> None:
     """Run names must be unique over the merged manifests. A training-only manifest's run named
     like a run of a `heldout_from` manifest (a machine's calibration records `S1-eevdf-r1`, and
@@ -97,7 +106,7 @@ def qualify_training_only(manifests: list[Path], loaded: list, heldout_from: lis
         if path not in heldout_from:
             for r in data.runs:
                 if r.name in held:
-                    r.name = f"{path.parent}/{r.name}"
+                    r.name = f"{shown(path.parent)}/{r.name}"
 
 
 def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_fraction: float = 0.25, seed: int = 0,
@@ -123,7 +132,7 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
                     r.heldout = False  # training only
     dataset = merge(loaded)
     relabel(dataset.runs, class_set)
-    manifest = ", ".join(str(m) for m in manifests)
+    manifest = ", ".join(shown(m) for m in manifests)
     classes = dataset.classes()
     fitted = fit_split(dataset.runs, classes, heldout_fraction, seed, small, members, svm_max_ticks, ignored)
     ensemble, train_runs, heldout_runs = fitted.ensemble, fitted.train_runs, fitted.heldout_runs
@@ -153,12 +162,12 @@ def run(manifest: Path | list[Path], schema: FeatureSchema, out: Path, heldout_f
                                              svm_max_ticks, voting, ignored)
                               for other in range(seed + 1, seed + 1 + other_splits)]
     if heldout_from:
-        result["heldout_from"] = [str(h) for h in heldout_from]
+        result["heldout_from"] = [shown(h) for h in heldout_from]
     result["ignored_features"] = [schema.features[i] for i in ignored]
     (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
     header = (f"# Workload classifier report ({date})\n\nManifest `{manifest}`, machine: {dataset.machine}; feature "
               f"schema {schema.name} v{schema.version}; {len(train_runs)} training runs, {len(heldout_runs)} held-out "
-              f"runs (split by run{', drawn from ' + ', '.join(map(str, heldout_from)) + ' only' if heldout_from else ''}): "
+              f"runs (split by run{', drawn from ' + ', '.join(map(shown, heldout_from)) + ' only' if heldout_from else ''}): "
               f"{', '.join(result['heldout_runs'])}.\nEnsemble weights {ensemble.weights}; voting W={DEFAULT_WINDOW}, "
               f"theta={DEFAULT_THRESHOLD}, alpha={DEFAULT_DECAY}. "
               + (f"Ignored features (zero in training, masked in the model): {', '.join(result['ignored_features'])}. "

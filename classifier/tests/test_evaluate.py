@@ -8,6 +8,8 @@ import pytest
 
 from asa_classifier import evaluate as evaluate_cli
 from asa_classifier import train as train_cli
+from asa_classifier.export import read_metadata
+from asa_classifier.schema import META_TRAINED_ON
 from conftest import CLASSES, SCHEMA, write_run
 
 
@@ -121,6 +123,23 @@ def test_training_on_a_list_of_recordings_plus_the_machine_holds_out_the_machine
     assert len(renamed) == 9 and f"{project.parent}/S0-eevdf-r1" in renamed
     assert len(result["train_runs"]) == 9 + 12 - 3
     assert (tmp_path / "model" / "classifier.onnx").is_file()
+
+
+def test_a_report_names_manifests_inside_the_working_directory_relative_to_it(tmp_path, schema, monkeypatch):
+    """A list file's manifests resolve to absolute paths; the report (and the model's metadata)
+    must not carry the checkout's location, or the shipped report names a folder no clone has."""
+    rng = np.random.default_rng(13)
+    project = write_machine(tmp_path / "project", rng, runs_per_class=3)
+    machine = write_machine(tmp_path / "machine", rng, runs_per_class=4, shift=3.0)
+    monkeypatch.chdir(tmp_path)
+    result = train_cli.run([project.resolve(), machine.resolve()], schema, tmp_path / "model", small=True,
+                           class_set="load", heldout_from=[machine.resolve()])
+    assert result["manifest"] == "project/manifest.toml, machine/manifest.toml"
+    assert result["heldout_from"] == ["machine/manifest.toml"]
+    assert "project/S0-eevdf-r1" in result["train_runs"]
+    assert str(tmp_path) not in (tmp_path / "model" / "report.md").read_text()
+    assert str(tmp_path) not in json.dumps(result)
+    assert str(tmp_path) not in read_metadata(tmp_path / "model" / "classifier.onnx")[META_TRAINED_ON]
 
 
 def test_a_listed_manifest_that_does_not_exist_is_named_with_its_line(tmp_path):
