@@ -6,8 +6,11 @@
 //!
 //! ```sh
 //! cargo run -p asa-agent --example replay_decisions -- --mapping TABLE [--cooldown-s 6] \
-//!     [--horizon-s 60] LOG.jsonl [LOG.jsonl ...]
+//!     [--horizon-s 60] [--class-vote-only] LOG.jsonl [LOG.jsonl ...]
 //! ```
+//! It also counts the unsure ticks (no vote, or one not confident) of both, and the replayed
+//! ticks decided by the vote over experts (classes that go to the same expert voting together).
+//!
 //! The replay assumes every switch it decides succeeds at once (the log's own later ticks show
 //! the logged agent's experts, which differ once the two disagree), and it starts each log from
 //! the expert the log's first tick names.
@@ -23,6 +26,8 @@ struct Args {
     mapping: PathBuf,
     cooldown: Duration,
     horizon: Duration,
+    /// The policy without the vote over experts (`vote_over_experts = false`).
+    class_vote_only: bool,
     logs: Vec<PathBuf>,
 }
 
@@ -31,6 +36,7 @@ fn parse_args() -> Result<Args> {
     let mut cooldown = Duration::from_secs(6);
     let mut horizon = PolicyConfig::default().horizon;
     let mut logs = Vec::new();
+    let mut class_vote_only = false;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
@@ -38,19 +44,21 @@ fn parse_args() -> Result<Args> {
             "--mapping" => mapping = Some(PathBuf::from(value()?)),
             "--cooldown-s" => cooldown = Duration::from_secs_f64(value()?.parse()?),
             "--horizon-s" => horizon = Duration::from_secs_f64(value()?.parse()?),
+            "--class-vote-only" => class_vote_only = true,
             flag if flag.starts_with("--") => bail!("unknown option {flag}"),
             log => logs.push(PathBuf::from(log)),
         }
     }
     let Some(mapping) = mapping else {
         bail!(
-            "usage: replay_decisions --mapping TABLE [--cooldown-s S] [--horizon-s S] LOG.jsonl..."
+            "usage: replay_decisions --mapping TABLE [--cooldown-s S] [--horizon-s S] [--class-vote-only] LOG.jsonl..."
         )
     };
     Ok(Args {
         mapping,
         cooldown,
         horizon,
+        class_vote_only,
         logs,
     })
 }
@@ -63,6 +71,11 @@ fn kind(reason: &Reason) -> String {
         .unwrap_or_default()
 }
 
+/// No vote, or one not confident.
+fn unsure(reason: &Reason) -> bool {
+    matches!(reason, Reason::NoDecision | Reason::NotConfident { .. })
+}
+
 fn main() -> Result<()> {
     let args = parse_args()?;
     let table = MappingTable::load(&args.mapping)
@@ -70,9 +83,11 @@ fn main() -> Result<()> {
     let config = PolicyConfig {
         cooldown: args.cooldown,
         horizon: args.horizon,
+        vote_over_experts: !args.class_vote_only,
         ..PolicyConfig::default()
     };
     let (mut logged_total, mut replayed_total) = (0, 0);
+    let (mut unsure_logged, mut unsure_replayed, mut by_expert, mut ticks) = (0, 0, 0, 0);
     for log in &args.logs {
         let text =
             std::fs::read_to_string(log).with_context(|| format!("read {}", log.display()))?;
@@ -118,6 +133,12 @@ fn main() -> Result<()> {
                 }
                 _ => policy.on_tick(now, &probabilities)?,
             };
+            if !matches!(record.reason, Reason::OwnWork { .. }) {
+                ticks += 1;
+                unsure_logged += usize::from(unsure(&record.reason));
+                unsure_replayed += usize::from(unsure(&decision.reason));
+                by_expert += usize::from(decision.voted_expert.is_some());
+            }
             if decision.action == Action::Switch {
                 replayed.push(format!(
                     "{}:{}→{}",
@@ -151,5 +172,9 @@ fn main() -> Result<()> {
         );
     }
     println!("switches: logged {logged_total}, replayed {replayed_total}");
+    println!(
+        "unsure ticks (no vote or not confident) of {ticks}: logged {unsure_logged}, replayed \
+         {unsure_replayed}; replayed ticks decided by the vote over experts: {by_expert}"
+    );
     Ok(())
 }

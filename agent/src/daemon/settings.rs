@@ -181,6 +181,9 @@ pub struct PolicySection {
     pub horizon_s: Option<f64>,
     /// Consecutive unsure ticks after which the agent returns to the table's default expert.
     pub fallback_after_ticks: Option<u32>,
+    /// Whether the classes that go to the same expert vote together when the class vote is
+    /// not confident.
+    pub vote_over_experts: Option<bool>,
     /// Failures within `quarantine_window_s` that quarantine an expert.
     pub quarantine_failures: Option<u32>,
     /// Window in which an expert's failures are counted (s).
@@ -359,6 +362,7 @@ impl RunSettings {
             fallback_after_ticks: p
                 .fallback_after_ticks
                 .unwrap_or(defaults.fallback_after_ticks),
+            vote_over_experts: p.vote_over_experts.unwrap_or(defaults.vote_over_experts),
             quarantine: {
                 let d = defaults.quarantine;
                 let secs = |key: &str, v: Option<f64>, default: Duration| match v {

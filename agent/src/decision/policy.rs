@@ -3,6 +3,11 @@
 //! switch. Pure logic: the caller passes the time (a monotonic [`Duration`] since any fixed
 //! origin), so tests drive it with a fake clock.
 //!
+//! When the vote over classes is not confident, the classes that go first to the same expert
+//! vote together (look-alike classes the table serves alike, e.g. an archive extraction read
+//! half as a kernel build, both on cosmos): a confident vote over experts decides as a
+//! confident class vote would ([`DecisionRecord::voted_expert`]).
+//!
 //! Each tick yields a [`DecisionRecord`] (probabilities, vote scores, class, chosen expert, the
 //! action and why) for the log and `asa status`. The caller carries out [`Action::Switch`] and
 //! tells the policy about switches it did not ask for ([`Policy::note_external_switch`], e.g.
@@ -60,6 +65,10 @@ fn default_fallback_after() -> u32 {
     DEFAULT_FALLBACK_AFTER_TICKS
 }
 
+fn default_vote_over_experts() -> bool {
+    true
+}
+
 /// Most consecutive ticks the policy leaves out of the vote as the agent's own work
 /// ([`Policy::on_own_work_tick`]): 30. A hot standby verifies its BPF programs in about a second
 /// on real hardware; under the lab's emulator the small experts take 2–3 s and scx_layered, the
@@ -89,6 +98,10 @@ pub struct PolicyConfig {
     /// (before the first confident vote it does at once).
     #[serde(default = "default_fallback_after")]
     pub fallback_after_ticks: u32,
+    /// When the vote over classes is not confident, let the classes that go to the same expert
+    /// vote together (the module doc); false: the class vote alone decides.
+    #[serde(default = "default_vote_over_experts")]
+    pub vote_over_experts: bool,
     /// Quarantine of experts that keep failing.
     #[serde(default)]
     pub quarantine: QuarantineConfig,
@@ -103,6 +116,7 @@ impl Default for PolicyConfig {
             min_support: DEFAULT_MIN_SUPPORT,
             horizon: DEFAULT_HORIZON,
             fallback_after_ticks: DEFAULT_FALLBACK_AFTER_TICKS,
+            vote_over_experts: true,
             quarantine: QuarantineConfig::default(),
         }
     }
@@ -232,6 +246,12 @@ pub struct DecisionRecord {
     pub current_expert: Option<String>,
     /// Expert the mapping table gives for the voted class.
     pub target_expert: Option<String>,
+    /// Set when the vote over classes was not confident but the vote over the experts the
+    /// classes go to first was ([`Policy`]'s module doc): the expert that vote chose. The voted
+    /// class, margin and support are then that vote's (the class: the one of the expert's
+    /// classes the window favours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voted_expert: Option<String>,
     /// What to do.
     pub action: Action,
     /// Why.
@@ -301,8 +321,12 @@ impl DecisionRecord {
                 .collect();
             format!(" [quarantined: {}]", list.join(", "))
         };
+        let by_expert = match &self.voted_expert {
+            Some(expert) => format!(", voted with the classes {expert} serves"),
+            None => String::new(),
+        };
         format!(
-            "tick {}: class {} (margin {:.2}, support {:.2}) → {}: {}{}",
+            "tick {}: class {} (margin {:.2}, support {:.2}{by_expert}) → {}: {}{}",
             self.tick,
             self.voted_class.as_deref().unwrap_or("-"),
             self.margin,
@@ -676,6 +700,7 @@ impl Policy {
                 now,
                 probabilities,
                 &vote,
+                None,
                 Some(fallback.clone()),
                 Action::Switch,
                 Reason::Fallback {
@@ -693,6 +718,7 @@ impl Policy {
             now,
             probabilities,
             &vote,
+            None,
             target,
             Action::Stay,
             Reason::OwnWork {
@@ -826,7 +852,67 @@ impl Policy {
         })
     }
 
+    /// True when a vote is clear enough to act on (margin and support).
+    fn confident(&self, vote: &Vote) -> bool {
+        vote.class.is_some()
+            && vote.margin >= self.config.min_margin
+            && vote.support >= self.config.min_support
+    }
+
+    /// The vote to decide on, and the expert when it is the vote over experts: when the vote
+    /// over classes is not confident, the classes that go first to the same usable expert
+    /// vote together ([`TimeWeightedVoter::vote_grouped`]; a class without a usable expert is a
+    /// group of its own). If that vote is confident, the decision follows it: its margin and
+    /// support, and of its expert's classes the one with the largest time-weighted probability
+    /// (whose noise and switch costs then apply). Otherwise the class vote stands.
+    fn vote_over_experts(&self, vote: Vote, now: Duration) -> (Vote, Option<String>) {
+        if !self.config.vote_over_experts || self.confident(&vote) {
+            return (vote, None);
+        }
+        let mut groups: Vec<Option<String>> = Vec::new();
+        let mut group_of = Vec::with_capacity(self.classes.len());
+        for class in 0..self.classes.len() {
+            let first = self.available(class, now).into_iter().next();
+            let shared = first
+                .as_ref()
+                .and_then(|e| groups.iter().position(|g| g.as_ref() == Some(e)));
+            group_of.push(shared.unwrap_or_else(|| {
+                groups.push(first);
+                groups.len() - 1
+            }));
+        }
+        if groups.len() == self.classes.len() {
+            return (vote, None); // no two classes share an expert
+        }
+        let Ok(grouped) = self.voter.vote_grouped(&group_of) else {
+            return (vote, None);
+        };
+        let Some(expert) = grouped
+            .class
+            .filter(|_| self.confident(&grouped))
+            .and_then(|g| groups[g].clone())
+        else {
+            return (vote, None);
+        };
+        let winner = grouped.class.expect("confident");
+        let weighted = self.voter.weighted_probabilities();
+        let member = (0..self.classes.len())
+            .filter(|&c| group_of[c] == winner)
+            .fold(None, |best: Option<usize>, c| match best {
+                Some(b) if weighted[b] >= weighted[c] => Some(b),
+                _ => Some(c),
+            });
+        let decided = Vote {
+            class: member,
+            margin: grouped.margin,
+            support: grouped.support,
+            ..vote
+        };
+        (decided, Some(expert))
+    }
+
     fn decide(&mut self, now: Duration, probabilities: &[f32], vote: Vote) -> DecisionRecord {
+        let (vote, voted_expert) = self.vote_over_experts(vote, now);
         // The class's experts without the quarantined ones (the kernel default when that
         // leaves none).
         let available = vote
@@ -847,7 +933,7 @@ impl Policy {
         };
         let (action, reason) = if vote.class.is_none() {
             (Action::Stay, Reason::NoDecision)
-        } else if vote.margin < self.config.min_margin || vote.support < self.config.min_support {
+        } else if !self.confident(&vote) {
             (
                 Action::Stay,
                 Reason::NotConfident {
@@ -906,7 +992,15 @@ impl Policy {
             ),
             _ => (target, action, reason),
         };
-        let record = self.record(now, probabilities, &vote, target.clone(), action, reason);
+        let record = self.record(
+            now,
+            probabilities,
+            &vote,
+            voted_expert,
+            target.clone(),
+            action,
+            reason,
+        );
         if record.action == Action::Switch {
             self.current_expert = target;
             self.current_since = Some(now);
@@ -918,11 +1012,13 @@ impl Policy {
     }
 
     /// The tick's record.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         now: Duration,
         probabilities: &[f32],
         vote: &Vote,
+        voted_expert: Option<String>,
         target: Option<String>,
         action: Action,
         reason: Reason,
@@ -949,6 +1045,7 @@ impl Policy {
             support: vote.support,
             current_expert: self.current_expert.clone(),
             target_expert: target,
+            voted_expert,
             action,
             reason,
             quarantined: self.quarantine.quarantined(now),
@@ -1388,6 +1485,118 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         .unwrap();
         assert_ne!(p.insurance_expert(), Some("lavd"));
         assert_ne!(p.insurance_expert(), Some("bpfland"));
+    }
+
+    /// Classes busy and hectic both go to lavd first; calm to eevdf.
+    const LOOK_ALIKE_TABLE: &str = r#"
+schema = "asa.mapping"
+version = 1
+source = "hand-written"
+created = "2026-12-01"
+[[class]]
+name = "busy"
+ranked = [
+  { expert = "lavd", score = 0.9, spread = 0.0, runs = 0 },
+  { expert = "bpfland", score = 0.8, spread = 0.0, runs = 0 },
+]
+[[class]]
+name = "hectic"
+ranked = [{ expert = "lavd", score = 0.85, spread = 0.0, runs = 0 }]
+[[class]]
+name = "calm"
+ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
+"#;
+
+    fn look_alike_policy() -> Policy {
+        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
+        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
+        Policy::new(
+            PolicyConfig::default(),
+            classes,
+            &table,
+            |_| true,
+            Some("eevdf".into()),
+        )
+        .unwrap()
+    }
+
+    /// Two classes the classifier cannot tell apart (0.45 each, neither above θ) that the table
+    /// sends to the same expert: the class vote never decides, the vote over experts gives lavd
+    /// 0.9 a tick and switches on the third tick, as one clear class would.
+    #[test]
+    fn look_alike_classes_that_share_an_expert_vote_for_it_together() {
+        let mut p = look_alike_policy();
+        let split = [0.45f32, 0.44, 0.11];
+        for s in 1..=2 {
+            let r = p.on_tick(at(s), &split).unwrap();
+            assert_eq!((r.action, r.reason), (Action::Stay, Reason::NoDecision));
+            assert_eq!(r.voted_expert, None);
+        }
+        let r = p.on_tick(at(3), &split).unwrap();
+        assert_eq!(
+            (r.action.clone(), r.reason.clone()),
+            (Action::Switch, Reason::Switch)
+        );
+        assert_eq!(r.voted_expert.as_deref(), Some("lavd"));
+        assert_eq!(r.voted_class.as_deref(), Some("busy"), "the likelier one");
+        assert_eq!(r.target_expert.as_deref(), Some("lavd"));
+        assert!((r.support - 0.89 * 2.44 / 3.68928).abs() < 1e-6, "{r:?}");
+        assert!(
+            r.summary().contains("voted with the classes lavd serves"),
+            "{}",
+            r.summary()
+        );
+        // Once a window of clear ticks backs one class, it decides without the vote over experts.
+        let clear: Vec<DecisionRecord> = (4..=9)
+            .map(|s| p.on_tick(at(s), &[0.9, 0.05, 0.05]).unwrap())
+            .collect();
+        assert!(clear.iter().all(|r| r.action == Action::Stay));
+        assert_eq!(clear.last().unwrap().voted_expert, None);
+        assert_eq!(p.current_expert(), Some("lavd"));
+    }
+
+    /// With `vote_over_experts` off the look-alike classes decide nothing, as before it.
+    #[test]
+    fn with_the_vote_over_experts_off_look_alike_classes_decide_nothing() {
+        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
+        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
+        let config = PolicyConfig {
+            vote_over_experts: false,
+            ..PolicyConfig::default()
+        };
+        let mut p = Policy::new(config, classes, &table, |_| true, Some("eevdf".into())).unwrap();
+        for s in 1..=8 {
+            let r = p.on_tick(at(s), &[0.45, 0.44, 0.11]).unwrap();
+            assert_eq!((r.action, r.reason), (Action::Stay, Reason::NoDecision));
+        }
+    }
+
+    /// Classes that go to different experts are never merged: busy (lavd; with hectic 0.49) and
+    /// calm (eevdf) at 0.47 each decide nothing, and a class whose expert is not usable leaves the group it
+    /// shared (hectic's only expert, lavd, cannot run here: busy goes to bpfland alone).
+    #[test]
+    fn classes_that_go_to_different_experts_do_not_vote_together() {
+        let mut p = look_alike_policy();
+        for s in 1..=8 {
+            let r = p.on_tick(at(s), &[0.47, 0.02, 0.47]).unwrap();
+            assert_eq!((r.action, r.reason), (Action::Stay, Reason::NoDecision));
+            assert_eq!(r.voted_expert, None);
+        }
+        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
+        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
+        let mut p = Policy::new(
+            PolicyConfig::default(),
+            classes,
+            &table,
+            |e| e != "lavd",
+            Some("eevdf".into()),
+        )
+        .unwrap();
+        for s in 1..=8 {
+            let r = p.on_tick(at(s), &[0.45, 0.45, 0.1]).unwrap();
+            assert_eq!(r.action, Action::Stay, "tick {s}: {r:?}");
+            assert_eq!(r.voted_expert, None);
+        }
     }
 
     /// Start-up: support after n ticks of p = 0.9 is 0.9·Σ_{k<n} 0.8^k / 3.68928:

@@ -153,23 +153,65 @@ impl TimeWeightedVoter {
 
     /// Votes over the current window without adding a tick.
     pub fn vote(&self) -> Vote {
-        let mut scores = vec![0.0f64; self.classes];
-        let mut unthresholded = vec![0.0f64; self.classes];
+        self.vote_over(self.classes, |class| class)
+    }
+
+    /// Algorithm 1 over groups of classes instead of classes: each tick's probabilities are
+    /// summed within a group before θ applies, and the [`Vote`]'s indices (class, scores,
+    /// leaning) are group indices. `group_of[c]` is class c's group (`group_of.len()` must be the
+    /// number of classes; groups are `0..=max`). Two look-alike classes that share a group (the
+    /// policy groups the classes its table sends to the same expert) at p 0.45 each vote for
+    /// their group at 0.9, where neither would pass θ alone.
+    pub fn vote_grouped(&self, group_of: &[usize]) -> anyhow::Result<Vote> {
+        anyhow::ensure!(
+            group_of.len() == self.classes,
+            "{} groups given for {} classes",
+            group_of.len(),
+            self.classes
+        );
+        let groups = group_of.iter().max().map_or(0, |g| g + 1);
+        Ok(self.vote_over(groups, |class| group_of[class]))
+    }
+
+    /// Σ_t p_{t,c} · α^(W−t) for every class, θ not applied (what [`Vote::leaning`] is the
+    /// largest of).
+    pub fn weighted_probabilities(&self) -> Vec<f64> {
+        let mut sums = vec![0.0f64; self.classes];
+        let mut weight = 1.0f64;
+        for tick in self.window.iter().rev() {
+            for (sum, &p) in sums.iter_mut().zip(tick.iter()) {
+                if p > 0.0 {
+                    *sum += f64::from(p) * weight;
+                }
+            }
+            weight *= self.config.decay;
+        }
+        sums
+    }
+
+    /// The vote over `outcomes` outcomes, class c's probability counting for `outcome_of(c)`.
+    fn vote_over(&self, outcomes: usize, outcome_of: impl Fn(usize) -> usize) -> Vote {
+        let mut scores = vec![0.0f64; outcomes];
+        let mut unthresholded = vec![0.0f64; outcomes];
+        let mut tick_sums = vec![0.0f64; outcomes];
         let mut weight = 1.0f64;
         // Newest first: weight α^0, α^1, …
         for tick in self.window.iter().rev() {
+            tick_sums.iter_mut().for_each(|p| *p = 0.0);
+            for (class, &p) in tick.iter().enumerate() {
+                if p > 0.0 {
+                    tick_sums[outcome_of(class)] += f64::from(p);
+                }
+            }
             for ((score, raw), &p) in scores
                 .iter_mut()
                 .zip(unthresholded.iter_mut())
-                .zip(tick.iter())
+                .zip(tick_sums.iter())
             {
-                let p = f64::from(p);
                 if p > self.config.threshold {
                     *score += p * weight;
                 }
-                if p > 0.0 {
-                    *raw += p * weight;
-                }
+                *raw += p * weight;
             }
             weight *= self.config.decay;
         }
@@ -345,6 +387,28 @@ mod tests {
         // margin (2.196 − 1.124352) / 3.320352, support 2.196 / 3.68928
         assert!((third.margin - 1.071648 / 3.320352).abs() < 1e-6);
         assert!((third.support - 2.196 / 3.68928).abs() < 1e-6);
+    }
+
+    /// Defaults; classes 0 and 1 look alike (one group), class 2 is another group. Three ticks
+    /// of [0.45, 0.45, 0.1]: no class passes θ, so the class vote is None; the group vote sums
+    /// 0.9 a tick: A = [0.9 · (1 + 0.8 + 0.64), 0] = [2.196, 0] → group 0, support 0.595.
+    #[test]
+    fn a_grouped_vote_sums_look_alike_classes_before_the_threshold() {
+        let mut v = TimeWeightedVoter::new(VotingConfig::default(), 3).unwrap();
+        for _ in 0..3 {
+            let vote = v.push(&[0.45, 0.45, 0.1]).unwrap();
+            assert_eq!(vote.class, None);
+        }
+        let grouped = v.vote_grouped(&[0, 0, 1]).unwrap();
+        assert_close(&grouped.scores, &[2.196, 0.0]);
+        assert_eq!((grouped.class, grouped.leaning), (Some(0), Some(0)));
+        assert!((grouped.margin - 1.0).abs() < EPS);
+        assert!((grouped.support - 2.196 / 3.68928).abs() < 1e-6);
+        // Every class its own group: the plain vote.
+        assert_eq!(v.vote_grouped(&[0, 1, 2]).unwrap(), v.vote());
+        // The unthresholded sums the leaning is taken from.
+        assert_close(&v.weighted_probabilities(), &[1.098, 1.098, 0.244]);
+        assert!(v.vote_grouped(&[0, 0]).is_err());
     }
 
     #[test]
