@@ -1487,37 +1487,22 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
         assert_ne!(p.insurance_expert(), Some("bpfland"));
     }
 
-    /// Classes busy and hectic both go to lavd first; calm to eevdf.
-    const LOOK_ALIKE_TABLE: &str = r#"
-schema = "asa.mapping"
-version = 1
-source = "hand-written"
-created = "2026-12-01"
-[[class]]
-name = "busy"
-ranked = [
-  { expert = "lavd", score = 0.9, spread = 0.0, runs = 0 },
-  { expert = "bpfland", score = 0.8, spread = 0.0, runs = 0 },
-]
-[[class]]
-name = "hectic"
-ranked = [{ expert = "lavd", score = 0.85, spread = 0.0, runs = 0 }]
-[[class]]
-name = "calm"
-ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
-"#;
+    /// TABLE with a third class, hectic, that goes to lavd first as busy does; calm to eevdf.
+    /// Everything usable unless `usable` says otherwise.
+    fn look_alike_policy_with(config: PolicyConfig, usable: fn(&str) -> bool) -> Policy {
+        let text = TABLE.replace(
+            "[[class]]\nname = \"calm\"",
+            "[[class]]\nname = \"hectic\"\n\
+             ranked = [{ expert = \"lavd\", score = 0.85, spread = 0.0, runs = 0 }]\n\
+             [[class]]\nname = \"calm\"",
+        );
+        let table = MappingTable::parse(&text, "test").unwrap();
+        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
+        Policy::new(config, classes, &table, usable, Some("eevdf".into())).unwrap()
+    }
 
     fn look_alike_policy() -> Policy {
-        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
-        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
-        Policy::new(
-            PolicyConfig::default(),
-            classes,
-            &table,
-            |_| true,
-            Some("eevdf".into()),
-        )
-        .unwrap()
+        look_alike_policy_with(PolicyConfig::default(), |_| true)
     }
 
     /// Two classes the classifier cannot tell apart (0.45 each, neither above θ) that the table
@@ -1558,13 +1543,11 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
     /// With `vote_over_experts` off the look-alike classes decide nothing, as before it.
     #[test]
     fn with_the_vote_over_experts_off_look_alike_classes_decide_nothing() {
-        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
-        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
         let config = PolicyConfig {
             vote_over_experts: false,
             ..PolicyConfig::default()
         };
-        let mut p = Policy::new(config, classes, &table, |_| true, Some("eevdf".into())).unwrap();
+        let mut p = look_alike_policy_with(config, |_| true);
         for s in 1..=8 {
             let r = p.on_tick(at(s), &[0.45, 0.44, 0.11]).unwrap();
             assert_eq!((r.action, r.reason), (Action::Stay, Reason::NoDecision));
@@ -1582,16 +1565,7 @@ ranked = [{ expert = "eevdf", score = 0.7, spread = 0.0, runs = 0 }]
             assert_eq!((r.action, r.reason), (Action::Stay, Reason::NoDecision));
             assert_eq!(r.voted_expert, None);
         }
-        let table = MappingTable::parse(LOOK_ALIKE_TABLE, "test").unwrap();
-        let classes = vec!["busy".to_string(), "hectic".to_string(), "calm".to_string()];
-        let mut p = Policy::new(
-            PolicyConfig::default(),
-            classes,
-            &table,
-            |e| e != "lavd",
-            Some("eevdf".into()),
-        )
-        .unwrap();
+        let mut p = look_alike_policy_with(PolicyConfig::default(), |e| e != "lavd");
         for s in 1..=8 {
             let r = p.on_tick(at(s), &[0.45, 0.45, 0.1]).unwrap();
             assert_eq!(r.action, Action::Stay, "tick {s}: {r:?}");
