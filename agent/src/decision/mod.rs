@@ -4,7 +4,7 @@
 //! - [`classifier`]: the workload classifier, an ONNX model run through ONNX Runtime (`ort`,
 //!   loaded at run time from `libonnxruntime.so`), checked against the live feature schema;
 //! - [`policy`]: vote → mapping table → expert, with a cooldown and a confidence margin, and a
-//!   [`policy::DecisionRecord`] per tick for the log and `asa status`;
+//!   [`record::DecisionRecord`] per tick for the log and `asa status` ([`record`]);
 //! - [`quarantine`]: experts that keep failing are not chosen for a while, with exponential
 //!   back-off;
 //! - [`standby`]: which experts the hot-standby pool should hold, from the vote;
@@ -23,5 +23,6 @@ pub mod classifier;
 pub mod engine;
 pub mod policy;
 pub mod quarantine;
+pub mod record;
 pub mod standby;
 pub mod voting;
