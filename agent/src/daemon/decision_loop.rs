@@ -256,7 +256,7 @@ impl<'a> DecisionLoop<'a> {
         } else {
             held_class(record)
         };
-        if steady.after_full_tick(now, held) {
+        if steady.after_full_tick(now, held, record.decision.most_probable_class()) {
             log::info!(
                 "the vote has held {} for {DEFAULT_STEADY_TICKS} ticks: a glance at /proc/stat, diskstats and net/dev stands in for each tick while the machine's activity holds, a full tick at least every {} ms",
                 held.unwrap_or("?"),

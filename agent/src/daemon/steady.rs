@@ -6,8 +6,10 @@
 //! full ticks in a row each stayed on a confident vote for the same class, (2) the last full
 //! tick is less than [`SteadyConfig::longest`] ago, and (3) every glance since has found the
 //! activity within tolerance of the range the class's full ticks have seen. A glance that
-//! finds it moved ends the streak: full ticks until the vote has held again for as many (their
-//! activity joins the range when it does: a move the vote sat out was that load's too). What the controller does
+//! finds it moved ends the streak: full ticks until the vote has held again for as many. The
+//! range holds only the activity of full ticks whose own classification was the held class: a
+//! writeback burst beside the same load joins it, a short burst of another load that the vote
+//! sat out does not (it would hide that load when it comes to stay). What the controller does
 //! (pins, failures, switches) is the decision loop's to check; per-application mode never
 //! glances (its applications' classes need every walk).
 //!
@@ -58,8 +60,8 @@ pub struct Steady {
     /// came or a glance saw the activity move.
     class: Option<String>,
     streak: u32,
-    /// The range of the windows at this class's full ticks (moves included: a move the vote
-    /// sat out was this class's activity too).
+    /// The range of the windows at this class's full ticks that the classifier itself put in
+    /// the class (moves included when it did: a writeback burst is the load's own activity).
     range: Option<ActivityRange>,
     /// When the last full tick ran.
     last_full: Option<Duration>,
@@ -120,26 +122,33 @@ impl Steady {
     }
 
     /// After a full tick at `now`: `held` is the voted class when the tick stayed on a
-    /// confident vote (None: no vote, an unsure one, a switch, or the agent's own work).
-    /// Returns true when this tick made the vote steady.
-    pub fn after_full_tick(&mut self, now: Duration, held: Option<&str>) -> bool {
+    /// confident vote (None: no vote, an unsure one, a switch, or the agent's own work), and
+    /// `seen_as` the class this tick's classification favoured on its own. The tick counts
+    /// towards the streak when the vote held; its activity joins the range only when it was
+    /// also seen as the held class. Returns true when this tick made the vote steady.
+    pub fn after_full_tick(
+        &mut self,
+        now: Duration,
+        held: Option<&str>,
+        seen_as: Option<&str>,
+    ) -> bool {
         self.last_full = Some(now);
         let was_steady = self.steady_class().is_some();
-        match held {
-            None => self.break_streak(),
-            Some(class) if self.class.as_deref() == Some(class) => {
-                self.streak += 1;
-                if let Some(window) = &self.window {
-                    match self.range.as_mut() {
-                        Some(range) => range.widen(window),
-                        None => self.range = Some(ActivityRange::of(window)),
-                    }
-                }
-            }
-            Some(class) => {
-                self.class = Some(class.to_string());
-                self.streak = 1;
-                self.range = self.window.as_ref().map(ActivityRange::of);
+        let Some(class) = held else {
+            self.break_streak();
+            return false;
+        };
+        if self.class.as_deref() == Some(class) {
+            self.streak += 1;
+        } else {
+            self.class = Some(class.to_string());
+            self.streak = 1;
+            self.range = None;
+        }
+        if let (Some(window), true) = (&self.window, seen_as == Some(class)) {
+            match self.range.as_mut() {
+                Some(range) => range.widen(window),
+                None => self.range = Some(ActivityRange::of(window)),
             }
         }
         !was_steady && self.steady_class().is_some()
@@ -205,7 +214,7 @@ mod tests {
                 steady.plan(now, Some(m.second(busy, 0))),
                 TickPlan::Full { moved: None }
             );
-            let became = steady.after_full_tick(now, Some("inference"));
+            let became = steady.after_full_tick(now, Some("inference"), Some("inference"));
             assert_eq!(became, i == 2, "tick {i}");
         }
         now
@@ -237,14 +246,17 @@ mod tests {
         ] {
             now += S;
             steady.plan(now, Some(m.second(1.5, 0)));
-            assert!(!steady.after_full_tick(now, Some(class)), "{class}");
+            assert!(
+                !steady.after_full_tick(now, Some(class), Some(class)),
+                "{class}"
+            );
         }
         now += S;
         assert_eq!(
             steady.plan(now, Some(m.second(1.5, 0))),
             TickPlan::Full { moved: None }
         );
-        assert!(steady.after_full_tick(now, Some("inference")));
+        assert!(steady.after_full_tick(now, Some("inference"), Some("inference")));
     }
 
     #[test]
@@ -262,7 +274,7 @@ mod tests {
             steady.plan(now, Some(m.second(1.5, 0))),
             TickPlan::Full { moved: None }
         );
-        steady.after_full_tick(now, None);
+        steady.after_full_tick(now, None, None);
         assert_eq!(steady.steady_class(), None);
         now += S;
         assert_eq!(
@@ -290,7 +302,7 @@ mod tests {
         }
         assert_eq!((glances, now - start), (9, Duration::from_secs(10)));
         // Held again: still steady, glances resume at once.
-        assert!(!steady.after_full_tick(now, Some("inference")));
+        assert!(!steady.after_full_tick(now, Some("inference"), Some("inference")));
         now += S;
         assert_eq!(steady.plan(now, Some(m.second(1.5, 0))), TickPlan::Glance);
     }
@@ -311,7 +323,7 @@ mod tests {
         assert!(moved.starts_with("disk"), "{moved}");
         // The vote still says inference (its window is older than the change): no glance
         // until a whole new streak has formed.
-        assert!(!steady.after_full_tick(now, Some("inference")));
+        assert!(!steady.after_full_tick(now, Some("inference"), Some("inference")));
         now += S;
         assert_eq!(
             steady.plan(now, Some(m.second(1.5, 50))),
@@ -331,7 +343,7 @@ mod tests {
             TickPlan::Full { moved: Some(_) }
         ));
         // That tick held the vote: with two more the streak is whole again.
-        assert!(!steady.after_full_tick(now, Some("inference")));
+        assert!(!steady.after_full_tick(now, Some("inference"), Some("inference")));
         for i in 0..2 {
             now += S;
             assert_eq!(
@@ -339,7 +351,7 @@ mod tests {
                 TickPlan::Full { moved: None }
             );
             assert_eq!(
-                steady.after_full_tick(now, Some("inference")),
+                steady.after_full_tick(now, Some("inference"), Some("inference")),
                 i == 1,
                 "tick {i}"
             );
@@ -350,20 +362,50 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_of_another_load_the_vote_sits_out_stays_out_of_the_range() {
+        // Steady on a quiet machine; a short burst of a CPU load that the classifier sees as
+        // another class, and the vote sits out.
+        let mut steady = Steady::new(config());
+        let mut m = Machine::new();
+        let mut now = make_steady(&mut steady, &mut m, 0.05);
+        now += S;
+        assert!(matches!(
+            steady.plan(now, Some(m.second(2.0, 0))),
+            TickPlan::Full { moved: Some(_) }
+        ));
+        assert!(!steady.after_full_tick(now, Some("inference"), Some("xz_compress")));
+        for i in 0..2 {
+            now += S;
+            steady.plan(now, Some(m.second(0.05, 0)));
+            assert_eq!(
+                steady.after_full_tick(now, Some("inference"), Some("inference")),
+                i == 1,
+                "tick {i}"
+            );
+        }
+        // Steady again; when the load comes to stay, the first glance sees it.
+        now += S;
+        assert!(matches!(
+            steady.plan(now, Some(m.second(2.0, 0))),
+            TickPlan::Full { moved: Some(_) }
+        ));
+    }
+
+    #[test]
     fn a_failed_glance_means_a_full_tick() {
         let mut steady = Steady::new(config());
         let mut m = Machine::new();
         let mut now = make_steady(&mut steady, &mut m, 1.5);
         now += S;
         assert_eq!(steady.plan(now, None), TickPlan::Full { moved: None });
-        steady.after_full_tick(now, Some("inference"));
+        steady.after_full_tick(now, Some("inference"), Some("inference"));
         // The next glance has no previous counters to compare with either.
         now += S;
         assert_eq!(
             steady.plan(now, Some(m.second(1.5, 0))),
             TickPlan::Full { moved: None }
         );
-        steady.after_full_tick(now, Some("inference"));
+        steady.after_full_tick(now, Some("inference"), Some("inference"));
         now += S;
         assert_eq!(steady.plan(now, Some(m.second(1.5, 0))), TickPlan::Glance);
     }

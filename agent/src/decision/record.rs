@@ -152,6 +152,14 @@ pub struct DecisionRecord {
 }
 
 impl DecisionRecord {
+    /// The class this tick's classifier output favoured on its own (None: no output).
+    pub fn most_probable_class(&self) -> Option<&str> {
+        self.probabilities
+            .iter()
+            .max_by(|(_, a), (_, b)| a.total_cmp(b))
+            .map(|(class, _)| class.as_str())
+    }
+
     /// One human line: `tick 12: class game+kernel_build (margin 0.41, support 0.73) → bpfland: switch`.
     pub fn summary(&self) -> String {
         let why = match &self.reason {
