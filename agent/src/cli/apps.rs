@@ -104,7 +104,19 @@ pub fn mode_line(apps: &AppsStatus) -> String {
             apps.app_model.as_deref().unwrap_or("pins only")
         )
     } else {
-        format!("whole machine: {}", apps.expert)
+        format!("whole machine: {}{}", apps.expert, ahead_line(apps))
+    }
+}
+
+/// "; 40 applications classified ahead of layered (2 with a class)" while the decision heads
+/// for a layer-plan expert, else nothing.
+pub fn ahead_line(apps: &AppsStatus) -> String {
+    match &apps.ahead_of {
+        Some(expert) => format!(
+            "; {} applications classified ahead of {expert} ({} with a class)",
+            apps.applications, apps.with_class
+        ),
+        None => String::new(),
     }
 }
 
@@ -185,6 +197,22 @@ mod tests {
         );
         apps.app_model = Some("/usr/share/asa/app-classifier.onnx".into());
         assert!(mode_line(&apps).ends_with("classes from /usr/share/asa/app-classifier.onnx"));
+    }
+
+    #[test]
+    fn the_mode_line_says_when_applications_are_classified_ahead_of_a_layer_plan_expert() {
+        let apps = AppsStatus {
+            mode: "whole_machine".into(),
+            expert: "cosmos".into(),
+            ahead_of: Some("layered".into()),
+            applications: 12,
+            with_class: 3,
+            ..AppsStatus::default()
+        };
+        assert_eq!(
+            mode_line(&apps),
+            "whole machine: cosmos; 12 applications classified ahead of layered (3 with a class)"
+        );
     }
 
     #[test]

@@ -274,7 +274,7 @@ fn print_decision(d: &DecisionStatus, active: &str) {
         let mode = if apps.mode == "per_application" {
             super::apps::mode_line(apps)
         } else {
-            format!("whole machine: {active}")
+            format!("whole machine: {active}{}", super::apps::ahead_line(apps))
         };
         println!("mode:        {mode}");
         if let Some(problem) = &apps.problem {

@@ -73,7 +73,11 @@ pub struct AppsStatus {
     pub mode: String,
     /// The expert running.
     pub expert: String,
-    /// Applications seen at the last walk (per-application mode only).
+    /// In whole-machine mode, the layer-plan expert the decision heads for: the applications
+    /// are grouped, classified and hinted ahead of its start (None: nothing walked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead_of: Option<String>,
+    /// Applications seen at the last walk (per-application mode, or ahead of it).
     pub applications: usize,
     /// Of those, with a class.
     pub with_class: usize,

@@ -4,9 +4,17 @@
 //! application classifier comes later) and writes each class's hint into scx_layered's task-hint
 //! map, which puts the application's threads into that class's layer.
 //!
+//! Ahead of such an expert: while another expert runs and the decision heads for a layer-plan
+//! expert (the vote's target, or the table's expert for the tick's most probable class), the
+//! same ticks run in whole-machine mode, so that every application already has its class and
+//! its threads their hints when scx_layered attaches: a task's layer is matched at the
+//! scheduler's start, and an application it cannot match yet runs in `other` beside the load
+//! (results/2026-12-01-apps-ahead-of-layered). Other schedulers ignore the hints.
+//!
 //! Nothing is moved between cgroups and no process is touched: a hint is all. The hint map's
 //! BPF object is loaded when per-application mode first starts; without BPF or bpffs the mode
-//! is off with one warning and the agent runs on. Under another expert nothing is walked.
+//! is off with one warning and the agent runs on. Under another expert, and not heading for a
+//! layer-plan expert, nothing is walked.
 //!
 //! - [`AppMode`]: the decision thread's part (grouping, classes, hints), one call a tick;
 //! - [`AppsControl`]: what the control socket's `apps`, `app_set` and `app_unset` reach,
@@ -142,44 +150,66 @@ impl AppMode {
         self.shared.clone()
     }
 
-    /// Whether the perception walk should read every thread's application: while `expert`
-    /// takes a layer plan and the mode is not off.
-    pub(super) fn wants_threads(&self, expert: &str) -> bool {
-        self.off.is_none() && self.layer_plan_experts.contains(expert)
+    /// The layer-plan expert to classify applications for with `expert` running and the
+    /// decision heading `toward` these experts: `expert` itself when it takes a layer plan,
+    /// else the first of `toward` that does (None: whole machine, nothing to walk).
+    fn layer_plan_expert<'a>(&self, expert: &'a str, toward: &'a [String]) -> Option<&'a str> {
+        std::iter::once(expert)
+            .chain(toward.iter().map(String::as_str))
+            .find(|e| self.layer_plan_experts.contains(*e))
     }
 
-    /// One tick at `now` with `expert` running; `walk` fills the tick's threads (see
-    /// [`ThreadWalk`]). Returns the mode for `asa status`.
+    /// Whether the perception walk should read every thread's application: while `expert`
+    /// takes a layer plan, or the decision heads `toward` one, and the mode is not off.
+    pub(super) fn wants_threads(&self, expert: &str, toward: &[String]) -> bool {
+        self.off.is_none() && self.layer_plan_expert(expert, toward).is_some()
+    }
+
+    /// One tick at `now` with `expert` running and the decision heading `toward` these
+    /// experts; `walk` fills the tick's threads (see [`ThreadWalk`]). Returns the mode for
+    /// `asa status`.
     pub(super) fn tick(
         &mut self,
         now: Duration,
         expert: &str,
+        toward: &[String],
         walk: impl FnOnce(&mut Vec<ThreadSample>) -> ThreadWalk,
     ) -> AppsStatus {
-        if !self.layer_plan_experts.contains(expert) {
-            return self.tick_inner(now, expert, false);
-        }
+        let Some(planned) = self.layer_plan_expert(expert, toward) else {
+            return self.tick_inner(now, expert, None);
+        };
+        let ahead_of = (planned != expert).then_some(planned);
         match self.ready(walk) {
-            ThreadWalk::Threads => self.tick_inner(now, expert, true),
+            ThreadWalk::Threads => self.tick_inner(now, expert, Some(ahead_of)),
             // A tick between walks keeps the applications, their classes and hints as they are.
-            ThreadWalk::NextWalk if self.is_per_application(expert) => {
+            ThreadWalk::NextWalk if self.walked_last_tick(expert, ahead_of) => {
                 self.shared.0.lock().unwrap().status.clone()
             }
-            _ => self.tick_inner(now, expert, false),
+            _ => self.tick_inner(now, expert, None),
         }
     }
 
-    /// Whether the last tick ran per application under `expert`.
-    fn is_per_application(&self, expert: &str) -> bool {
+    /// Whether the last tick walked the applications with `expert` running, ahead of the same
+    /// expert.
+    fn walked_last_tick(&self, expert: &str, ahead_of: Option<&str>) -> bool {
         let shared = self.shared.0.lock().unwrap();
-        shared.status.mode == "per_application" && shared.status.expert == expert
+        let status = &shared.status;
+        status.expert == expert
+            && status.ahead_of.as_deref() == ahead_of
+            && (status.mode == "per_application" || ahead_of.is_some())
     }
 
-    /// The tick after the walk: per application when `per_app`, else the whole machine.
-    fn tick_inner(&mut self, now: Duration, expert: &str, per_app: bool) -> AppsStatus {
+    /// The tick after the walk: `walked` is None for the whole machine with nothing walked,
+    /// `Some(None)` per application, `Some(Some(layered))` ahead of that layer-plan expert.
+    fn tick_inner(
+        &mut self,
+        now: Duration,
+        expert: &str,
+        walked: Option<Option<&str>>,
+    ) -> AppsStatus {
         let mut shared = self.shared.0.lock().unwrap();
         shared.now = now;
-        if !per_app {
+        let Some(ahead_of) = walked else {
             shared.seen.clear();
             shared.status = AppsStatus {
                 mode: "whole_machine".into(),
@@ -189,7 +219,7 @@ impl AppMode {
                 ..AppsStatus::default()
             };
             return shared.status.clone();
-        }
+        };
         // The applications of this walk, and what the model says of each.
         let samples = self.grouper.update(now, &self.threads);
         if let Some(model) = self.model.as_mut() {
@@ -286,8 +316,20 @@ impl AppMode {
             }
         }
         let with_class = seen.values().filter(|a| a.class.is_some()).count();
+        if let (Some(planned), None) = (ahead_of, shared.status.ahead_of.as_deref()) {
+            log::info!(
+                "heading for {planned}: classifying {} applications ahead of its start ({with_class} with a class)",
+                seen.len()
+            );
+        }
         shared.status = AppsStatus {
-            mode: "per_application".into(),
+            mode: if ahead_of.is_some() {
+                "whole_machine"
+            } else {
+                "per_application"
+            }
+            .into(),
+            ahead_of: ahead_of.map(str::to_string),
             expert: expert.to_string(),
             applications: seen.len(),
             with_class,
@@ -572,7 +614,7 @@ mod tests {
             ..ThreadSample::default()
         };
         mode.threads = vec![thread];
-        let status = mode.tick_inner(Duration::from_secs(1), "layered", true);
+        let status = mode.tick_inner(Duration::from_secs(1), "layered", Some(None));
         assert_eq!((status.applications, status.with_class), (1, 1));
         let list = apps.list().list;
         assert_eq!(list[0].class.as_deref(), Some("cpu_batch"));
@@ -580,11 +622,11 @@ mod tests {
         assert_eq!(list[0].source.as_deref(), Some("pinned"));
         assert_eq!(list[0].threads, 1);
         apps.unset(&me.to_string()).unwrap();
-        let status = mode.tick_inner(Duration::from_secs(2), "layered", true);
+        let status = mode.tick_inner(Duration::from_secs(2), "layered", Some(None));
         assert_eq!(status.with_class, 0);
         assert_eq!(apps.list().list[0].layer, "other");
         // Another expert: nothing walked, the whole machine.
-        let status = mode.tick(Duration::from_secs(3), "lavd", |_| unreachable!());
+        let status = mode.tick(Duration::from_secs(3), "lavd", &[], |_| unreachable!());
         assert_eq!(status.mode, "whole_machine");
         assert!(apps.list().list.is_empty());
     }
@@ -593,19 +635,21 @@ mod tests {
     fn a_whole_machine_walk_defers_the_mode_a_tick_and_no_bpf_walk_turns_it_off() {
         let dir = tempfile::tempdir().unwrap();
         let mut mode = mode(dir.path());
-        assert!(mode.wants_threads("layered") && !mode.wants_threads("cosmos"));
-        let status = mode.tick(Duration::from_secs(1), "layered", |_| ThreadWalk::NextWalk);
+        assert!(mode.wants_threads("layered", &[]) && !mode.wants_threads("cosmos", &[]));
+        let status = mode.tick(Duration::from_secs(1), "layered", &[], |_| {
+            ThreadWalk::NextWalk
+        });
         assert_eq!(status.mode, "whole_machine");
         assert!(status.problem.is_none(), "not off: {:?}", status.problem);
         assert!(
-            mode.wants_threads("layered"),
+            mode.wants_threads("layered", &[]),
             "asked again for the next walk"
         );
-        let status = mode.tick(Duration::from_secs(2), "layered", |_| {
+        let status = mode.tick(Duration::from_secs(2), "layered", &[], |_| {
             ThreadWalk::Unavailable
         });
         assert_eq!(status.mode, "whole_machine");
-        let status = mode.tick(Duration::from_secs(3), "layered", |_| unreachable!());
+        let status = mode.tick(Duration::from_secs(3), "layered", &[], |_| unreachable!());
         assert!(
             status
                 .problem
@@ -613,7 +657,7 @@ mod tests {
             "off, and says why"
         );
         assert!(
-            !mode.wants_threads("layered"),
+            !mode.wants_threads("layered", &[]),
             "an off mode asks for no threads"
         );
     }
@@ -632,15 +676,64 @@ mod tests {
             leader: true,
             ..ThreadSample::default()
         }];
-        let walked = mode.tick_inner(Duration::from_secs(1), "layered", true);
+        let walked = mode.tick_inner(Duration::from_secs(1), "layered", Some(None));
         assert_eq!(
             (walked.mode.as_str(), walked.applications),
             ("per_application", 1)
         );
-        let held = mode.tick(Duration::from_millis(1500), "layered", |_| {
+        let held = mode.tick(Duration::from_millis(1500), "layered", &[], |_| {
             ThreadWalk::NextWalk
         });
         assert_eq!(held, walked, "nothing changed between walks");
         assert_eq!(mode.control().list().list.len(), 1);
+    }
+
+    #[test]
+    fn heading_for_a_layer_plan_expert_classifies_and_hints_ahead_of_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mode = mode(dir.path());
+        let apps = mode.control();
+        let me = std::process::id();
+        let key = AppKey::of_process(me).unwrap();
+        apps.set(&me.to_string(), "interactive").unwrap();
+        // Heading nowhere that takes a layer plan: nothing to walk.
+        let lavd = ["lavd".to_string()];
+        assert!(!mode.wants_threads("cosmos", &lavd));
+        let status = mode.tick(Duration::from_secs(1), "cosmos", &lavd, |_| unreachable!());
+        assert_eq!(
+            (status.mode.as_str(), status.ahead_of),
+            ("whole_machine", None)
+        );
+        // The vote heads for scx_layered: walk, classify and hint while cosmos runs.
+        let layered = ["lavd".to_string(), "layered".to_string()];
+        assert!(mode.wants_threads("cosmos", &layered));
+        mode.threads = vec![ThreadSample {
+            tgid: me,
+            pid: me,
+            pgid: key.pgid,
+            cgroup: key.cgroup,
+            leader: true,
+            ..ThreadSample::default()
+        }];
+        let ahead = mode.tick_inner(Duration::from_secs(2), "cosmos", Some(Some("layered")));
+        assert_eq!(
+            ahead.mode, "whole_machine",
+            "cosmos still runs the whole machine"
+        );
+        assert_eq!(ahead.ahead_of.as_deref(), Some("layered"));
+        assert_eq!((ahead.applications, ahead.with_class), (1, 1));
+        assert_eq!(apps.list().list[0].layer, "interactive");
+        // A tick between walks keeps that.
+        assert!(mode.walked_last_tick("cosmos", Some("layered")));
+        assert!(!mode.walked_last_tick("cosmos", None));
+        // scx_layered attached: the same applications, per application from its first tick.
+        let per_app = mode.tick_inner(Duration::from_secs(3), "layered", Some(None));
+        assert_eq!(per_app.mode, "per_application");
+        assert_eq!(per_app.ahead_of, None);
+        assert_eq!(
+            apps.list().list[0].seen_s,
+            1.0,
+            "the application was seen ahead"
+        );
     }
 }

@@ -180,7 +180,7 @@ impl<'a> DecisionLoop<'a> {
         record.cost.glances = glances;
         record.cost.glance_cpu_us = glance_cpu_us;
         self.last_sample_ms = Some(record.unix_ms);
-        self.per_application_tick(&status, now);
+        self.per_application_tick(&status, &record, now);
         record.pinned = status.pinned.clone();
         if let Sink::Controller(handle) = &self.sink {
             let policy = self.pipeline.engine.policy();
@@ -269,17 +269,33 @@ impl<'a> DecisionLoop<'a> {
         self.full_tick_state = Some(ControllerState::of(&self.sink.status()));
     }
 
-    /// Per-application mode's tick on this tick's walk (apps.rs), its mode into `asa status`.
-    fn per_application_tick(&mut self, status: &AgentStatus, now: Duration) {
+    /// Per-application mode's tick on this tick's walk (apps.rs), its mode into `asa status`:
+    /// under a layer-plan expert, or ahead of one when `record` heads for it (its target, or
+    /// the table's expert for the class this tick's classification favoured).
+    fn per_application_tick(&mut self, status: &AgentStatus, record: &TickRecord, now: Duration) {
         let (Some(apps), Sink::Controller(handle)) = (self.apps.as_mut(), &self.sink) else {
             return;
         };
+        let policy = self.pipeline.engine.policy();
+        let toward: Vec<String> = record
+            .decision
+            .target_expert
+            .iter()
+            .map(String::as_str)
+            .chain(
+                record
+                    .decision
+                    .most_probable_class()
+                    .and_then(|c| policy.expert_for(c)),
+            )
+            .map(str::to_owned)
+            .collect();
         // Asked for now, the threads come with the next tick's walk: a whole-machine walk reads
         // half as much per thread.
         self.pipeline
-            .want_threads(apps.wants_threads(&status.active.expert));
+            .want_threads(apps.wants_threads(&status.active.expert, &toward));
         let pipeline = &self.pipeline;
-        let mode = apps.tick(now, &status.active.expert, |t| pipeline.threads(t));
+        let mode = apps.tick(now, &status.active.expert, &toward, |t| pipeline.threads(t));
         self.per_application = mode.mode == "per_application";
         handle.update_decision(|d| d.apps = Some(mode));
     }

@@ -10,6 +10,11 @@ switch (from its decision log) and prints, per scenario and raw latency series,
 the p99 of each static expert's whole run next to the agent's whole run, its
 samples before the switch ended (the time under the previous scheduler, the
 load phase of the new one) and after it (the chosen expert's steady state).
+It also counts the agent's tail events in three windows -- before the last
+switch was decided, from its decision to its end (+ margin), and after -- a tail
+event being a sample above the best static expert's p99: at the static expert's
+own rate about 1 % of its samples, so a window's rate per second says where the
+agent's tail comes from.
 
 Reads a live calibration folder: its results.json (per scenario, every run's
 expert, repetition, start and probe times and raw probe samples) and the agent's
@@ -65,8 +70,8 @@ def read_decisions(agent_dir):
 
 
 def agent_switches(decisions, start_ms, end_ms):
-    """(switch end unix ms, from, to) of every completed switch among the decision records
-    logged in [start_ms, end_ms], sorted."""
+    """(switch end unix ms, from, to, decision unix ms) of every completed switch among the
+    decision records logged in [start_ms, end_ms], sorted."""
     out = []
     for d in decisions:
         if not isinstance(d, dict) or d.get("outcome") != "switched" or not d.get("detail"):
@@ -75,7 +80,7 @@ def agent_switches(decisions, start_ms, end_ms):
         at = d.get("unix_ms")
         if not m or at is None or not start_ms <= at <= end_ms:
             continue
-        out.append((at + int(m.group(3)), m.group(1), m.group(2)))
+        out.append((at + int(m.group(3)), m.group(1), m.group(2), at))
     return sorted(out)
 
 
@@ -110,23 +115,51 @@ def analyse(results, decisions, margin_s=1.0):
             p0, p1 = run["probe_started_unix_ms"], run["probe_ended_unix_ms"]
             switches = agent_switches(decisions, run["started_unix_ms"] - 5000, p1)
             elapsed = run["probe"].get("elapsed_s") or (p1 - p0) / 1000.0
-            split_s = None
+            split_s = decided_s = None
             if switches:
                 split_s = (switches[-1][0] - p0) / 1000.0 + margin_s
+                decided_s = min(max((switches[-1][3] - p0) / 1000.0, 0.0), split_s)
             for name, values in run["probe"]["samples"].items():
                 times = sample_times(name, values, elapsed)
                 before = [v for v, t in zip(values, times) if split_s is None or t < split_s]
                 after = [v for v, t in zip(values, times) if split_s is not None and t >= split_s]
+                best = min((sum(v) / len(v) for v in static.get(name, {}).values() if v),
+                           default=None)
                 rows.append({
                     "scenario": sc["scenario"], "rep": run["rep"], "series": name,
-                    "switches": [f"{a}->{b}" for _, a, b in switches],
+                    "switches": [f"{a}->{b}" for _, a, b, _ in switches],
                     "switch_done_s": None if split_s is None else round(split_s - margin_s, 2),
                     "static_p99": {e: round(sum(v) / len(v), 2) for e, v in static.get(name, {}).items()},
                     "asa_p99": quantile(values, 0.99),
                     "asa_before_p99": quantile(before, 0.99), "before_n": len(before),
                     "asa_after_p99": quantile(after, 0.99), "after_n": len(after),
+                    "tail_events": tail_events(values, times, best, decided_s, split_s, elapsed),
                 })
     return rows
+
+
+def tail_events(values, times, threshold, decided_s, split_s, elapsed_s):
+    """Samples above `threshold` and each window's length (s): before the last switch was
+    decided, from then to its end + margin (`switch`), after; None without a threshold.
+    Without a switch the whole probe is `before`."""
+    if threshold is None:
+        return None
+    edges = [0.0, elapsed_s, elapsed_s, elapsed_s]
+    if decided_s is not None:
+        edges = [0.0, decided_s, min(split_s, elapsed_s), elapsed_s]
+    out = {}
+    for i, window in enumerate(("before", "switch", "after")):
+        lo, hi = edges[i], edges[i + 1]
+        last = i == 2
+        n = sum(1 for v, t in zip(values, times)
+                if v > threshold and lo <= t and (t < hi or (last and t >= hi)))
+        out[window] = {"n": n, "s": round(max(hi - lo, 0.0), 2)}
+    return out
+
+
+def rate(window):
+    """A window's tail events per second, as printed ("-" for an empty window)."""
+    return "-" if window["s"] <= 0 else f"{window['n'] / window['s']:.2f}"
 
 
 def fmt(v):
@@ -139,14 +172,24 @@ def format_table(rows, margin_s):
            f"asa: whole run, before / after its last switch ended (+{margin_s} s). Times of "
            "non-frame samples are spread evenly over the probe (approximation).\n",
            "| scenario | rep | series | static experts | asa whole | asa before (n) | asa after (n) "
-           "| switches (last done at s) |",
-           "|---|---:|---|---|---:|---:|---:|---|"]
+           "| switches (last done at s) | over best static p99 /s: before, switch, after |",
+           "|---|---:|---|---|---:|---:|---:|---|---|"]
     for r in rows:
         st = ", ".join(f"{e} {v:.1f}" for e, v in sorted(r["static_p99"].items(), key=lambda kv: kv[1]))
         out.append(f"| {r['scenario']} | {r['rep']} | {r['series']} | {st} | {fmt(r['asa_p99'])} | "
                    f"{fmt(r['asa_before_p99'])} ({r['before_n']}) | {fmt(r['asa_after_p99'])} ({r['after_n']}) | "
-                   f"{' '.join(r['switches']) or 'none'} ({fmt(r['switch_done_s'])}) |")
+                   f"{' '.join(r['switches']) or 'none'} ({fmt(r['switch_done_s'])}) | "
+                   f"{events_cell(r['tail_events'])} |")
     return out
+
+
+def events_cell(events):
+    """"0.02, 3.10 (31 in 10.0 s), 0.01": the rates, the switch window's count and length."""
+    if events is None:
+        return "-"
+    sw = events["switch"]
+    middle = rate(sw) if sw["s"] <= 0 else f"{rate(sw)} ({sw['n']} in {sw['s']:.1f} s)"
+    return f"{rate(events['before'])}, {middle}, {rate(events['after'])}"
 
 
 def main(argv=None):

@@ -33,7 +33,7 @@ def test_switch_transient_quantile_is_nearest_rank():
 
 def test_switch_transient_switch_ends_at_decision_plus_its_duration_within_the_window():
     switches = switch_transient.agent_switches(DECISIONS, P0 - 5000, P0 + 10_000)
-    assert switches == [(P0 + 3000, 'eevdf', 'bpfland')]
+    assert switches == [(P0 + 3000, 'eevdf', 'bpfland', P0 + 1000)]
 
 
 def test_switch_transient_decision_log_lines_that_are_not_json_are_skipped():
@@ -60,7 +60,8 @@ def test_switch_transient_without_a_switch_everything_is_before():
     (row,) = switch_transient.analyse(results(), [], margin_s=1.0)
     assert (row['before_n'], row['after_n'], row['asa_after_p99'], row['switch_done_s']) == (10, 0, None, None)
     line = switch_transient.format_table([row], 1.0)[-1]
-    assert line == '| S1 | 0 | tick_ms | bpfland 12.0, eevdf 50.0 | 50.0 | 50.0 (10) | - (0) | none (-) |'
+    assert line == ('| S1 | 0 | tick_ms | bpfland 12.0, eevdf 50.0 | 50.0 | 50.0 (10) | - (0) | none (-) '
+                    '| 0.40, -, - |')
 
 
 def test_switch_transient_main_prints_the_table_and_writes_json(tmp_path, capsys):
@@ -71,10 +72,27 @@ def test_switch_transient_main_prints_the_table_and_writes_json(tmp_path, capsys
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith('p99 (ms) of each raw probe series;') and out[1] == ''
     assert out[-1] == ('| S1 | 0 | tick_ms | bpfland 12.0, eevdf 50.0 | 50.0 | 50.0 (4) | 10.0 (6) '
-                       '| eevdf->bpfland (3.0) |')
+                       '| eevdf->bpfland (3.0) | 1.00, 1.00 (3 in 3.0 s), 0.00 |')
     assert json.loads((tmp_path / 'rows.json').read_text())[0]['after_n'] == 6
 
 
 def test_switch_transient_main_refuses_a_folder_without_results(tmp_path):
     with pytest.raises(SystemExit, match='no results.json'):
         switch_transient.main([str(tmp_path)])
+
+
+def test_switch_transient_counts_tail_events_before_during_and_after_the_switch():
+    # Decided 1 s into the probe, done at 3 s, margin 1 s: the switch window is 1-4 s. The
+    # samples over 12 ms (bpfland's p99, the best static) are the four 50 ms ones at 0.5-3.5 s.
+    (row,) = switch_transient.analyse(results(), DECISIONS, margin_s=1.0)
+    assert row['tail_events'] == {'before': {'n': 1, 's': 1.0}, 'switch': {'n': 3, 's': 3.0},
+                                  'after': {'n': 0, 's': 6.0}}
+    assert switch_transient.events_cell(row['tail_events']) == '1.00, 1.00 (3 in 3.0 s), 0.00'
+
+
+def test_switch_transient_a_series_no_static_expert_ran_has_no_tail_events():
+    data = results()
+    data['scenarios'][0]['runs'] = [r for r in data['scenarios'][0]['runs'] if r['expert'] == 'asa']
+    (row,) = switch_transient.analyse(data, DECISIONS, margin_s=1.0)
+    assert row['tail_events'] is None
+    assert switch_transient.events_cell(None) == '-'
